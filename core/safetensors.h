@@ -1,0 +1,92 @@
+/* gst-dflash — safetensors: zero-copy reading (one file or an indexed set of
+ * shards) and writing.
+ *
+ * A file is mapped read-only; a DflTensor points into the mapping, so loading a
+ * checkpoint copies nothing until a caller converts a tensor. Everything in a
+ * header is checked before it is trusted: the header length against the file
+ * size and a sane bound, the JSON, dtype names, offsets inside the data area,
+ * no two tensors overlapping, and dtype size × shape = byte count.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define DFL_TENSOR_MAX_DIMS 8
+
+typedef enum {
+  DFL_DTYPE_F32,
+  DFL_DTYPE_F16,
+  DFL_DTYPE_BF16,
+  DFL_DTYPE_I32,
+  DFL_DTYPE_I64,
+  DFL_DTYPE_I8,
+  DFL_DTYPE_U8,
+} DflDtype;
+
+typedef struct {
+  const char *name;
+  DflDtype dtype;
+  guint n_dims;
+  gint64 shape[DFL_TENSOR_MAX_DIMS];
+  gint64 n_elements;
+  const guint8 *data;          /* inside the file's mapping, little-endian */
+  gsize n_bytes;
+  const char *file;            /* the file (shard) that holds it */
+} DflTensor;
+
+typedef struct _DflSafetensors DflSafetensors;
+
+/* `path` is a .safetensors file, a model.safetensors.index.json, or a folder
+ * holding either model.safetensors or model.safetensors.index.json. */
+DflSafetensors *dfl_safetensors_open (const char *path, GError **error);
+void dfl_safetensors_free (DflSafetensors *st);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflSafetensors, dfl_safetensors_free)
+
+/* The file or index that was opened (for messages). */
+const char *dfl_safetensors_path (const DflSafetensors *st);
+guint dfl_safetensors_n_tensors (const DflSafetensors *st);
+const DflTensor *dfl_safetensors_nth (const DflSafetensors *st, guint i);
+/* NULL where there is no such tensor. */
+const DflTensor *dfl_safetensors_find (const DflSafetensors *st, const char *name);
+/* A tensor of this name and shape, in a float dtype (F32, F16 or BF16); else
+ * NULL with an error naming the file, the tensor, and what was expected. */
+const DflTensor *dfl_safetensors_expect (const DflSafetensors *st, const char *name,
+                                         guint n_dims, const gint64 *shape, GError **error);
+/* A string of the first file's __metadata__, or NULL. */
+const char *dfl_safetensors_metadata (const DflSafetensors *st, const char *key);
+
+const char *dfl_dtype_name (DflDtype dtype);   /* "F32", "BF16", … */
+gsize dfl_dtype_size (DflDtype dtype);
+gboolean dfl_dtype_from_name (const char *name, DflDtype *dtype);
+
+/* Convert a float tensor (F32, F16, BF16) to F32: `n` elements from element
+ * `offset` on. */
+void dfl_tensor_read_f32 (const DflTensor *t, gint64 offset, gint64 n, float *dst);
+float *dfl_tensor_dup_f32 (const DflTensor *t);   /* g_free() it */
+
+/* Scalar conversions used across the tree. */
+float dfl_bf16_to_f32 (guint16 v);
+guint16 dfl_f32_to_bf16 (float v);   /* round to nearest even */
+float dfl_f16_to_f32 (guint16 v);
+guint16 dfl_f32_to_f16 (float v);    /* round to nearest even */
+
+/* Writing: add tensors (the data is copied), metadata strings, then write one
+ * file. Names must be unique. */
+typedef struct _DflSafetensorsWriter DflSafetensorsWriter;
+
+DflSafetensorsWriter *dfl_safetensors_writer_new (void);
+void dfl_safetensors_writer_free (DflSafetensorsWriter *w);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflSafetensorsWriter, dfl_safetensors_writer_free)
+gboolean dfl_safetensors_writer_add (DflSafetensorsWriter *w, const char *name, DflDtype dtype,
+                                     guint n_dims, const gint64 *shape, const void *data,
+                                     GError **error);
+/* An F32 array stored as `dtype` (F32, F16 or BF16). */
+gboolean dfl_safetensors_writer_add_f32 (DflSafetensorsWriter *w, const char *name, DflDtype dtype,
+                                         guint n_dims, const gint64 *shape, const float *data,
+                                         GError **error);
+void dfl_safetensors_writer_set_metadata (DflSafetensorsWriter *w, const char *key, const char *value);
+gboolean dfl_safetensors_writer_write (DflSafetensorsWriter *w, const char *path, GError **error);
+
+G_END_DECLS

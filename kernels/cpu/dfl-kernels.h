@@ -1,0 +1,87 @@
+/* gst-dflash — CPU compute kernels.
+ *
+ * Compute only: no model files, no model logic. Matrices are row-major F32;
+ * a weight matrix W is [out][in] as checkpoints store it, so a projection of
+ * `rows` rows is y = x · Wᵀ. Matrix products go through OpenBLAS (its threads
+ * keep both cores busy); the loops here use OpenMP where a loop is worth it.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y[rows][out] = x[rows][in] · w[out][in]ᵀ (+ y when `accumulate`). */
+void dfl_matmul (const float *x, int rows, int in, const float *w, int out,
+                 float *y, int accumulate);
+
+/* A weight matrix as a checkpoint stores it: [rows][cols] row-major, F32,
+ * F16 or BF16, little-endian; `data` may point into a mapped file. */
+typedef enum { DFL_WEIGHT_F32, DFL_WEIGHT_F16, DFL_WEIGHT_BF16 } DflWeightType;
+typedef struct {
+  const void *data;
+  DflWeightType type;
+  int rows;   /* outputs */
+  int cols;   /* inputs */
+} DflWeights;
+
+/* y[r][o] (+)= x[r] · W[o] for r < rows, o < n_out (n_out ≤ W's rows: the
+ * first rows of W only, e.g. a head's shortlist). Batch-invariant: y[r][o]
+ * is bitwise the same whatever `rows` is and whatever else is computed with
+ * it (see matmul.c). ldx and ldy are the strides of x's and y's rows. */
+void dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
+                   float *y, int ldy, int n_out, int accumulate);
+size_t dfl_weights_bytes (const DflWeights *w);
+
+/* c[m][n] = alpha · a[m][k] · (b_t ? b[n][k]ᵀ : b[k][n]) (+ beta · c), with
+ * leading dimensions; a thin wrapper so callers need not include cblas.h. */
+void dfl_gemm (int m, int n, int k, float alpha,
+               const float *a, int lda, const float *b, int ldb, int b_t,
+               float beta, float *c, int ldc);
+
+/* Each row of `dim`: x / sqrt(mean(x²) + eps) ⊙ w, in place. The mean of
+ * squares is summed in double so long rows lose nothing. */
+void dfl_rmsnorm (float *x, int rows, int dim, const float *w, float eps);
+/* The same from `src` into `dst` (which may be `src`). */
+void dfl_rmsnorm_to (float *dst, const float *src, int rows, int dim, const float *w, float eps);
+
+/* inv_freq[i] = theta^(−2i/head_dim), i < head_dim/2. */
+void dfl_rope_inv_freq (float *inv_freq, int head_dim, double theta);
+/* Rotate, in place, `rows` rows of `heads` heads of `head_dim` by the
+ * half-split (NeoX / Qwen) rope, row r at position `pos0 + r`. */
+void dfl_rope (float *x, int rows, int heads, int head_dim, const float *inv_freq, int pos0);
+
+/* gate[i] = silu(gate[i]) · up[i]. */
+void dfl_silu_mul (float *gate, const float *up, size_t n);
+
+/* x[i] += y[i]. */
+void dfl_add (float *x, const float *y, size_t n);
+
+/* Softmax of one row, in place; returns nothing, -inf entries become 0. */
+void dfl_softmax (float *x, int n);
+
+/* Causal grouped-query attention of `rows` query rows at positions
+ * pos0 … pos0+rows−1 over a cache holding positions 0 … pos0+rows−1:
+ *   q    [rows][heads][head_dim]
+ *   k, v [positions][kv_heads][head_dim] (the cache, rows already written)
+ *   out  [rows][heads][head_dim]
+ * scale is usually 1/sqrt(head_dim). */
+void dfl_attention_causal (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                           const float *k, const float *v, int pos0, float scale, float *out);
+
+/* Index of the largest value; the first of equals. */
+int dfl_argmax (const float *x, int n);
+
+/* Element conversions. */
+void dfl_bf16_to_f32_n (const uint16_t *src, float *dst, size_t n);
+void dfl_f16_to_f32_n (const uint16_t *src, float *dst, size_t n);
+
+/* Threads the kernels may use (OpenBLAS's and OpenMP's). */
+int dfl_kernels_threads (void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,180 @@
+/* gst-dflash — CPU kernels: projections, norms, rope, activations.
+ *
+ * Products go to OpenBLAS, which runs them on all its threads; the
+ * element-wise loops are cheap next to them and stay simple.
+ */
+#include "dfl-kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+#include <omp.h>
+
+void
+dfl_gemm (int m, int n, int k, float alpha,
+          const float *a, int lda, const float *b, int ldb, int b_t,
+          float beta, float *c, int ldc)
+{
+  cblas_sgemm (CblasRowMajor, CblasNoTrans, b_t ? CblasTrans : CblasNoTrans,
+               m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void
+dfl_matmul (const float *x, int rows, int in, const float *w, int out,
+            float *y, int accumulate)
+{
+  /* A single row is a matrix-vector product: sgemv streams the weights once
+   * and OpenBLAS splits it across its threads. */
+  if (rows == 1)
+    cblas_sgemv (CblasRowMajor, CblasNoTrans, out, in, 1.0f, w, in, x, 1,
+                 accumulate ? 1.0f : 0.0f, y, 1);
+  else
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in,
+                 1.0f, x, in, w, in, accumulate ? 1.0f : 0.0f, y, out);
+}
+
+void
+dfl_rmsnorm_to (float *dst, const float *src, int rows, int dim, const float *w, float eps)
+{
+  for (int r = 0; r < rows; r++) {
+    const float *x = src + (size_t) r * dim;
+    float *y = dst + (size_t) r * dim;
+    double ss = 0.0;
+    float s;
+    for (int i = 0; i < dim; i++)
+      ss += (double) x[i] * x[i];
+    s = 1.0f / sqrtf ((float) (ss / dim) + eps);
+    for (int i = 0; i < dim; i++)
+      y[i] = x[i] * s * w[i];
+  }
+}
+
+void
+dfl_rmsnorm (float *x, int rows, int dim, const float *w, float eps)
+{
+  dfl_rmsnorm_to (x, x, rows, dim, w, eps);
+}
+
+void
+dfl_rope_inv_freq (float *inv_freq, int head_dim, double theta)
+{
+  for (int i = 0; i < head_dim / 2; i++)
+    inv_freq[i] = (float) pow (theta, -(2.0 * i) / head_dim);
+}
+
+void
+dfl_rope (float *x, int rows, int heads, int head_dim, const float *inv_freq, int pos0)
+{
+  int half = head_dim / 2;
+  float cs[half], sn[half];
+
+  for (int r = 0; r < rows; r++) {
+    float p = (float) (pos0 + r);
+    /* The angle is formed in float as the checkpoints' own code does (the
+     * product position × inv_freq in f32), so positions far out agree. */
+    for (int i = 0; i < half; i++) {
+      float a = p * inv_freq[i];
+      cs[i] = cosf (a);
+      sn[i] = sinf (a);
+    }
+    for (int h = 0; h < heads; h++) {
+      float *lo = x + ((size_t) r * heads + h) * head_dim;
+      float *hi = lo + half;
+      for (int i = 0; i < half; i++) {
+        float a = lo[i], b = hi[i];
+        lo[i] = a * cs[i] - b * sn[i];
+        hi[i] = b * cs[i] + a * sn[i];
+      }
+    }
+  }
+}
+
+void
+dfl_silu_mul (float *gate, const float *up, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    float g = gate[i];
+    gate[i] = g / (1.0f + expf (-g)) * up[i];
+  }
+}
+
+void
+dfl_add (float *x, const float *y, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    x[i] += y[i];
+}
+
+void
+dfl_softmax (float *x, int n)
+{
+  float top = -INFINITY, sum = 0.0f;
+
+  for (int i = 0; i < n; i++)
+    if (x[i] > top)
+      top = x[i];
+  if (top == -INFINITY) {
+    memset (x, 0, sizeof (float) * n);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    x[i] = expf (x[i] - top);
+    sum += x[i];
+  }
+  for (int i = 0; i < n; i++)
+    x[i] /= sum;
+}
+
+int
+dfl_argmax (const float *x, int n)
+{
+  int best = 0;
+
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[best])
+      best = i;
+  return best;
+}
+
+void
+dfl_bf16_to_f32_n (const uint16_t *src, float *dst, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits = (uint32_t) src[i] << 16;
+    memcpy (dst + i, &bits, 4);
+  }
+}
+
+void
+dfl_f16_to_f32_n (const uint16_t *src, float *dst, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    uint32_t h = src[i];
+    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+      if (man == 0) {
+        bits = sign;
+      } else {
+        /* subnormal: normalise the mantissa */
+        int e = -1;
+        do {
+          man <<= 1;
+          e++;
+        } while (!(man & 0x400));
+        bits = sign | ((uint32_t) (127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+      }
+    } else if (exp == 0x1f) {
+      bits = sign | 0x7f800000u | (man << 13);
+    } else {
+      bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    memcpy (dst + i, &bits, 4);
+  }
+}
+
+int
+dfl_kernels_threads (void)
+{
+  return openblas_get_num_threads ();
+}

@@ -35,6 +35,9 @@ typedef struct {
 void dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
                    float *y, int ldy, int n_out, int accumulate);
 size_t dfl_weights_bytes (const DflWeights *w);
+/* Use the plain-C paths even where AVX2 is there (tests: both must agree
+ * bitwise). */
+void dfl_kernels_set_generic (int on);
 
 /* c[m][n] = alpha · a[m][k] · (b_t ? b[n][k]ᵀ : b[k][n]) (+ beta · c), with
  * leading dimensions; a thin wrapper so callers need not include cblas.h. */

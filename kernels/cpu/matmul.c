@@ -216,16 +216,32 @@ tile_avx2 (const float *x, int rows, int ldx, const void *w, DflWeightType type,
   }
 }
 
+static int generic_only;
+
+void
+dfl_kernels_set_generic (int on)
+{
+  generic_only = on;
+}
+
 static int
 have_avx2 (void)
 {
   static int known = -1;
+  if (generic_only)
+    return 0;
   if (known < 0) {
     __builtin_cpu_init ();
     known = __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")
         && __builtin_cpu_supports ("f16c");
   }
   return known;
+}
+#else
+void
+dfl_kernels_set_generic (int on)
+{
+  (void) on;
 }
 #endif
 

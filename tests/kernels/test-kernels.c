@@ -1,0 +1,243 @@
+/* gst-dflash — the CPU kernels against float64 references.
+ *
+ * Each kernel is recomputed here in double from the same inputs (weights
+ * rounded to their stored dtype first) and must agree within a tolerance an
+ * F32 accumulation allows; the matmul must also be batch-invariant (a row's
+ * outputs bitwise the same alone or among others) and its plain-C path must
+ * agree bitwise with the AVX2 one.
+ */
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "dfl-kernels.h"
+
+static float
+frand (GRand *r)
+{
+  return (float) g_rand_double_range (r, -1.0, 1.0);
+}
+
+static guint16
+to_bf16 (float f)
+{
+  guint32 b;
+  memcpy (&b, &f, 4);
+  b += 0x7fff + ((b >> 16) & 1);
+  return b >> 16;
+}
+
+static guint16
+to_f16 (float f)
+{
+  /* values here are in (−1, 1): normal or zero-ish; F16C-free rounding */
+  _Float16 h = (_Float16) f;
+  guint16 u;
+  memcpy (&u, &h, 2);
+  return u;
+}
+
+/* weights of `type` and their exact values as doubles */
+static void *
+make_weights (GRand *r, DflWeightType type, int n, double *exact)
+{
+  void *w = g_malloc (n * (type == DFL_WEIGHT_F32 ? 4 : 2));
+  for (int i = 0; i < n; i++) {
+    float f = frand (r);
+    if (type == DFL_WEIGHT_F32) {
+      ((float *) w)[i] = f;
+      exact[i] = f;
+    } else {
+      guint16 u = type == DFL_WEIGHT_BF16 ? to_bf16 (f) : to_f16 (f);
+      float back;
+      ((guint16 *) w)[i] = u;
+      if (type == DFL_WEIGHT_BF16)
+        dfl_bf16_to_f32_n (&u, &back, 1);
+      else
+        dfl_f16_to_f32_n (&u, &back, 1);
+      exact[i] = back;
+    }
+  }
+  return w;
+}
+
+static void
+check_matmul (DflWeightType type, int rows, int in, int out, int n_out, int acc)
+{
+  g_autoptr (GRand) r = g_rand_new_with_seed (rows * 1000 + in * 10 + out + type);
+  g_autofree double *exact = g_new (double, (gsize) out * in);
+  g_autofree void *w = make_weights (r, type, out * in, exact);
+  g_autofree float *x = g_new (float, (gsize) rows * in);
+  g_autofree float *y = g_new (float, (gsize) rows * n_out);
+  g_autofree float *y1 = g_new (float, n_out);
+  g_autofree float *yg = g_new (float, (gsize) rows * n_out);
+  DflWeights W = { w, type, out, in };
+  double worst = 0;
+
+  for (int i = 0; i < rows * in; i++)
+    x[i] = frand (r);
+  for (int i = 0; i < rows * n_out; i++)
+    y[i] = yg[i] = acc ? frand (r) : 0;
+  {
+    g_autofree float *y0 = g_memdup2 (y, sizeof (float) * rows * n_out);
+    dfl_matmul_w (&W, x, rows, in, y, n_out, n_out, acc);
+    for (int i = 0; i < rows; i++)
+      for (int o = 0; o < n_out; o++) {
+        double ref = acc ? y0[i * n_out + o] : 0, mag = fabs (ref);
+        for (int k = 0; k < in; k++) {
+          ref += (double) x[i * in + k] * exact[(gsize) o * in + k];
+          mag += fabs ((double) x[i * in + k] * exact[(gsize) o * in + k]);
+        }
+        worst = MAX (worst, fabs (y[i * n_out + o] - ref) / (mag + 1e-30));
+      }
+  }
+  /* an F32 sum of `in` products: errors grow like in · 2^-24 of the magnitudes */
+  g_assert_cmpfloat (worst, <=, 4.0 * (in + 1) * 6e-8);
+
+  /* the last row alone gives bitwise what it gave among the others */
+  if (!acc) {
+    dfl_matmul_w (&W, x + (gsize) (rows - 1) * in, 1, in, y1, n_out, n_out, 0);
+    g_assert_cmpmem (y1, sizeof (float) * n_out, y + (gsize) (rows - 1) * n_out, sizeof (float) * n_out);
+  }
+  /* and the plain-C path gives bitwise the AVX2 path's numbers */
+  dfl_kernels_set_generic (1);
+  dfl_matmul_w (&W, x, rows, in, yg, n_out, n_out, acc);
+  dfl_kernels_set_generic (0);
+  g_assert_cmpmem (yg, sizeof (float) * rows * n_out, y, sizeof (float) * rows * n_out);
+}
+
+static void
+test_matmul (void)
+{
+  static const int shapes[][4] = {
+    /* rows, in, out, n_out */
+    { 1, 64, 130, 130 }, { 3, 67, 17, 17 }, { 4, 8, 9, 9 }, { 5, 200, 64, 40 },
+    { 16, 96, 129, 129 }, { 9, 1, 3, 3 }, { 33, 130, 70, 70 },
+  };
+  for (int t = 0; t < 3; t++)
+    for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+      for (int acc = 0; acc < 2; acc++)
+        check_matmul (t, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], acc);
+}
+
+static void
+test_rmsnorm (void)
+{
+  g_autoptr (GRand) r = g_rand_new_with_seed (3);
+  int rows = 3, dim = 37;
+  float x[3 * 37], w[37], y[3 * 37];
+
+  for (int i = 0; i < rows * dim; i++)
+    x[i] = frand (r) * 5;
+  for (int i = 0; i < dim; i++)
+    w[i] = 1 + frand (r);
+  dfl_rmsnorm_to (y, x, rows, dim, w, 1e-6f);
+  for (int i = 0; i < rows; i++) {
+    double ss = 0;
+    for (int k = 0; k < dim; k++)
+      ss += (double) x[i * dim + k] * x[i * dim + k];
+    for (int k = 0; k < dim; k++) {
+      double ref = x[i * dim + k] / sqrt (ss / dim + 1e-6) * w[k];
+      g_assert_cmpfloat (fabs (y[i * dim + k] - ref), <=, 1e-5 * (fabs (ref) + 1e-3));
+    }
+  }
+}
+
+static void
+test_rope (void)
+{
+  g_autoptr (GRand) r = g_rand_new_with_seed (4);
+  int rows = 3, heads = 2, hd = 8, pos0 = 1000;
+  float x[3 * 2 * 8], y[3 * 2 * 8], inv[4];
+
+  for (int i = 0; i < rows * heads * hd; i++)
+    x[i] = y[i] = frand (r);
+  dfl_rope_inv_freq (inv, hd, 10000.0);
+  dfl_rope (y, rows, heads, hd, inv, pos0);
+  for (int rr = 0; rr < rows; rr++)
+    for (int h = 0; h < heads; h++)
+      for (int i = 0; i < hd / 2; i++) {
+        const float *v = x + (rr * heads + h) * hd;
+        double a = (pos0 + rr) * pow (10000.0, -2.0 * i / hd);
+        double lo = v[i] * cos (a) - v[i + hd / 2] * sin (a);
+        double hi = v[i + hd / 2] * cos (a) + v[i] * sin (a);
+        /* the angle is formed in f32 as the checkpoints' code does: 1e-4
+         * covers its rounding at position 1000 */
+        g_assert_cmpfloat (fabs (y[(rr * heads + h) * hd + i] - lo), <=, 1e-3);
+        g_assert_cmpfloat (fabs (y[(rr * heads + h) * hd + i + hd / 2] - hi), <=, 1e-3);
+      }
+}
+
+static void
+test_attention (void)
+{
+  g_autoptr (GRand) r = g_rand_new_with_seed (5);
+  int rows = 3, heads = 4, kv = 2, hd = 16, pos0 = 5, n = pos0 + rows;
+  g_autofree float *q = g_new (float, rows * heads * hd), *k = g_new (float, n * kv * hd),
+      *v = g_new (float, n * kv * hd), *out = g_new (float, rows * heads * hd);
+  float scale = 0.25f;
+
+  for (int i = 0; i < rows * heads * hd; i++)
+    q[i] = frand (r) * 2;
+  for (int i = 0; i < n * kv * hd; i++) {
+    k[i] = frand (r) * 2;
+    v[i] = frand (r);
+  }
+  dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, out);
+  for (int rr = 0; rr < rows; rr++)
+    for (int h = 0; h < heads; h++) {
+      int g = h / (heads / kv), seen = pos0 + rr + 1;
+      double s[16], top = -INFINITY, sum = 0;
+      for (int p = 0; p < seen; p++) {
+        s[p] = 0;
+        for (int d = 0; d < hd; d++)
+          s[p] += (double) q[(rr * heads + h) * hd + d] * k[(p * kv + g) * hd + d];
+        s[p] *= scale;
+        top = MAX (top, s[p]);
+      }
+      for (int p = 0; p < seen; p++)
+        sum += (s[p] = exp (s[p] - top));
+      for (int d = 0; d < hd; d++) {
+        double ref = 0;
+        for (int p = 0; p < seen; p++)
+          ref += s[p] / sum * v[(p * kv + g) * hd + d];
+        g_assert_cmpfloat (fabs (out[(rr * heads + h) * hd + d] - ref), <=, 1e-5);
+      }
+    }
+}
+
+static void
+test_small_ops (void)
+{
+  float g[5] = { -3, -0.5f, 0, 0.5f, 3 }, u[5] = { 1, 2, 3, 4, 5 };
+  float s[4] = { 1, -INFINITY, 3, 2 };
+  guint16 h[3] = { 0x3c00, 0x0001, 0xfc00 };   /* 1, the smallest subnormal, −inf */
+  float f[3];
+
+  dfl_silu_mul (g, u, 5);
+  for (int i = 0; i < 5; i++) {
+    double x = (double[]) { -3, -0.5, 0, 0.5, 3 }[i];
+    g_assert_cmpfloat (fabs (g[i] - x / (1 + exp (-x)) * u[i]), <=, 1e-6 * u[i]);
+  }
+  dfl_softmax (s, 4);
+  g_assert_cmpfloat (s[1], ==, 0.0f);
+  g_assert_cmpfloat (fabs (s[0] + s[2] + s[3] - 1), <=, 1e-6);
+  g_assert_cmpfloat (fabs (s[2] - exp (1.0) / (exp (-1.0) + 1 + exp (1.0))), <=, 1e-6);
+  g_assert_cmpint (dfl_argmax ((float[]) { 1, 5, 5, 2 }, 4), ==, 1);
+  dfl_f16_to_f32_n (h, f, 3);
+  g_assert_cmpfloat (f[0], ==, 1.0f);
+  g_assert_cmpfloat (f[1], ==, ldexpf (1.0f, -24));
+  g_assert_true (isinf (f[2]) && f[2] < 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/kernels/matmul", test_matmul);
+  g_test_add_func ("/kernels/rmsnorm", test_rmsnorm);
+  g_test_add_func ("/kernels/rope", test_rope);
+  g_test_add_func ("/kernels/attention", test_attention);
+  g_test_add_func ("/kernels/small-ops", test_small_ops);
+  return g_test_run ();
+}

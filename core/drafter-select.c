@@ -1,0 +1,277 @@
+/* gst-dflash — turning a block's rows into tokens (the selector: top
+ * candidates by logit re-scored against the token chosen before), and the
+ * router's margin (which drafter a round is for).
+ */
+#include "drafter-private.h"
+#include "dfl-error.h"
+#include "dfl-kernels.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+int
+dfl_top_k (const float *x, int n, int k, float *values, guint32 *indices)
+{
+  int have = 0;
+
+  g_return_val_if_fail (k >= 1, 0);
+  for (int i = 0; i < n; i++) {
+    float v = x[i];
+    int at;
+    if (isnan (v))
+      continue;
+    /* not above the last kept: the first of equals stays */
+    if (have == k && v <= values[k - 1])
+      continue;
+    /* after every kept value ≥ v: equals keep their order */
+    for (at = have; at > 0 && values[at - 1] < v; at--)
+      ;
+    if (have < k)
+      have++;
+    memmove (values + at + 1, values + at, sizeof (float) * (have - 1 - at));
+    memmove (indices + at + 1, indices + at, sizeof (guint32) * (have - 1 - at));
+    values[at] = v;
+    indices[at] = (guint32) i;
+  }
+  return have;
+}
+
+void
+dfl_drafter_select_project (const DflDrafter *d, const float *hidden, int n, float *hp)
+{
+  g_return_if_fail (d->selector);
+  dfl_matmul (hidden, n, d->g.hidden, d->sel, d->g.selector_rank, hp, 0);
+}
+
+static void
+book_row (const DflDrafter *d, int which, guint32 token, float *dst)
+{
+  int rank = d->g.selector_rank;
+
+  dfl_f16_to_f32_n (d->books[which] + (gsize) token * rank, dst, rank);
+}
+
+void
+dfl_drafter_select_with (const DflDrafter *d, const float *hp, int n, const float *logits,
+                         int width, guint32 anchor, guint32 *chosen, guint32 *plain)
+{
+  const DflDrafterGeometry *g = &d->g;
+  int top = d->selector ? g->selector_top : 1, rank = g->selector_rank;
+  float *vals, *pc = NULL, *sc = NULL;
+  guint32 *cand, prev = anchor;
+
+  g_return_if_fail (width >= top && width <= g->vocab);
+  g_return_if_fail (anchor < (guint32) g->vocab);
+  g_return_if_fail (!d->selector || hp != NULL);
+  vals = g_new (float, top);
+  cand = g_new (guint32, top);
+  if (d->selector) {
+    pc = g_new (float, rank);
+    sc = g_new (float, rank);
+  }
+  for (int j = 0; j < n; j++) {
+    int got = dfl_top_k (logits + (gsize) j * width, width, top, vals, cand);
+    guint32 best_tok = got ? cand[0] : 0;
+    if (plain)
+      plain[j] = best_tok;
+    if (d->selector && got) {
+      float best = -INFINITY;
+      book_row (d, 0, prev, pc);
+      for (int i = 0; i < rank; i++)
+        pc[i] *= hp[(gsize) j * rank + i];
+      for (int c = 0; c < got; c++) {
+        float s = 0.0f;
+        book_row (d, 1, cand[c], sc);
+        for (int i = 0; i < rank; i++)
+          s += pc[i] * sc[i];
+        s += vals[c];
+        /* strictly above: a tie keeps the earlier (higher-logit) candidate */
+        if (s > best) {
+          best = s;
+          best_tok = cand[c];
+        }
+      }
+    }
+    prev = best_tok;
+    if (chosen)
+      chosen[j] = best_tok;
+  }
+  g_free (vals);
+  g_free (cand);
+  g_free (pc);
+  g_free (sc);
+}
+
+void
+dfl_drafter_select (const DflDrafter *d, const float *hidden, int n, const float *logits, int width,
+                    guint32 anchor, guint32 *chosen, guint32 *plain)
+{
+  float *hp = NULL;
+
+  if (d->selector) {
+    hp = g_new (float, (gsize) n * d->g.selector_rank);
+    dfl_drafter_select_project (d, hidden, n, hp);
+  }
+  dfl_drafter_select_with (d, hp, n, logits, width, anchor, chosen, plain);
+  g_free (hp);
+}
+
+/* --- the router --- */
+
+void
+dfl_route_free (DflRoute *r)
+{
+  if (!r)
+    return;
+  g_free (r->block.mean);
+  g_free (r->block.basis);
+  g_free (r->chain.mean);
+  g_free (r->chain.basis);
+  g_free (r);
+}
+
+/* Numbers of a list, lists of lists flattened (a basis may be either). */
+static gboolean
+flatten (const cJSON *item, GArray *out)
+{
+  const cJSON *e;
+
+  if (cJSON_IsNumber (item)) {
+    float v = (float) item->valuedouble;
+    g_array_append_val (out, v);
+    return isfinite (item->valuedouble);
+  }
+  if (!cJSON_IsArray (item))
+    return FALSE;
+  cJSON_ArrayForEach (e, item)
+    if (!flatten (e, out))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+subspace_parse (const cJSON *root, const char *key, int hidden, DflSubspace *s,
+                const char *origin, GError **error)
+{
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive (root, key);
+  const cJSON *rank = o ? cJSON_GetObjectItemCaseSensitive (o, "rank") : NULL;
+  GArray *mean = g_array_new (FALSE, FALSE, sizeof (float));
+  GArray *basis = g_array_new (FALSE, FALSE, sizeof (float));
+  gboolean ok = FALSE;
+
+  if (!cJSON_IsObject (o) || !cJSON_IsNumber (rank) || rank->valuedouble < 0
+      || rank->valuedouble > hidden || rank->valuedouble != floor (rank->valuedouble)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                 "%s: dflash_route.%s is not {\"mean\": [...], \"basis\": [...], \"rank\": r} with r from 0 to hidden %d",
+                 origin, key, hidden);
+    goto out;
+  }
+  s->rank = (int) rank->valuedouble;
+  if (!flatten (cJSON_GetObjectItemCaseSensitive (o, "mean"), mean)
+      || !flatten (cJSON_GetObjectItemCaseSensitive (o, "basis"), basis)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                 "%s: dflash_route.%s: mean and basis must be lists of finite numbers", origin, key);
+    goto out;
+  }
+  if (mean->len != (guint) hidden || basis->len != (guint) (s->rank * hidden)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                 "%s: dflash_route.%s has a mean of %u and a basis of %u values; expected %d and rank %d × %d",
+                 origin, key, mean->len, basis->len, hidden, s->rank, hidden);
+    goto out;
+  }
+  s->mean = (float *) g_array_free (mean, FALSE);
+  s->basis = (float *) g_array_free (basis, FALSE);
+  mean = basis = NULL;
+  ok = TRUE;
+out:
+  if (mean)
+    g_array_free (mean, TRUE);
+  if (basis)
+    g_array_free (basis, TRUE);
+  return ok;
+}
+
+DflRoute *
+dfl_route_parse (const char *json, int hidden, const char *origin, GError **error)
+{
+  cJSON *root = cJSON_Parse (json);
+  DflRoute *r = g_new0 (DflRoute, 1);
+  const cJSON *n;
+
+  if (!cJSON_IsObject (root)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: dflash_route is not a JSON object", origin);
+    goto fail;
+  }
+  if (!subspace_parse (root, "block", hidden, &r->block, origin, error)
+      || !subspace_parse (root, "chain", hidden, &r->chain, origin, error))
+    goto fail;
+  if (cJSON_IsNumber (n = cJSON_GetObjectItemCaseSensitive (root, "block_rows")))
+    r->block_rows = (gint64) n->valuedouble;
+  if (cJSON_IsNumber (n = cJSON_GetObjectItemCaseSensitive (root, "chain_rows")))
+    r->chain_rows = (gint64) n->valuedouble;
+  cJSON_Delete (root);
+  return r;
+fail:
+  cJSON_Delete (root);
+  dfl_route_free (r);
+  return NULL;
+}
+
+/* Squared residual of u after projecting onto the subspace (mean, basis). */
+static double
+recon_error (const DflSubspace *s, const double *u, double *c, int hidden)
+{
+  double err = 0.0;
+
+  for (int i = 0; i < hidden; i++)
+    c[i] = u[i] - s->mean[i];
+  /* residual: c minus its part along each basis row (orthonormal rows, so
+   * the coefficients come from the centred row itself) */
+  {
+    double *coef = g_new (double, MAX (s->rank, 1));
+    for (int k = 0; k < s->rank; k++) {
+      const float *b = s->basis + (gsize) k * hidden;
+      double dot = 0.0;
+      for (int i = 0; i < hidden; i++)
+        dot += b[i] * c[i];
+      coef[k] = dot;
+    }
+    for (int k = 0; k < s->rank; k++) {
+      const float *b = s->basis + (gsize) k * hidden;
+      for (int i = 0; i < hidden; i++)
+        c[i] -= coef[k] * b[i];
+    }
+    g_free (coef);
+  }
+  for (int i = 0; i < hidden; i++)
+    err += c[i] * c[i];
+  return err;
+}
+
+gboolean
+dfl_drafter_has_route (const DflDrafter *d)
+{
+  return d->route != NULL;
+}
+
+float
+dfl_drafter_route_margin (const DflDrafter *d, const float *row)
+{
+  int hs = d->g.hidden;
+  double norm = 0.0, *u, *c, margin;
+
+  if (!d->route)
+    return 0.0f;
+  u = g_new (double, hs);
+  c = g_new (double, hs);
+  for (int i = 0; i < hs; i++)
+    norm += (double) row[i] * row[i];
+  norm = MAX (sqrt (norm), 1e-12);
+  for (int i = 0; i < hs; i++)
+    u[i] = row[i] / norm;
+  margin = recon_error (&d->route->chain, u, c, hs) - recon_error (&d->route->block, u, c, hs);
+  g_free (u);
+  g_free (c);
+  return (float) margin;
+}

@@ -1,0 +1,481 @@
+/* gst-dflash — loading a drafter: a DFlash 2 sidecar, a released v1 drafter
+ * folder, or a blank one made in memory. Every tensor is checked (name,
+ * dtype, shape) before it is used, and every message names the file.
+ */
+#include "drafter-private.h"
+#include "dfl-error.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#define SIDECAR_NAME "dflash.safetensors"
+
+/* Finds (or, blank, makes) the weights under their names. */
+typedef struct {
+  DflDrafter *d;
+  const char *prefix;      /* "dflash." for a sidecar, "" for a v1 drafter */
+  gboolean blank;
+  GError **error;
+} Loader;
+
+static const char *
+origin_of (const Loader *L, const DflTensor *t)
+{
+  if (t && t->file)
+    return t->file;
+  return L->d->path;
+}
+
+static void
+add_weight (DflDrafter *d, const char *name, DflDtype dtype, gsize n, void *data, gboolean owned)
+{
+  DflDrafterWeight w = { g_strdup (name), dtype, n, data, owned };
+
+  g_array_append_val (d->weights, w);
+}
+
+static char *
+shape_text (const DflTensor *t)
+{
+  GString *s = g_string_new ("[");
+
+  for (guint i = 0; i < t->n_dims; i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? ", " : "", t->shape[i]);
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
+static const DflTensor *
+find (Loader *L, const char *name)
+{
+  const DflTensor *t = dfl_safetensors_find (L->d->st, name);
+
+  if (!t)
+    g_set_error (L->error, DFL_ERROR, DFL_ERROR_FORMAT, "%s has no tensor %s%s", L->d->path, name,
+                 L->prefix[0] ? " (a DFlash 2 sidecar names its tensors dflash.*)" : "");
+  return t;
+}
+
+static gboolean
+float_dtype (Loader *L, const DflTensor *t)
+{
+  if (t->dtype == DFL_DTYPE_F32 || t->dtype == DFL_DTYPE_F16 || t->dtype == DFL_DTYPE_BF16)
+    return TRUE;
+  g_set_error (L->error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "%s: %s is %s; expected F32, F16 or BF16",
+               origin_of (L, t), t->name, dfl_dtype_name (t->dtype));
+  return FALSE;
+}
+
+/* F32 data aligned in the mapping is used in place; anything else becomes
+ * an F32 copy. */
+static const float *
+as_f32 (Loader *L, const DflTensor *t, const char *name)
+{
+  float *copy;
+
+  if (t->dtype == DFL_DTYPE_F32 && ((guintptr) t->data % sizeof (float)) == 0) {
+    add_weight (L->d, name, DFL_DTYPE_F32, t->n_elements, (void *) t->data, FALSE);
+    return (const float *) t->data;
+  }
+  copy = dfl_tensor_dup_f32 (t);
+  add_weight (L->d, name, DFL_DTYPE_F32, t->n_elements, copy, TRUE);
+  return copy;
+}
+
+static const float *
+blank_f32 (Loader *L, const char *name, gsize n, float fill)
+{
+  float *w = g_try_new0 (float, n);
+
+  if (!w) {
+    g_set_error (L->error, DFL_ERROR, DFL_ERROR_LIMIT, "%s: %s of %" G_GSIZE_FORMAT " floats does not fit in memory",
+                 L->d->path, name, n);
+    return NULL;
+  }
+  if (fill != 0.0f)
+    for (gsize i = 0; i < n; i++)
+      w[i] = fill;
+  add_weight (L->d, name, DFL_DTYPE_F32, n, w, TRUE);
+  return w;
+}
+
+/* A matrix [rows][cols] in a float dtype. */
+static const float *
+mat (Loader *L, const char *suffix, gint64 rows, gint64 cols)
+{
+  g_autofree char *name = g_strconcat (L->prefix, suffix, NULL);
+  const DflTensor *t;
+
+  if (L->blank)
+    return blank_f32 (L, name, (gsize) (rows * cols), 0.0f);
+  if (!(t = find (L, name)) || !float_dtype (L, t))
+    return NULL;
+  if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols) {
+    g_autofree char *have = shape_text (t);
+    g_set_error (L->error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                 "%s: %s is %s; expected [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                 origin_of (L, t), name, have, rows, cols);
+    return NULL;
+  }
+  return as_f32 (L, t, name);
+}
+
+/* A vector of `n` values in a float dtype; any shape of n elements (as the
+ * reference takes it). Blank: all `fill`. */
+static const float *
+vec (Loader *L, const char *suffix, gint64 n, float fill)
+{
+  g_autofree char *name = g_strconcat (L->prefix, suffix, NULL);
+  const DflTensor *t;
+
+  if (L->blank)
+    return blank_f32 (L, name, (gsize) n, fill);
+  if (!(t = find (L, name)) || !float_dtype (L, t))
+    return NULL;
+  if (t->n_elements != n) {
+    g_autofree char *have = shape_text (t);
+    g_set_error (L->error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                 "%s: %s is %s (%" G_GINT64_FORMAT " values); expected %" G_GINT64_FORMAT " values",
+                 origin_of (L, t), name, have, t->n_elements, n);
+    return NULL;
+  }
+  return as_f32 (L, t, name);
+}
+
+/* A selector codebook: F16 [vocab][rank], read a row at a time, so it stays
+ * F16 in the mapping (2-byte aligned there, or copied). */
+static const guint16 *
+book (Loader *L, const char *suffix)
+{
+  g_autofree char *name = g_strconcat (L->prefix, suffix, NULL);
+  const DflDrafterGeometry *g = &L->d->g;
+  const DflTensor *t;
+  guint16 *copy;
+
+  if (L->blank) {
+    copy = g_new0 (guint16, (gsize) g->vocab * g->selector_rank);
+    add_weight (L->d, name, DFL_DTYPE_F16, (gsize) g->vocab * g->selector_rank, copy, TRUE);
+    return copy;
+  }
+  if (!(t = find (L, name)))
+    return NULL;
+  if (t->dtype != DFL_DTYPE_F16 || t->n_dims != 2 || t->shape[0] != g->vocab
+      || t->shape[1] != g->selector_rank) {
+    g_autofree char *have = shape_text (t);
+    g_set_error (L->error, DFL_ERROR, t->dtype != DFL_DTYPE_F16 ? DFL_ERROR_UNSUPPORTED : DFL_ERROR_MISMATCH,
+                 "%s: %s is %s %s; the codebooks must be F16 [%d, %d] (vocab, selector_rank)",
+                 origin_of (L, t), name, dfl_dtype_name (t->dtype), have, g->vocab, g->selector_rank);
+    return NULL;
+  }
+  if (((guintptr) t->data % 2) == 0) {
+    add_weight (L->d, name, DFL_DTYPE_F16, t->n_elements, (void *) t->data, FALSE);
+    return (const guint16 *) t->data;
+  }
+  copy = g_memdup2 (t->data, t->n_bytes);
+  add_weight (L->d, name, DFL_DTYPE_F16, t->n_elements, copy, TRUE);
+  return copy;
+}
+
+static gboolean
+conv_load (Loader *L, const char *layer, const char *which, DflConv *c)
+{
+  const DflDrafterGeometry *g = &L->d->g;
+  gint64 kn = g->conv_kernel, groups = g->hidden / g->conv_group;
+  g_autofree char *base = g_strdup_printf ("%s.%s.base_kernel", layer, which);
+  g_autofree char *proj = g_strdup_printf ("%s.%s.kernel_projection.weight", layer, which);
+
+  return (c->base = vec (L, base, 2 * kn * g->hidden, 0.0f))
+      && (c->proj = mat (L, proj, 2 * kn * groups, g->hidden));
+}
+
+static gboolean
+load_weights (Loader *L)
+{
+  DflDrafter *d = L->d;
+  const DflDrafterGeometry *g = &d->g;
+  gint64 hs = g->hidden, ffn = g->intermediate;
+  gint64 qd = (gint64) g->heads * g->head_dim, kd = (gint64) g->kv_heads * g->head_dim;
+
+  if (!(d->fc = mat (L, "fc.weight", hs, dfl_drafter_geometry_tap_width (g)))
+      || !(d->hidden_norm = vec (L, "hidden_norm.weight", hs, 1.0f))
+      || !(d->norm = vec (L, "norm.weight", hs, 1.0f)))
+    return FALSE;
+  d->layers = g_new0 (DflDrafterLayer, g->layers);
+  for (int i = 0; i < g->layers; i++) {
+    DflDrafterLayer *l = &d->layers[i];
+    char p[48];
+#define LAYER_NAME(s) (g_snprintf (p, sizeof p, "layers.%d." s, i), p)
+    if (!(l->in_norm = vec (L, LAYER_NAME ("input_layernorm.weight"), hs, 1.0f))
+        || !(l->post_norm = vec (L, LAYER_NAME ("post_attention_layernorm.weight"), hs, 1.0f))
+        || !(l->q = mat (L, LAYER_NAME ("self_attn.q_proj.weight"), qd, hs))
+        || !(l->k = mat (L, LAYER_NAME ("self_attn.k_proj.weight"), kd, hs))
+        || !(l->v = mat (L, LAYER_NAME ("self_attn.v_proj.weight"), kd, hs))
+        || !(l->o = mat (L, LAYER_NAME ("self_attn.o_proj.weight"), hs, qd))
+        || !(l->q_norm = vec (L, LAYER_NAME ("self_attn.q_norm.weight"), g->head_dim, 1.0f))
+        || !(l->k_norm = vec (L, LAYER_NAME ("self_attn.k_norm.weight"), g->head_dim, 1.0f))
+        || !(l->gate = mat (L, LAYER_NAME ("mlp.gate_proj.weight"), ffn, hs))
+        || !(l->up = mat (L, LAYER_NAME ("mlp.up_proj.weight"), ffn, hs))
+        || !(l->down = mat (L, LAYER_NAME ("mlp.down_proj.weight"), hs, ffn)))
+      return FALSE;
+#undef LAYER_NAME
+    if (d->conv) {
+      g_snprintf (p, sizeof p, "layers.%d", i);
+      if (!conv_load (L, p, "attention_conv", &l->attn_conv)
+          || !conv_load (L, p, "mlp_conv", &l->mlp_conv))
+        return FALSE;
+    }
+  }
+  if (d->selector) {
+    if (!(d->sel = mat (L, "candidate_selector.hidden_projection.weight", g->selector_rank, hs))
+        || !(d->books[0] = book (L, "candidate_selector.predecessor_codebook"))
+        || !(d->books[1] = book (L, "candidate_selector.successor_codebook")))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+DflDrafter *
+dfl_drafter_alloc (const DflDrafterGeometry *g, const char *path)
+{
+  DflDrafter *d = g_new0 (DflDrafter, 1);
+
+  d->path = g_strdup (path);
+  if (g)
+    dfl_drafter_geometry_copy (&d->g, g);
+  d->weights = g_array_new (FALSE, TRUE, sizeof (DflDrafterWeight));
+  return d;
+}
+
+void
+dfl_drafter_free (DflDrafter *d)
+{
+  if (!d)
+    return;
+  dfl_drafter_free_state (d);
+  for (guint i = 0; i < d->weights->len; i++) {
+    DflDrafterWeight *w = &g_array_index (d->weights, DflDrafterWeight, i);
+    g_free (w->name);
+    if (w->owned)
+      g_free (w->data);
+  }
+  g_array_unref (d->weights);
+  g_free (d->layers);
+  g_clear_pointer (&d->route, dfl_route_free);
+  g_clear_pointer (&d->st, dfl_safetensors_free);
+  dfl_drafter_geometry_clear (&d->g);
+  g_free (d->path);
+  g_free (d);
+}
+
+/* base_binding = {"trunk_hash64": "<16 hex>"}: kept lowercase. */
+static gboolean
+parse_binding (DflDrafter *d, const char *json, GError **error)
+{
+  cJSON *b = cJSON_Parse (json);
+  const cJSON *h = b ? cJSON_GetObjectItemCaseSensitive (b, "trunk_hash64") : NULL;
+  gboolean ok = cJSON_IsString (h) && strlen (h->valuestring) == 16;
+
+  for (int i = 0; ok && i < 16; i++)
+    ok = g_ascii_isxdigit (h->valuestring[i]);
+  if (ok) {
+    for (int i = 0; i < 16; i++)
+      d->binding[i] = g_ascii_tolower (h->valuestring[i]);
+    d->binding[16] = 0;
+    d->has_binding = TRUE;
+  } else {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                 "%s: base_binding is %s; expected {\"trunk_hash64\": \"<16 hex digits>\"}", d->path, json);
+  }
+  cJSON_Delete (b);
+  return ok;
+}
+
+static DflDrafter *
+open_sidecar (const char *path, GError **error)
+{
+  g_autoptr (DflSafetensors) st = dfl_safetensors_open (path, error);
+  DflDrafterGeometry g;
+  const char *rec, *binding, *route;
+  DflDrafter *d;
+  Loader L;
+
+  if (!st)
+    return NULL;
+  if (!(rec = dfl_safetensors_metadata (st, "dflash"))) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                 "%s is not a DFlash sidecar: its __metadata__ has no \"dflash\" record", path);
+    return NULL;
+  }
+  if (!dfl_drafter_geometry_parse (&g, rec, path, error))
+    return NULL;
+  d = dfl_drafter_alloc (&g, path);
+  dfl_drafter_geometry_clear (&g);
+  d->st = g_steal_pointer (&st);
+  d->conv = d->selector = TRUE;
+  /* a sidecar has both; a zero kernel or rank would be empty tensors */
+  if (d->g.conv_kernel < 1 || d->g.selector_rank < 1) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "%s: unsupported DFlash geometry: conv_kernel %d, selector_rank %d; a DFlash 2 sidecar has both (at least 1)",
+                 path, d->g.conv_kernel, d->g.selector_rank);
+    goto fail;
+  }
+  if ((binding = dfl_safetensors_metadata (d->st, "base_binding"))
+      && !parse_binding (d, binding, error))
+    goto fail;
+  L = (Loader) { d, "dflash.", FALSE, error };
+  if (!load_weights (&L))
+    goto fail;
+  if ((route = dfl_safetensors_metadata (d->st, "dflash_route"))) {
+    GError *rerr = NULL;
+    /* as the reference: a router that does not read is a sidecar without one */
+    if (!(d->route = dfl_route_parse (route, d->g.hidden, path, &rerr))) {
+      g_warning ("%s", rerr->message);
+      g_error_free (rerr);
+    }
+  }
+  dfl_drafter_init_state (d);
+  return d;
+fail:
+  dfl_drafter_free (d);
+  return NULL;
+}
+
+static DflDrafter *
+open_v1 (const char *dir, GError **error)
+{
+  g_autofree char *cfg_path = g_build_filename (dir, "config.json", NULL);
+  g_autofree char *json = NULL;
+  DflDrafterGeometry g;
+  DflDrafter *d;
+  GError *err = NULL;
+  gsize len;
+  Loader L;
+
+  if (!g_file_get_contents (cfg_path, &json, &len, &err)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "%s: %s", cfg_path, err->message);
+    g_error_free (err);
+    return NULL;
+  }
+  if (!dfl_drafter_geometry_from_v1_config (&g, json, len, cfg_path, error))
+    return NULL;
+  d = dfl_drafter_alloc (&g, dir);
+  dfl_drafter_geometry_clear (&g);
+  d->v1 = TRUE;
+  if (!(d->st = dfl_safetensors_open (dir, error)))
+    goto fail;
+  g_free (d->path);
+  d->path = g_strdup (dfl_safetensors_path (d->st));
+  L = (Loader) { d, "", FALSE, error };
+  if (!load_weights (&L))
+    goto fail;
+  dfl_drafter_init_state (d);
+  return d;
+fail:
+  dfl_drafter_free (d);
+  return NULL;
+}
+
+DflDrafter *
+dfl_drafter_open (const char *path, GError **error)
+{
+  g_return_val_if_fail (path != NULL, NULL);
+
+  if (g_file_test (path, G_FILE_TEST_IS_DIR)) {
+    g_autofree char *side = g_build_filename (path, SIDECAR_NAME, NULL);
+    g_autofree char *cfg = g_build_filename (path, "config.json", NULL);
+    if (g_file_test (side, G_FILE_TEST_EXISTS))
+      return open_sidecar (side, error);
+    if (g_file_test (cfg, G_FILE_TEST_EXISTS))
+      return open_v1 (path, error);
+    g_set_error (error, DFL_ERROR, DFL_ERROR_IO,
+                 "%s holds neither %s (a DFlash 2 sidecar) nor config.json (a released DFlash drafter)",
+                 path, SIDECAR_NAME);
+    return NULL;
+  }
+  return open_sidecar (path, error);
+}
+
+DflDrafter *
+dfl_drafter_new_blank (const DflDrafterGeometry *g, gboolean conv, gboolean selector, GError **error)
+{
+  DflDrafter *d;
+  Loader L;
+
+  g_return_val_if_fail (g != NULL, NULL);
+  if (!dfl_drafter_geometry_check (g, "a blank drafter", error))
+    return NULL;
+  if ((conv && g->conv_kernel < 1) || (selector && g->selector_rank < 1)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "a blank drafter: conv_kernel %d, selector_rank %d; a convolution and a selector need at least 1",
+                 g->conv_kernel, g->selector_rank);
+    return NULL;
+  }
+  d = dfl_drafter_alloc (g, "(blank drafter)");
+  d->conv = conv;
+  d->selector = selector;
+  d->v1 = !conv && !selector;
+  L = (Loader) { d, "", TRUE, error };
+  if (!load_weights (&L)) {
+    dfl_drafter_free (d);
+    return NULL;
+  }
+  dfl_drafter_init_state (d);
+  return d;
+}
+
+const DflDrafterGeometry *
+dfl_drafter_geometry (const DflDrafter *d)
+{
+  return &d->g;
+}
+
+const char *
+dfl_drafter_path (const DflDrafter *d)
+{
+  return d->path;
+}
+
+gboolean
+dfl_drafter_is_v1 (const DflDrafter *d)
+{
+  return d->v1;
+}
+
+gboolean
+dfl_drafter_has_conv (const DflDrafter *d)
+{
+  return d->conv;
+}
+
+gboolean
+dfl_drafter_has_selector (const DflDrafter *d)
+{
+  return d->selector;
+}
+
+const char *
+dfl_drafter_binding (const DflDrafter *d)
+{
+  return d->has_binding ? d->binding : NULL;
+}
+
+void
+dfl_drafter_foreach_weight (DflDrafter *d, DflDrafterWeightFunc func, gpointer user_data)
+{
+  for (guint i = 0; i < d->weights->len; i++) {
+    DflDrafterWeight *w = &g_array_index (d->weights, DflDrafterWeight, i);
+    func (w->name, w->dtype, w->n, w->data, w->owned, user_data);
+  }
+}
+
+guint64
+dfl_drafter_weight_bytes (const DflDrafter *d)
+{
+  guint64 bytes = 0;
+
+  for (guint i = 0; i < d->weights->len; i++) {
+    const DflDrafterWeight *w = &g_array_index (d->weights, DflDrafterWeight, i);
+    bytes += (guint64) w->n * dfl_dtype_size (w->dtype);
+  }
+  return bytes;
+}

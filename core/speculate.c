@@ -1,0 +1,319 @@
+/* gst-dflash — the speculative loop of one sequence. */
+#include "speculate.h"
+
+#include <string.h>
+
+#include "dfl-error.h"
+
+struct _DflSpec {
+  const DflTarget *target;
+  DflDrafter *drafter;
+  DflSpecParams p;
+  DflSpecStats stats;
+  DflTargetSeq *seq;
+  GArray *tokens;        /* prompt + emitted; the last one is the anchor */
+  int prompt_len;
+  int block;             /* rows of a round's verification at most: 1 + drafts */
+  gboolean done;
+  /* a round's buffers */
+  int *drafts;
+  float *emb, *logits, *hidden, *taps, *tip, *block_logits;
+  int vocab, hs, tap_width, head_width;
+};
+
+static const char *route_names[] = { "none", "block", "chain", "auto", "match" };
+
+const char *
+dfl_route_name (DflRoute route)
+{
+  return route_names[route];
+}
+
+gboolean
+dfl_route_from_name (const char *name, DflRoute *route)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (route_names); i++)
+    if (!g_strcmp0 (name, route_names[i])) {
+      *route = i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+void
+dfl_spec_params_init (DflSpecParams *p)
+{
+  *p = (DflSpecParams) {
+    .sampler = { .temperature = 0.0f, .top_p = 1.0f, .seed = 0 },
+    .route = DFL_ROUTE_BLOCK,
+    .selector = TRUE,
+    .max_new = 64,
+    .head_width = 0,
+    .chain_max = 15,
+    .ngram = DFL_NGRAM_DEFAULT,
+    .match_min = 3,
+  };
+}
+
+DflSpec *
+dfl_spec_new (const DflTarget *target, DflDrafter *drafter, const DflSpecParams *params,
+              GError **error)
+{
+  const DflQwen3Config *c = dfl_target_config (target);
+  g_autoptr (DflSpec) s = g_new0 (DflSpec, 1);
+  gboolean needs_drafter = params->route == DFL_ROUTE_BLOCK || params->route == DFL_ROUTE_AUTO
+      || params->route == DFL_ROUTE_MATCH;
+
+  if (needs_drafter && !drafter) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "route '%s' needs a drafter (a DFlash sidecar), and none was given",
+                 dfl_route_name (params->route));
+    return NULL;
+  }
+  if (params->route == DFL_ROUTE_AUTO && !dfl_drafter_has_route (drafter)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "route 'auto' needs a fitted router, and %s has no dflash_route "
+                 "(write one with 'dflash route-fit', or route block, chain or match)",
+                 dfl_drafter_path (drafter));
+    return NULL;
+  }
+  s->target = target;
+  s->drafter = drafter;
+  s->p = *params;
+  s->vocab = c->vocab;
+  s->hs = c->hidden;
+  s->block = drafter ? dfl_drafter_geometry (drafter)->block : params->chain_max + 1;
+  if (params->route == DFL_ROUTE_NONE)
+    s->block = 1;
+  s->head_width = params->head_width > 0 ? MIN (params->head_width, c->vocab) : c->vocab;
+  if (drafter && s->head_width < dfl_drafter_geometry (drafter)->selector_top) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "a head shortlist of %d rows is narrower than the selector's %d candidates",
+                 s->head_width, dfl_drafter_geometry (drafter)->selector_top);
+    return NULL;
+  }
+  s->tap_width = drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_geometry (drafter)) : 0;
+  s->seq = dfl_target_seq_new (target);
+  s->tokens = g_array_new (FALSE, FALSE, sizeof (int));
+  s->drafts = g_new (int, s->block);
+  s->logits = g_new (float, (gsize) s->block * s->vocab);
+  s->hidden = g_new (float, (gsize) s->block * s->hs);
+  s->tip = g_new0 (float, s->hs);
+  if (drafter) {
+    s->emb = g_new (float, (gsize) s->block * s->hs);
+    s->taps = g_new (float, (gsize) s->block * s->tap_width);
+    s->block_logits = g_new (float, (gsize) s->block * s->head_width);
+    dfl_drafter_reset (drafter);
+  }
+  s->stats.positions = MAX (s->block - 1, 0);
+  s->stats.proposed_at = g_new0 (gint64, MAX (s->stats.positions, 1));
+  s->stats.accepted_at = g_new0 (gint64, MAX (s->stats.positions, 1));
+  return g_steal_pointer (&s);
+}
+
+void
+dfl_spec_free (DflSpec *s)
+{
+  if (!s)
+    return;
+  g_clear_pointer (&s->seq, dfl_target_seq_free);
+  if (s->tokens)
+    g_array_unref (s->tokens);
+  g_free (s->drafts);
+  g_free (s->emb);
+  g_free (s->logits);
+  g_free (s->hidden);
+  g_free (s->taps);
+  g_free (s->tip);
+  g_free (s->block_logits);
+  g_free (s->stats.proposed_at);
+  g_free (s->stats.accepted_at);
+  g_free (s);
+}
+
+const DflSpecStats *
+dfl_spec_stats (const DflSpec *s)
+{
+  return &s->stats;
+}
+
+gboolean
+dfl_spec_done (const DflSpec *s)
+{
+  return s->done;
+}
+
+const int *
+dfl_spec_tokens (const DflSpec *s, int *n)
+{
+  *n = s->tokens->len;
+  return (const int *) s->tokens->data;
+}
+
+double
+dfl_spec_stats_tau (const DflSpecStats *st)
+{
+  return st->rounds ? (double) st->round_tokens / st->rounds : 0.0;
+}
+
+/* Append a token the user sees; FALSE once the sequence is over. */
+static gboolean
+emit (DflSpec *s, int token, GArray *emitted)
+{
+  g_array_append_val (s->tokens, token);
+  g_array_append_val (emitted, token);
+  s->stats.new_tokens++;
+  if (s->stats.new_tokens >= s->p.max_new
+      || dfl_qwen3_config_is_eos (dfl_target_config (s->target), token))
+    s->done = TRUE;
+  return !s->done;
+}
+
+gboolean
+dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **error)
+{
+  const DflQwen3Config *c = dfl_target_config (s->target);
+  g_autofree float *taps = NULL;
+  DflForwardOut out = { .logits_from = n - 1, .logits = s->logits, .hidden = s->tip };
+  gint64 t0 = g_get_monotonic_time ();
+
+  if (n < 1) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the prompt is empty");
+    return FALSE;
+  }
+  if ((gint64) n + s->p.max_new + s->block > c->max_positions) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+                 "a prompt of %d tokens and %d new ones (and a block of %d) pass the context "
+                 "of %s (max_position_embeddings %d)",
+                 n, s->p.max_new, s->block, dfl_target_dir (s->target), c->max_positions);
+    return FALSE;
+  }
+  if (s->drafter) {
+    const DflDrafterGeometry *g = dfl_drafter_geometry (s->drafter);
+    taps = g_new (float, (gsize) n * s->tap_width);
+    out.tap_layers = g->taps;
+    out.n_tap_layers = g->n_taps;
+    out.taps = taps;
+  }
+  if (!dfl_target_forward (s->target, s->seq, ids, n, &out, error))
+    return FALSE;
+  g_array_append_vals (s->tokens, ids, n);
+  s->prompt_len = n;
+  s->stats.prompt_tokens = n;
+  if (s->drafter)
+    dfl_drafter_queue_context (s->drafter, 0, taps, n);
+  s->stats.prefill_s = (g_get_monotonic_time () - t0) / 1e6;
+  emit (s, dfl_sampler_pick (&s->p.sampler, s->logits, s->vocab, n), emitted);
+  return TRUE;
+}
+
+/* The block's proposal for the anchor at `a`: up to block − 1 tokens. */
+static int
+propose_block (DflSpec *s, gint64 a, int anchor, GError **error)
+{
+  const DflDrafterGeometry *g = dfl_drafter_geometry (s->drafter);
+  int rows = g->block - 1, mask = g->mask_token;
+  g_autofree guint32 *chosen = g_new (guint32, rows);
+
+  dfl_target_embed (s->target, &anchor, 1, s->emb);
+  for (int r = 1; r < g->block; r++)
+    dfl_target_embed (s->target, &mask, 1, s->emb + (gsize) r * s->hs);
+  if (!dfl_drafter_block (s->drafter, a, s->emb, error))
+    return -1;
+  dfl_target_head (s->target, s->emb + s->hs, rows, s->head_width, s->block_logits);
+  if (s->p.selector)
+    dfl_drafter_select (s->drafter, s->emb + s->hs, rows, s->block_logits, s->head_width,
+                        anchor, chosen, NULL);
+  else
+    dfl_drafter_select (s->drafter, s->emb + s->hs, rows, s->block_logits, s->head_width,
+                        anchor, NULL, chosen);
+  for (int r = 0; r < rows; r++)
+    s->drafts[r] = chosen[r];
+  return rows;
+}
+
+gboolean
+dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
+{
+  int n_tok = s->tokens->len, anchor = g_array_index (s->tokens, int, n_tok - 1);
+  gint64 a = n_tok - 1;                /* the anchor's position */
+  int m = 0, k, match = 0, chain_m = -1;
+  gboolean chain = FALSE;
+  gint64 t0 = g_get_monotonic_time (), t1;
+  DflForwardOut out = { .logits_from = 0, .logits = s->logits, .hidden = s->hidden };
+  g_autofree int *verify = NULL;
+
+  g_return_val_if_fail (!s->done, FALSE);
+  g_return_val_if_fail (dfl_target_seq_length (s->seq) == a, FALSE);
+
+  switch (s->p.route) {
+    case DFL_ROUTE_NONE:
+      break;
+    case DFL_ROUTE_CHAIN:
+      chain = TRUE;
+      break;
+    case DFL_ROUTE_BLOCK:
+      break;
+    case DFL_ROUTE_AUTO:
+      chain = dfl_drafter_route_margin (s->drafter, s->tip) <= 0.0f;
+      break;
+    case DFL_ROUTE_MATCH:
+      chain_m = dfl_ngram_propose (&s->p.ngram, (const int *) s->tokens->data, n_tok,
+                                   s->block - 1, s->drafts, &match);
+      chain = match >= s->p.match_min;
+      break;
+  }
+  if (s->p.route != DFL_ROUTE_NONE) {
+    if (chain) {
+      m = chain_m >= 0 ? chain_m
+          : dfl_ngram_propose (&s->p.ngram, (const int *) s->tokens->data, n_tok, s->block - 1,
+                               s->drafts, NULL);
+      s->stats.chain_rounds++;
+    } else {
+      if ((m = propose_block (s, a, anchor, error)) < 0)
+        return FALSE;
+      s->stats.block_rounds++;
+    }
+  }
+  t1 = g_get_monotonic_time ();
+  s->stats.draft_s += (t1 - t0) / 1e6;
+
+  verify = g_new (int, m + 1);
+  verify[0] = anchor;
+  memcpy (verify + 1, s->drafts, sizeof (int) * m);
+  if (s->drafter) {
+    const DflDrafterGeometry *g = dfl_drafter_geometry (s->drafter);
+    out.tap_layers = g->taps;
+    out.n_tap_layers = g->n_taps;
+    out.taps = s->taps;
+  }
+  if (!dfl_target_forward (s->target, s->seq, verify, m + 1, &out, error))
+    return FALSE;
+
+  /* accept while the draft is what the target itself picks at that position */
+  for (k = 0; k <= m; k++) {
+    int t = dfl_sampler_pick (&s->p.sampler, s->logits + (gsize) k * s->vocab, s->vocab, a + k + 1);
+    if (k < m)
+      s->stats.proposed_at[k]++;
+    if (k == m || s->drafts[k] != t) {
+      s->drafts[k] = t;   /* the bonus */
+      break;
+    }
+    s->stats.accepted_at[k]++;
+  }
+  for (int j = k + 1; j < m; j++)
+    s->stats.proposed_at[j]++;
+
+  dfl_target_seq_truncate (s->seq, a + k + 1);
+  if (s->drafter)
+    dfl_drafter_queue_context (s->drafter, a, s->taps, k + 1);
+  memcpy (s->tip, s->hidden + (gsize) k * s->hs, sizeof (float) * s->hs);
+  s->stats.verify_s += (g_get_monotonic_time () - t1) / 1e6;
+  s->stats.rounds++;
+  s->stats.round_tokens += k + 1;
+
+  for (int j = 0; j <= k; j++)
+    if (!emit (s, s->drafts[j], emitted))
+      break;
+  return TRUE;
+}

@@ -1,0 +1,85 @@
+/* gst-dflash — one sequence's speculative decoding, a round at a time.
+ *
+ * A round: choose a drafter (the route), let it propose up to block − 1
+ * tokens after the anchor, run the target over [anchor, drafts], accept the
+ * longest prefix equal to the target's own choices plus the target's next
+ * token (the bonus), rewind the target's cache and the drafter's context to
+ * what was accepted, queue the accepted rows' taps, and make the bonus the
+ * next anchor. With no drafter (DFL_ROUTE_NONE) a round is one plain
+ * decoding step: plain and speculative decoding share this code and the
+ * batch-invariant target, so they emit the same tokens.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "drafter.h"
+#include "ngram.h"
+#include "sampler.h"
+#include "target.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  DFL_ROUTE_NONE,    /* no drafting: plain decoding */
+  DFL_ROUTE_BLOCK,   /* the drafter's block every round */
+  DFL_ROUTE_CHAIN,   /* prompt lookup every round */
+  DFL_ROUTE_AUTO,    /* the sidecar's router (dflash_route): margin > 0 is the block's */
+  DFL_ROUTE_MATCH,   /* prompt lookup where its suffix match is ≥ match_min tokens, else the block */
+} DflRoute;
+
+const char *dfl_route_name (DflRoute route);
+gboolean dfl_route_from_name (const char *name, DflRoute *route);
+
+typedef struct {
+  DflSampler sampler;
+  DflRoute route;
+  gboolean selector;    /* re-score with the selector; FALSE: each row's argmax */
+  int max_new;          /* new tokens at most */
+  int head_width;       /* the head's first rows the block's logits cover; 0: all */
+  int chain_max;        /* tokens a chain proposal may hold when there is no drafter (block − 1 otherwise) */
+  DflNgram ngram;
+  int match_min;        /* DFL_ROUTE_MATCH's threshold */
+} DflSpecParams;
+
+void dfl_spec_params_init (DflSpecParams *p);
+
+typedef struct {
+  int prompt_tokens;
+  int new_tokens;
+  int rounds;           /* target passes after the prompt's */
+  int block_rounds;
+  int chain_rounds;
+  gint64 round_tokens;  /* tokens the rounds gave (accepted + bonus), before any cut at the end */
+  double prefill_s;
+  double draft_s;
+  double verify_s;
+  int positions;        /* draft positions tracked: block − 1 */
+  gint64 *proposed_at;  /* [positions]: rounds that proposed a token at position j + 1 */
+  gint64 *accepted_at;  /* [positions]: rounds that had it accepted */
+} DflSpecStats;
+
+typedef struct _DflSpec DflSpec;
+
+/* `drafter` may be NULL (then only NONE and CHAIN route). The drafter must
+ * already have been checked against the target (dfl_drafter_check_target);
+ * the session resets its context and uses it alone. */
+DflSpec *dfl_spec_new (const DflTarget *target, DflDrafter *drafter,
+                       const DflSpecParams *params, GError **error);
+void dfl_spec_free (DflSpec *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflSpec, dfl_spec_free)
+
+/* Run the prompt; the first new token (the first anchor) is appended to
+ * `emitted`. */
+gboolean dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **error);
+/* One round; the tokens it emits are appended to `emitted`. */
+gboolean dfl_spec_round (DflSpec *s, GArray *emitted, GError **error);
+/* max_new reached or an EOS emitted. */
+gboolean dfl_spec_done (const DflSpec *s);
+const DflSpecStats *dfl_spec_stats (const DflSpec *s);
+/* Every token so far: the prompt, then what was emitted. */
+const int *dfl_spec_tokens (const DflSpec *s, int *n);
+/* τ: tokens per target pass after the prompt's, bonus included. */
+double dfl_spec_stats_tau (const DflSpecStats *st);
+
+G_END_DECLS

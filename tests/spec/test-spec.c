@@ -1,0 +1,240 @@
+/* gst-dflash — sampling, the chain drafter, and the speculative loop's
+ * lossless property.
+ *
+ * The loop's output must be the target's own: for every route and block
+ * size, greedy or sampled, a speculative run emits exactly the tokens of a
+ * run without drafting. A drafter that is a random DFlash sidecar proposes
+ * mostly wrong tokens and the chain drafter on random text few right ones:
+ * both exercise rejection and rewinds, which is the point.
+ */
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "dfl-error.h"
+#include "ngram.h"
+#include "sampler.h"
+#include "speculate.h"
+#include "target.h"
+
+static DflTarget *
+load_fixture (const char *variant)
+{
+  g_autofree char *dir = g_build_filename (g_getenv ("DFL_FIXTURES"), "qwen3", variant, NULL);
+  g_autoptr (GError) error = NULL;
+  DflTarget *t = dfl_target_load (dir, &error);
+
+  g_assert_no_error (error);
+  return t;
+}
+
+static void
+test_uniform (void)
+{
+  double sum = 0;
+
+  g_assert_cmpfloat (dfl_sampler_uniform (7, 42), ==, dfl_sampler_uniform (7, 42));
+  g_assert_cmpfloat (dfl_sampler_uniform (7, 42), !=, dfl_sampler_uniform (8, 42));
+  g_assert_cmpfloat (dfl_sampler_uniform (7, 42), !=, dfl_sampler_uniform (7, 43));
+  for (int i = 0; i < 100000; i++) {
+    double u = dfl_sampler_uniform (1, i);
+    g_assert_cmpfloat (u, >=, 0.0);
+    g_assert_cmpfloat (u, <, 1.0);
+    sum += u;
+  }
+  g_assert_cmpfloat (fabs (sum / 100000 - 0.5), <, 0.005);
+}
+
+/* Frequencies of many draws (one per position) follow softmax(logits / T);
+ * top-p never picks outside the nucleus. */
+static void
+test_sampling_distribution (void)
+{
+  float logits[5] = { 2.0f, 1.0f, 0.5f, -1.0f, 1.0f };
+  DflSampler s = { .temperature = 0.7f, .top_p = 1.0f, .seed = 99 };
+  int counts[5] = { 0 }, n = 200000;
+  double z = 0, p[5];
+
+  for (int i = 0; i < 5; i++)
+    z += (p[i] = exp (logits[i] / 0.7));
+  for (int i = 0; i < n; i++)
+    counts[dfl_sampler_pick (&s, logits, 5, i)]++;
+  for (int i = 0; i < 5; i++)
+    g_assert_cmpfloat (fabs ((double) counts[i] / n - p[i] / z), <, 0.005);
+
+  /* the nucleus of 0.7: token 0 (0.62) and then the first of the two tied
+   * at 1.0 (token 1, 0.15) reach it; tokens 2, 3 and 4 are never drawn */
+  s.top_p = 0.7f;
+  memset (counts, 0, sizeof counts);
+  for (int i = 0; i < 20000; i++)
+    counts[dfl_sampler_pick (&s, logits, 5, i)]++;
+  g_assert_cmpint (counts[2] + counts[3] + counts[4], ==, 0);
+  g_assert_cmpint (counts[0], >, 0);
+  g_assert_cmpint (counts[1], >, 0);
+
+  s.temperature = 0;
+  g_assert_cmpint (dfl_sampler_pick (&s, logits, 5, 3), ==, 0);
+}
+
+static void
+test_ngram (void)
+{
+  DflNgram g = DFL_NGRAM_DEFAULT;
+  int text[] = { 1, 2, 3, 4, 5, 9, 1, 2, 3 }, draft[8], match;
+  int run[] = { 7, 7, 7, 7, 7 };
+
+  /* the suffix 1 2 3 occurred at 0: 4 5 9 1 followed it */
+  g_assert_cmpint (dfl_ngram_propose (&g, text, 9, 4, draft, &match), ==, 4);
+  g_assert_cmpint (match, ==, 3);
+  g_assert_cmpmem (draft, 4 * sizeof (int), ((int[]) { 4, 5, 9, 1 }), 4 * sizeof (int));
+  /* a run proposes more of itself, from the occurrence that has most after it */
+  g_assert_cmpint (dfl_ngram_propose (&g, run, 5, 3, draft, &match), ==, 1);
+  g_assert_cmpint (match, ==, 4);
+  g.max_n = 2;
+  g_assert_cmpint (dfl_ngram_propose (&g, run, 5, 3, draft, &match), ==, 3);
+  g_assert_cmpint (match, ==, 2);
+  /* nothing matches */
+  g_assert_cmpint (dfl_ngram_propose (&g, (int[]) { 1, 2, 3 }, 3, 4, draft, &match), ==, 0);
+  g_assert_cmpint (match, ==, 0);
+}
+
+static GArray *
+run (const DflTarget *t, DflDrafter *d, DflRoute route, const DflSampler *smp, int chain_max,
+     const int *prompt, int n, int max_new, DflSpecStats *stats_out)
+{
+  DflSpecParams p;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflSpec) s = NULL;
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (int));
+
+  dfl_spec_params_init (&p);
+  p.selector = route != DFL_ROUTE_MATCH;   /* the match runs also try plain argmax */
+  p.route = route;
+  p.sampler = *smp;
+  p.max_new = max_new;
+  p.chain_max = chain_max;
+  s = dfl_spec_new (t, d, &p, &error);
+  g_assert_no_error (error);
+  g_assert_true (dfl_spec_prefill (s, prompt, n, out, &error));
+  while (!dfl_spec_done (s)) {
+    g_assert_true (dfl_spec_round (s, out, &error));
+    g_assert_no_error (error);
+  }
+  if (stats_out)
+    *stats_out = *dfl_spec_stats (s);
+  return out;
+}
+
+/* Chain drafting over many prompts, chain sizes, greedy and sampled:
+ * exactly the no-draft tokens. The prompts repeat themselves so the chain
+ * proposes, and gets some accepted. */
+static void
+test_lossless_chain (gconstpointer data)
+{
+  g_autoptr (DflTarget) t = load_fixture (data);
+  const DflSampler samplers[] = {
+    { .temperature = 0 }, { .temperature = 0.8f, .top_p = 1, .seed = 5 },
+    { .temperature = 1.2f, .top_p = 0.9f, .seed = 11 },
+  };
+  gint64 accepted = 0, rounds = 0;
+
+  for (int pi = 0; pi < 6; pi++) {
+    int prompt[24], n = 8 + 2 * pi;
+    for (int i = 0; i < n; i++)
+      prompt[i] = 4 + (i % (3 + pi)) * 37 % 1000;
+    for (guint si = 0; si < G_N_ELEMENTS (samplers); si++) {
+      g_autoptr (GArray) plain = run (t, NULL, DFL_ROUTE_NONE, &samplers[si], 15, prompt, n, 40, NULL);
+      for (int chain = 1; chain <= 15; chain += 7) {
+        DflSpecStats st;
+        g_autoptr (GArray) spec = run (t, NULL, DFL_ROUTE_CHAIN, &samplers[si], chain, prompt, n, 40, &st);
+        g_assert_cmpuint (spec->len, ==, plain->len);
+        g_assert_cmpmem (spec->data, spec->len * sizeof (int), plain->data, plain->len * sizeof (int));
+        accepted += st.round_tokens - st.rounds;
+        rounds += st.rounds;
+      }
+    }
+  }
+  g_test_message ("%s: %" G_GINT64_FORMAT " drafts accepted over %" G_GINT64_FORMAT " rounds",
+                  (const char *) data, accepted, rounds);
+  /* the test is only worth something if drafts were both kept and thrown away */
+  g_assert_cmpint (accepted, >, 0);
+}
+
+static DflDrafter *
+fixture_drafter (const DflTarget *t)
+{
+  g_autofree char *path = g_build_filename (dfl_target_dir (t), "dflash.safetensors", NULL);
+  const DflQwen3Config *c = dfl_target_config (t);
+  g_autoptr (GError) error = NULL;
+  DflDrafter *d = dfl_drafter_open (path, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (dfl_drafter_check_target (d, dfl_target_tensors (t), c->tie_word_embeddings,
+                                           c->layers, c->hidden, c->vocab, &error));
+  return d;
+}
+
+/* The block, the router and the match rule, greedy and sampled, selector on
+ * and off: exactly the no-draft tokens. */
+static void
+test_lossless_block (void)
+{
+  g_autoptr (DflTarget) t = load_fixture ("bf16-tied");
+  g_autoptr (DflDrafter) d = fixture_drafter (t);
+  const DflSampler samplers[] = {
+    { .temperature = 0 }, { .temperature = 0.9f, .top_p = 0.95f, .seed = 3 },
+  };
+  const DflRoute routes[] = { DFL_ROUTE_BLOCK, DFL_ROUTE_AUTO, DFL_ROUTE_MATCH };
+  gint64 block_rounds = 0, chain_rounds = 0, accepted = 0;
+
+  for (int pi = 0; pi < 5; pi++) {
+    int prompt[16], n = 6 + 2 * pi;
+    for (int i = 0; i < n; i++)
+      prompt[i] = 4 + (i * 131 + pi * 17) % (2 + 3 * pi) * 41 % 1000;
+    for (guint si = 0; si < G_N_ELEMENTS (samplers); si++) {
+      g_autoptr (GArray) plain = run (t, NULL, DFL_ROUTE_NONE, &samplers[si], 7, prompt, n, 48, NULL);
+      for (guint ri = 0; ri < G_N_ELEMENTS (routes); ri++) {
+        DflSpecStats st;
+        g_autoptr (GArray) spec = run (t, d, routes[ri], &samplers[si], 7, prompt, n, 48, &st);
+        g_assert_cmpuint (spec->len, ==, plain->len);
+        g_assert_cmpmem (spec->data, spec->len * sizeof (int), plain->data, plain->len * sizeof (int));
+        block_rounds += st.block_rounds;
+        chain_rounds += st.chain_rounds;
+        accepted += st.round_tokens - st.rounds;
+      }
+    }
+  }
+  g_test_message ("%" G_GINT64_FORMAT " block and %" G_GINT64_FORMAT " chain rounds, %"
+                  G_GINT64_FORMAT " drafts accepted", block_rounds, chain_rounds, accepted);
+  g_assert_cmpint (block_rounds, >, 0);
+  g_assert_cmpint (chain_rounds, >, 0);
+  g_assert_cmpint (accepted, >, 0);
+}
+
+static void
+test_route_needs_drafter (void)
+{
+  g_autoptr (DflTarget) t = load_fixture ("bf16-tied");
+  g_autoptr (GError) error = NULL;
+  DflSpecParams p;
+
+  dfl_spec_params_init (&p);
+  p.route = DFL_ROUTE_BLOCK;
+  g_assert_null (dfl_spec_new (t, NULL, &p, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "block"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/spec/uniform", test_uniform);
+  g_test_add_func ("/spec/sampling-distribution", test_sampling_distribution);
+  g_test_add_func ("/spec/ngram", test_ngram);
+  g_test_add_data_func ("/spec/lossless-chain/bf16-tied", "bf16-tied", test_lossless_chain);
+  g_test_add_data_func ("/spec/lossless-chain/gqa-hd32-sharded", "gqa-hd32-sharded", test_lossless_chain);
+  g_test_add_func ("/spec/route-needs-drafter", test_route_needs_drafter);
+  g_test_add_func ("/spec/lossless-block-auto-match", test_lossless_block);
+  return g_test_run ();
+}

@@ -1057,6 +1057,26 @@ dfl_safetensors_metadata (const DflSafetensors *st, const char *key)
   return f->metadata ? g_hash_table_lookup (f->metadata, key) : NULL;
 }
 
+GStrv
+dfl_safetensors_metadata_keys (const DflSafetensors *st)
+{
+  const DflStFile *f;
+  g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+  GHashTableIter it;
+  gpointer key;
+
+  g_return_val_if_fail (st != NULL, NULL);
+  if (st->files->len > 0 && (f = g_ptr_array_index (st->files, 0))->metadata) {
+    g_hash_table_iter_init (&it, f->metadata);
+    while (g_hash_table_iter_next (&it, &key, NULL))
+      g_ptr_array_add (keys, g_strdup (key));
+  }
+  /* sorted, so what is built from them does not depend on hashing */
+  g_ptr_array_sort (keys, (GCompareFunc) g_strcmp0);
+  g_ptr_array_add (keys, NULL);
+  return (GStrv) g_ptr_array_free (g_steal_pointer (&keys), FALSE);
+}
+
 /* ---- writing ----------------------------------------------------------- */
 
 typedef struct {

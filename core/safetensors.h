@@ -56,6 +56,8 @@ const DflTensor *dfl_safetensors_expect (const DflSafetensors *st, const char *n
                                          guint n_dims, const gint64 *shape, GError **error);
 /* A string of the first file's __metadata__, or NULL. */
 const char *dfl_safetensors_metadata (const DflSafetensors *st, const char *key);
+/* Every key of the first file's __metadata__, sorted (g_strfreev it). */
+GStrv dfl_safetensors_metadata_keys (const DflSafetensors *st);
 
 const char *dfl_dtype_name (DflDtype dtype);   /* "F32", "BF16", … */
 gsize dfl_dtype_size (DflDtype dtype);

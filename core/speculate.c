@@ -207,28 +207,26 @@ dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **e
   return TRUE;
 }
 
-/* The block's proposal for the anchor at `a`: up to block − 1 tokens. */
-static int
-propose_block (DflSpec *s, gint64 a, int anchor, GError **error)
+int
+dfl_block_propose (const DflTarget *target, DflDrafter *drafter, gint64 a, int anchor,
+                   gboolean selector, int head_width, float *emb, float *logits, int *drafts,
+                   GError **error)
 {
-  const DflDrafterGeometry *g = dfl_drafter_geometry (s->drafter);
-  int rows = g->block - 1, mask = g->mask_token;
+  const DflDrafterGeometry *g = dfl_drafter_geometry (drafter);
+  int rows = g->block - 1, mask = g->mask_token, hs = dfl_target_config (target)->hidden;
   g_autofree guint32 *chosen = g_new (guint32, rows);
 
-  dfl_target_embed (s->target, &anchor, 1, s->emb);
+  dfl_target_embed (target, &anchor, 1, emb);
   for (int r = 1; r < g->block; r++)
-    dfl_target_embed (s->target, &mask, 1, s->emb + (gsize) r * s->hs);
-  if (!dfl_drafter_block (s->drafter, a, s->emb, error))
+    dfl_target_embed (target, &mask, 1, emb + (gsize) r * hs);
+  if (!dfl_drafter_block (drafter, a, emb, error))
     return -1;
-  dfl_target_head (s->target, s->emb + s->hs, rows, s->head_width, s->block_logits);
-  if (s->p.selector)
-    dfl_drafter_select (s->drafter, s->emb + s->hs, rows, s->block_logits, s->head_width,
-                        anchor, chosen, NULL);
-  else
-    dfl_drafter_select (s->drafter, s->emb + s->hs, rows, s->block_logits, s->head_width,
-                        anchor, NULL, chosen);
+  dfl_target_head (target, emb + hs, rows, head_width, logits);
+  /* plain argmax is the selector's `plain` output: the A/B against re-scoring */
+  dfl_drafter_select (drafter, emb + hs, rows, logits, head_width, anchor,
+                      selector ? chosen : NULL, selector ? NULL : chosen);
   for (int r = 0; r < rows; r++)
-    s->drafts[r] = chosen[r];
+    drafts[r] = chosen[r];
   return rows;
 }
 
@@ -270,7 +268,8 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
                                s->drafts, NULL);
       s->stats.chain_rounds++;
     } else {
-      if ((m = propose_block (s, a, anchor, error)) < 0)
+      if ((m = dfl_block_propose (s->target, s->drafter, a, anchor, s->p.selector, s->head_width,
+                                  s->emb, s->block_logits, s->drafts, error)) < 0)
         return FALSE;
       s->stats.block_rounds++;
     }

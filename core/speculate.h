@@ -79,6 +79,15 @@ gboolean dfl_spec_done (const DflSpec *s);
 const DflSpecStats *dfl_spec_stats (const DflSpec *s);
 /* Every token so far: the prompt, then what was emitted. */
 const int *dfl_spec_tokens (const DflSpec *s, int *n);
+/* The block's proposal for the anchor `anchor` at position `a`: embed
+ * [anchor, MASK…], run the drafter's block (its context must reach a), the
+ * target's head over its first `head_width` rows, then the selector
+ * (`selector`) or each row's argmax. `emb` holds block × hidden floats,
+ * `logits` (block − 1) × head_width; returns block − 1 drafts, or −1 with an
+ * error where the drafter's context is short. */
+int dfl_block_propose (const DflTarget *target, DflDrafter *drafter, gint64 a, int anchor,
+                       gboolean selector, int head_width, float *emb, float *logits, int *drafts,
+                       GError **error);
 /* τ: tokens per target pass after the prompt's, bonus included. */
 double dfl_spec_stats_tau (const DflSpecStats *st);
 

@@ -1,0 +1,112 @@
+/* gst-dflash — the `dflash` command's shared helpers: messages, option
+ * parsing, token lists, finding the drafter. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "dfl-error.h"
+#include "dflash-cli.h"
+
+int
+dfl_cli_fail (int status, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *msg = NULL;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  fprintf (stderr, "dflash: %s\n", msg);
+  return status;
+}
+
+int
+dfl_cli_fail_error (GError *error)
+{
+  int status = dfl_cli_fail (DFL_EXIT_ERROR, "%s", error->message);
+
+  g_error_free (error);
+  return status;
+}
+
+gboolean
+dfl_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (!g_option_context_parse (ctx, argc, argv, &error)) {
+    dfl_cli_fail (DFL_EXIT_USAGE, "%s (see --help)", error->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+const char *
+dfl_cli_default_target (gboolean *is_test_checkpoint)
+{
+  /* Until the project ships its trained default pair, the default is the
+   * small random checkpoint of the tests; callers say so to the user. */
+  *is_test_checkpoint = TRUE;
+  return DFL_TEST_CHECKPOINT;
+}
+
+gboolean
+dfl_cli_parse_tokens (const char *text, GArray *ids, GError **error)
+{
+  g_auto (GStrv) parts = g_strsplit (text, ",", -1);
+
+  for (int i = 0; parts[i]; i++) {
+    const char *s = g_strstrip (parts[i]);
+    char *end = NULL;
+    gint64 v;
+    errno = 0;
+    v = g_ascii_strtoll (s, &end, 10);
+    if (!*s || *end || errno || v < G_MININT || v > G_MAXINT) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                   "--tokens: '%s' is not a token id (expected a comma-separated list of integers)", s);
+      return FALSE;
+    }
+    g_array_append_val (ids, (int) { (int) v });
+  }
+  if (ids->len == 0) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "--tokens: the list is empty");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+
+DflDrafter *
+dfl_cli_open_drafter (const char *drafter_path, const DflTarget *target, GError **error)
+{
+  const DflQwen3Config *c = dfl_target_config (target);
+  g_autofree char *beside = g_build_filename (dfl_target_dir (target), "dflash.safetensors", NULL);
+  g_autoptr (DflDrafter) d = NULL;
+
+  if (!drafter_path) {
+    if (!g_file_test (beside, G_FILE_TEST_EXISTS))
+      return NULL;
+    drafter_path = beside;
+  }
+  if (!(d = dfl_drafter_open (drafter_path, error)))
+    return NULL;
+  if (!dfl_drafter_check_target (d, dfl_target_tensors (target), c->tie_word_embeddings,
+                                 c->layers, c->hidden, c->vocab, error))
+    return NULL;
+  return g_steal_pointer (&d);
+}
+
+gboolean
+dfl_cli_check_tokens (GArray *ids, int vocab, const char *target_dir, GError **error)
+{
+  for (guint i = 0; i < ids->len; i++) {
+    int id = g_array_index (ids, int, i);
+    if (id < 0 || id >= vocab) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                   "--tokens: token id %d is not in the vocabulary of %s (0 … %d)",
+                   id, target_dir, vocab - 1);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}

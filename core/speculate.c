@@ -15,11 +15,117 @@ struct _DflSpec {
   int prompt_len;
   int block;             /* rows of a round's verification at most: 1 + drafts */
   gboolean done;
+  DflVerifier *verifier;
   /* a round's buffers */
   int *drafts;
-  float *emb, *logits, *hidden, *taps, *tip, *block_logits;
+  float *emb, *logits, *tip, *block_logits;
   int vocab, hs, tap_width, head_width;
 };
+
+struct _DflVerifier {
+  const DflTarget *target;
+  int max_rows, vocab, hs, tap_width;
+  int *tap_layers, n_taps;
+  int *ids;
+  float *logits, *hidden, *taps;
+  int accepted;
+};
+
+DflVerifier *
+dfl_verifier_new (const DflTarget *target, int max_drafts, const int *tap_layers, int n_taps)
+{
+  const DflQwen3Config *c = dfl_target_config (target);
+  DflVerifier *v = g_new0 (DflVerifier, 1);
+
+  v->target = target;
+  v->max_rows = max_drafts + 1;
+  v->vocab = c->vocab;
+  v->hs = c->hidden;
+  v->n_taps = n_taps;
+  v->tap_layers = g_memdup2 (tap_layers, sizeof (int) * MAX (n_taps, 1));
+  v->tap_width = n_taps * c->hidden;
+  v->ids = g_new (int, v->max_rows);
+  v->logits = g_new (float, (gsize) v->max_rows * v->vocab);
+  v->hidden = g_new (float, (gsize) v->max_rows * v->hs);
+  v->taps = g_new (float, (gsize) v->max_rows * MAX (v->tap_width, 1));
+  return v;
+}
+
+void
+dfl_verifier_free (DflVerifier *v)
+{
+  if (!v)
+    return;
+  g_free (v->tap_layers);
+  g_free (v->ids);
+  g_free (v->logits);
+  g_free (v->hidden);
+  g_free (v->taps);
+  g_free (v);
+}
+
+gboolean
+dfl_verifier_run (DflVerifier *v, DflTargetSeq *seq, const DflSampler *sampler, gint64 a,
+                  int anchor, const int *drafts, int m, int *accepted, int *bonus, GError **error)
+{
+  DflForwardOut out = { .logits_from = 0, .logits = v->logits, .hidden = v->hidden,
+                        .tap_layers = v->tap_layers, .n_tap_layers = v->n_taps,
+                        .taps = v->n_taps ? v->taps : NULL };
+  int k;
+
+  g_return_val_if_fail (m >= 0 && m < v->max_rows, FALSE);
+  g_return_val_if_fail (dfl_target_seq_length (seq) == a, FALSE);
+  v->ids[0] = anchor;
+  memcpy (v->ids + 1, drafts, sizeof (int) * m);
+  if (!dfl_target_forward (v->target, seq, v->ids, m + 1, &out, error))
+    return FALSE;
+  /* accept while the draft is what the target itself picks at that position */
+  for (k = 0; k <= m; k++) {
+    int t = dfl_sampler_pick (sampler, v->logits + (gsize) k * v->vocab, v->vocab, a + k + 1);
+    if (k == m || drafts[k] != t) {
+      *bonus = t;
+      break;
+    }
+  }
+  *accepted = v->accepted = k;
+  dfl_target_seq_truncate (seq, a + k + 1);
+  return TRUE;
+}
+
+const float *
+dfl_verifier_taps (const DflVerifier *v)
+{
+  return v->taps;
+}
+
+const float *
+dfl_verifier_tip (const DflVerifier *v)
+{
+  return v->hidden + (gsize) v->accepted * v->hs;
+}
+
+gboolean
+dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
+                  const DflNgram *ngram, int match_min, const int *tokens, int n,
+                  int max_draft, int *chain, int *chain_n)
+{
+  int match = 0;
+
+  *chain_n = -1;
+  switch (route) {
+    case DFL_ROUTE_CHAIN:
+      return TRUE;
+    case DFL_ROUTE_AUTO:
+      return dfl_drafter_route_margin (drafter, tip) <= 0.0f;
+    case DFL_ROUTE_MATCH:
+      *chain_n = dfl_ngram_propose (ngram, tokens, n, max_draft, chain, &match);
+      return match >= match_min;
+    case DFL_ROUTE_NONE:
+    case DFL_ROUTE_BLOCK:
+    default:
+      return FALSE;
+  }
+}
 
 static const char *route_names[] = { "none", "block", "chain", "auto", "match" };
 
@@ -96,14 +202,16 @@ dfl_spec_new (const DflTarget *target, DflDrafter *drafter, const DflSpecParams 
   s->seq = dfl_target_seq_new (target);
   s->tokens = g_array_new (FALSE, FALSE, sizeof (int));
   s->drafts = g_new (int, s->block);
-  s->logits = g_new (float, (gsize) s->block * s->vocab);
-  s->hidden = g_new (float, (gsize) s->block * s->hs);
+  s->logits = g_new (float, s->vocab);
   s->tip = g_new0 (float, s->hs);
   if (drafter) {
+    const DflDrafterGeometry *g = dfl_drafter_geometry (drafter);
+    s->verifier = dfl_verifier_new (target, s->block - 1, g->taps, g->n_taps);
     s->emb = g_new (float, (gsize) s->block * s->hs);
-    s->taps = g_new (float, (gsize) s->block * s->tap_width);
     s->block_logits = g_new (float, (gsize) s->block * s->head_width);
     dfl_drafter_reset (drafter);
+  } else {
+    s->verifier = dfl_verifier_new (target, s->block - 1, NULL, 0);
   }
   s->stats.positions = MAX (s->block - 1, 0);
   s->stats.proposed_at = g_new0 (gint64, MAX (s->stats.positions, 1));
@@ -119,11 +227,10 @@ dfl_spec_free (DflSpec *s)
   g_clear_pointer (&s->seq, dfl_target_seq_free);
   if (s->tokens)
     g_array_unref (s->tokens);
+  g_clear_pointer (&s->verifier, dfl_verifier_free);
   g_free (s->drafts);
   g_free (s->emb);
   g_free (s->logits);
-  g_free (s->hidden);
-  g_free (s->taps);
   g_free (s->tip);
   g_free (s->block_logits);
   g_free (s->stats.proposed_at);
@@ -234,38 +341,19 @@ gboolean
 dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
 {
   int n_tok = s->tokens->len, anchor = g_array_index (s->tokens, int, n_tok - 1);
+  const int *tokens = (const int *) s->tokens->data;
   gint64 a = n_tok - 1;                /* the anchor's position */
-  int m = 0, k, match = 0, chain_m = -1;
-  gboolean chain = FALSE;
+  int m = 0, k, bonus, chain_m;
   gint64 t0 = g_get_monotonic_time (), t1;
-  DflForwardOut out = { .logits_from = 0, .logits = s->logits, .hidden = s->hidden };
-  g_autofree int *verify = NULL;
 
   g_return_val_if_fail (!s->done, FALSE);
   g_return_val_if_fail (dfl_target_seq_length (s->seq) == a, FALSE);
 
-  switch (s->p.route) {
-    case DFL_ROUTE_NONE:
-      break;
-    case DFL_ROUTE_CHAIN:
-      chain = TRUE;
-      break;
-    case DFL_ROUTE_BLOCK:
-      break;
-    case DFL_ROUTE_AUTO:
-      chain = dfl_drafter_route_margin (s->drafter, s->tip) <= 0.0f;
-      break;
-    case DFL_ROUTE_MATCH:
-      chain_m = dfl_ngram_propose (&s->p.ngram, (const int *) s->tokens->data, n_tok,
-                                   s->block - 1, s->drafts, &match);
-      chain = match >= s->p.match_min;
-      break;
-  }
   if (s->p.route != DFL_ROUTE_NONE) {
-    if (chain) {
+    if (dfl_route_choose (s->p.route, s->drafter, s->tip, &s->p.ngram, s->p.match_min,
+                          tokens, n_tok, s->block - 1, s->drafts, &chain_m)) {
       m = chain_m >= 0 ? chain_m
-          : dfl_ngram_propose (&s->p.ngram, (const int *) s->tokens->data, n_tok, s->block - 1,
-                               s->drafts, NULL);
+          : dfl_ngram_propose (&s->p.ngram, tokens, n_tok, s->block - 1, s->drafts, NULL);
       s->stats.chain_rounds++;
     } else {
       if ((m = dfl_block_propose (s->target, s->drafter, a, anchor, s->p.selector, s->head_width,
@@ -277,40 +365,22 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
   t1 = g_get_monotonic_time ();
   s->stats.draft_s += (t1 - t0) / 1e6;
 
-  verify = g_new (int, m + 1);
-  verify[0] = anchor;
-  memcpy (verify + 1, s->drafts, sizeof (int) * m);
-  if (s->drafter) {
-    const DflDrafterGeometry *g = dfl_drafter_geometry (s->drafter);
-    out.tap_layers = g->taps;
-    out.n_tap_layers = g->n_taps;
-    out.taps = s->taps;
-  }
-  if (!dfl_target_forward (s->target, s->seq, verify, m + 1, &out, error))
+  if (!dfl_verifier_run (s->verifier, s->seq, &s->p.sampler, a, anchor, s->drafts, m, &k, &bonus,
+                         error))
     return FALSE;
-
-  /* accept while the draft is what the target itself picks at that position */
-  for (k = 0; k <= m; k++) {
-    int t = dfl_sampler_pick (&s->p.sampler, s->logits + (gsize) k * s->vocab, s->vocab, a + k + 1);
-    if (k < m)
-      s->stats.proposed_at[k]++;
-    if (k == m || s->drafts[k] != t) {
-      s->drafts[k] = t;   /* the bonus */
-      break;
-    }
-    s->stats.accepted_at[k]++;
-  }
-  for (int j = k + 1; j < m; j++)
+  for (int j = 0; j < m; j++) {
     s->stats.proposed_at[j]++;
-
-  dfl_target_seq_truncate (s->seq, a + k + 1);
+    if (j < k)
+      s->stats.accepted_at[j]++;
+  }
   if (s->drafter)
-    dfl_drafter_queue_context (s->drafter, a, s->taps, k + 1);
-  memcpy (s->tip, s->hidden + (gsize) k * s->hs, sizeof (float) * s->hs);
+    dfl_drafter_queue_context (s->drafter, a, dfl_verifier_taps (s->verifier), k + 1);
+  memcpy (s->tip, dfl_verifier_tip (s->verifier), sizeof (float) * s->hs);
   s->stats.verify_s += (g_get_monotonic_time () - t1) / 1e6;
   s->stats.rounds++;
   s->stats.round_tokens += k + 1;
 
+  s->drafts[k] = bonus;
   for (int j = 0; j <= k; j++)
     if (!emit (s, s->drafts[j], emitted))
       break;

@@ -59,6 +59,39 @@ typedef struct {
   gint64 *accepted_at;  /* [positions]: rounds that had it accepted */
 } DflSpecStats;
 
+/* The verification step, shared by the loop below and the pipeline's
+ * verifier element: run the target over [anchor, drafts] at the anchor's
+ * position, accept while each draft is the target's own choice there, take
+ * the target's next token as the bonus, and rewind the target's cache to
+ * the accepted rows. It keeps the accepted rows' taps (for the drafter's
+ * context) and the tip row (for the router). */
+typedef struct _DflVerifier DflVerifier;
+
+/* `max_drafts`: the most drafts a run may verify; the taps are those of the
+ * drafter (n_taps may be 0). */
+DflVerifier *dfl_verifier_new (const DflTarget *target, int max_drafts, const int *tap_layers,
+                               int n_taps);
+void dfl_verifier_free (DflVerifier *v);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflVerifier, dfl_verifier_free)
+/* Verify `m` drafts after `anchor` at position `a` (seq's length must be a).
+ * `*accepted`: drafts kept; `*bonus`: the target's token after them. Each
+ * pass of j over 0 … m marks proposed and accepted positions in the
+ * optional counters (block − 1 long). */
+gboolean dfl_verifier_run (DflVerifier *v, DflTargetSeq *seq, const DflSampler *sampler,
+                           gint64 a, int anchor, const int *drafts, int m,
+                           int *accepted, int *bonus, GError **error);
+/* Taps of the last run's accepted rows (positions a … a + accepted), and
+ * the tip row (the final hidden row that chose the bonus). */
+const float *dfl_verifier_taps (const DflVerifier *v);
+const float *dfl_verifier_tip (const DflVerifier *v);
+
+/* Which drafter a round goes to: TRUE for the chain. `tokens` (n) is the
+ * text so far including the anchor; `chain`, `chain_n`: the chain's
+ * proposal when the rule had to compute it (else *chain_n = −1). */
+gboolean dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
+                           const DflNgram *ngram, int match_min, const int *tokens, int n,
+                           int max_draft, int *chain, int *chain_n);
+
 typedef struct _DflSpec DflSpec;
 
 /* `drafter` may be NULL (then only NONE and CHAIN route). The drafter must

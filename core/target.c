@@ -29,6 +29,7 @@ struct _DflTarget {
 
 struct _DflTargetSeq {
   const DflTarget *t;
+  int n_layers;        /* kept so freeing needs nothing of the target */
   int len;
   int cap;             /* positions the caches have room for */
   float **k, **v;      /* per layer [cap][kv_heads·head_dim] */
@@ -236,6 +237,7 @@ dfl_target_seq_new (const DflTarget *t)
   DflTargetSeq *s = g_new0 (DflTargetSeq, 1);
 
   s->t = t;
+  s->n_layers = t->cfg.layers;
   s->k = g_new0 (float *, t->cfg.layers);
   s->v = g_new0 (float *, t->cfg.layers);
   return s;
@@ -246,7 +248,7 @@ dfl_target_seq_free (DflTargetSeq *s)
 {
   if (!s)
     return;
-  for (int i = 0; i < s->t->cfg.layers; i++) {
+  for (int i = 0; i < s->n_layers; i++) {
     g_free (s->k[i]);
     g_free (s->v[i]);
   }

@@ -130,6 +130,7 @@ test_prefill (gconstpointer data)
       g_assert_cmpfloat (rel_error (mine, want_hidden + (gsize) (l + 1) * f.n * hs,
                                     (gsize) f.n * hs), <=, 1e-4);
   }
+  g_clear_pointer (&seq, dfl_target_seq_free);
   fixture_close (&f);
 }
 
@@ -187,6 +188,8 @@ test_greedy_rewind_chunks (gconstpointer data)
     g_assert_true (dfl_target_forward (f.target, seq, f.ids, f.n, &out, &error));
   }
   g_assert_cmpfloat (rel_error (chunk_logits, logits, c->vocab), <=, 1e-5);
+  g_clear_pointer (&seq, dfl_target_seq_free);
+  g_clear_pointer (&chunked, dfl_target_seq_free);
   fixture_close (&f);
 }
 

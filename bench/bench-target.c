@@ -1,0 +1,201 @@
+/* gst-dflash — the CPU target's speed against its memory-bandwidth floor.
+ *
+ *   bench-target [--target DIR] [--prompt N] [--decode N]
+ *
+ * Without --target it writes a random BF16 Qwen3 checkpoint of about 41M
+ * parameters (hidden 512, 8 layers, 8 heads over 4, head_dim 64,
+ * intermediate 1536, vocab 32000, tied) to a temporary folder and runs that.
+ * Prints prefill and decode tokens/s, and decode's floor: the weight bytes one
+ * decode step reads (as stored: BF16 here) over the copy bandwidth measured
+ * in the same run, with their ratio. A benchmark, not a test: it asserts
+ * nothing about time.
+ */
+#include <cjson/cJSON.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench-common.h"
+#include "dfl-kernels.h"
+#include "safetensors.h"
+#include "target.h"
+
+typedef struct {
+  int hidden, layers, heads, kv_heads, head_dim, intermediate, vocab;
+} Shape;
+
+static gboolean
+add_random (DflSafetensorsWriter *w, GRand *rng, const char *name, gint64 d0, gint64 d1,
+            float scale, float offset, GError **error)
+{
+  gint64 shape[2] = { d0, d1 };
+  gsize n = d0 * (d1 ? d1 : 1);
+  g_autofree float *data = g_new (float, n);
+
+  for (gsize i = 0; i < n; i++)
+    data[i] = offset + scale * (float) (g_rand_double (rng) * 2 - 1);
+  return dfl_safetensors_writer_add_f32 (w, name, DFL_DTYPE_BF16, d1 ? 2 : 1, shape, data, error);
+}
+
+static char *
+write_random_checkpoint (const Shape *s, GError **error)
+{
+  g_autofree char *dir = g_dir_make_tmp ("dflash-bench-XXXXXX", error);
+  g_autoptr (DflSafetensorsWriter) w = dfl_safetensors_writer_new ();
+  g_autoptr (GRand) rng = g_rand_new_with_seed (7);
+  g_autofree char *st_path = NULL, *cfg_path = NULL, *json = NULL;
+  gint64 qd = (gint64) s->heads * s->head_dim, kd = (gint64) s->kv_heads * s->head_dim;
+  float ws = 0.05f;
+  cJSON *cfg, *arch;
+
+  if (!dir)
+    return NULL;
+  if (!add_random (w, rng, "model.embed_tokens.weight", s->vocab, s->hidden, ws, 0, error)
+      || !add_random (w, rng, "model.norm.weight", s->hidden, 0, 0.1f, 1, error))
+    return NULL;
+  for (int i = 0; i < s->layers; i++) {
+    struct { const char *n; gint64 d0, d1; } m[] = {
+      { "self_attn.q_proj.weight", qd, s->hidden }, { "self_attn.k_proj.weight", kd, s->hidden },
+      { "self_attn.v_proj.weight", kd, s->hidden }, { "self_attn.o_proj.weight", s->hidden, qd },
+      { "mlp.gate_proj.weight", s->intermediate, s->hidden }, { "mlp.up_proj.weight", s->intermediate, s->hidden },
+      { "mlp.down_proj.weight", s->hidden, s->intermediate },
+      { "input_layernorm.weight", s->hidden, 0 }, { "post_attention_layernorm.weight", s->hidden, 0 },
+      { "self_attn.q_norm.weight", s->head_dim, 0 }, { "self_attn.k_norm.weight", s->head_dim, 0 },
+    };
+    for (guint j = 0; j < G_N_ELEMENTS (m); j++) {
+      g_autofree char *name = g_strdup_printf ("model.layers.%d.%s", i, m[j].n);
+      gboolean norm = m[j].d1 == 0;
+      if (!add_random (w, rng, name, m[j].d0, m[j].d1, norm ? 0.1f : ws, norm ? 1 : 0, error))
+        return NULL;
+    }
+  }
+  st_path = g_build_filename (dir, "model.safetensors", NULL);
+  if (!dfl_safetensors_writer_write (w, st_path, error))
+    return NULL;
+
+  cfg = cJSON_CreateObject ();
+  arch = cJSON_AddArrayToObject (cfg, "architectures");
+  cJSON_AddItemToArray (arch, cJSON_CreateString ("Qwen3ForCausalLM"));
+  cJSON_AddStringToObject (cfg, "model_type", "qwen3");
+  cJSON_AddNumberToObject (cfg, "hidden_size", s->hidden);
+  cJSON_AddNumberToObject (cfg, "intermediate_size", s->intermediate);
+  cJSON_AddNumberToObject (cfg, "num_hidden_layers", s->layers);
+  cJSON_AddNumberToObject (cfg, "num_attention_heads", s->heads);
+  cJSON_AddNumberToObject (cfg, "num_key_value_heads", s->kv_heads);
+  cJSON_AddNumberToObject (cfg, "head_dim", s->head_dim);
+  cJSON_AddNumberToObject (cfg, "vocab_size", s->vocab);
+  cJSON_AddNumberToObject (cfg, "max_position_embeddings", 4096);
+  cJSON_AddNumberToObject (cfg, "rms_norm_eps", 1e-6);
+  cJSON_AddNumberToObject (cfg, "rope_theta", 1000000);
+  cJSON_AddBoolToObject (cfg, "tie_word_embeddings", 1);
+  json = cJSON_Print (cfg);
+  cJSON_Delete (cfg);
+  cfg_path = g_build_filename (dir, "config.json", NULL);
+  if (!g_file_set_contents (cfg_path, json, -1, error))
+    return NULL;
+  return g_steal_pointer (&dir);
+}
+
+static void
+remove_checkpoint (const char *dir)
+{
+  const char *files[] = { "model.safetensors", "config.json" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++) {
+    g_autofree char *p = g_build_filename (dir, files[i], NULL);
+    g_unlink (p);
+  }
+  g_rmdir (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autofree char *target_dir = NULL, *made = NULL;
+  int prompt = 128, decode = 64;
+  GOptionEntry entries[] = {
+    { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: a random 41M one)", "DIR" },
+    { "prompt", 0, 0, G_OPTION_ARG_INT, &prompt, "Prompt tokens for prefill (default 128)", "N" },
+    { "decode", 0, 0, G_OPTION_ARG_INT, &decode, "Decode steps (default 64)", "N" },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- the CPU target's speed");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) t = NULL;
+  g_autoptr (DflTargetSeq) seq = NULL;
+  g_autofree int *ids = NULL;
+  g_autofree float *logits = NULL;
+  const DflQwen3Config *c;
+  double bw, rbw, t0, prefill_s, decode_s, floor_s, step_s;
+  int tok;
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error) || prompt < 1 || decode < 1) {
+    fprintf (stderr, "bench-target: %s\n", error ? error->message : "--prompt and --decode must be ≥ 1");
+    return 2;
+  }
+  if (!target_dir) {
+    Shape s = { 512, 8, 8, 4, 64, 1536, 32000 };
+    fprintf (stderr, "writing a random BF16 checkpoint …\n");
+    if (!(made = write_random_checkpoint (&s, &error))) {
+      fprintf (stderr, "bench-target: %s\n", error->message);
+      return 1;
+    }
+    target_dir = g_strdup (made);
+  }
+  if (!(t = dfl_target_load (target_dir, &error))) {
+    fprintf (stderr, "bench-target: %s\n", error->message);
+    return 1;
+  }
+  c = dfl_target_config (t);
+  if (prompt + decode + 1 > c->max_positions) {
+    fprintf (stderr, "bench-target: --prompt + --decode pass max_position_embeddings %d\n", c->max_positions);
+    return 2;
+  }
+
+  bw = dfl_bench_copy_bandwidth (512);
+  rbw = dfl_bench_read_bandwidth (512);
+  ids = g_new (int, prompt);
+  for (int i = 0; i < prompt; i++)
+    ids[i] = (i * 7919 + 13) % c->vocab;
+  logits = g_new (float, c->vocab);
+  seq = dfl_target_seq_new (t);
+
+  /* one warm-up pass so first-touch page faults of the weights stay out */
+  {
+    DflForwardOut out = { .logits_from = prompt - 1, .logits = logits };
+    dfl_target_forward (t, seq, ids, prompt, &out, NULL);
+    dfl_target_seq_truncate (seq, 0);
+  }
+  t0 = dfl_bench_now ();
+  {
+    DflForwardOut out = { .logits_from = prompt - 1, .logits = logits };
+    dfl_target_forward (t, seq, ids, prompt, &out, NULL);
+  }
+  prefill_s = dfl_bench_now () - t0;
+  t0 = dfl_bench_now ();
+  for (int i = 0; i < decode; i++) {
+    DflForwardOut out = { .logits_from = 0, .logits = logits };
+    tok = dfl_argmax (logits, c->vocab);
+    dfl_target_forward (t, seq, &tok, 1, &out, NULL);
+  }
+  decode_s = dfl_bench_now () - t0;
+
+  step_s = decode_s / decode;
+  floor_s = dfl_target_weight_bytes (t) / bw;
+  printf ("target:         %s (%" G_GINT64_FORMAT " parameters, hidden %d, %d layers)\n",
+          made ? "random BF16 checkpoint" : target_dir, dfl_target_n_params (t), c->hidden, c->layers);
+  printf ("threads:        %d\n", dfl_kernels_threads ());
+  printf ("copy bandwidth: %.2f GB/s (memcpy)\n", bw / 1e9);
+  printf ("read bandwidth: %.2f GB/s (streaming sum, all threads)\n", rbw / 1e9);
+  printf ("prefill:        %.1f tokens/s (%d tokens)\n", prompt / prefill_s, prompt);
+  printf ("decode:         %.1f tokens/s (%d steps, %.2f ms a step)\n", decode / decode_s, decode, step_s * 1e3);
+  printf ("decode floor:   %.2f ms a step (%.1f MB of weights as stored a step / copy bandwidth)\n",
+          floor_s * 1e3, dfl_target_weight_bytes (t) / 1e6);
+  printf ("decode / floor: %.2fx\n", step_s / floor_s);
+  printf ("read floor:     %.2f ms a step (the same bytes / read bandwidth); decode / read floor: %.2fx\n",
+          dfl_target_weight_bytes (t) / rbw * 1e3, step_s / (dfl_target_weight_bytes (t) / rbw));
+  if (made)
+    remove_checkpoint (made);
+  return 0;
+}

@@ -1,0 +1,21 @@
+#!/bin/bash
+# Install what gst-dflash builds and tests with on Debian 12 (as root), and a
+# Python virtual environment (.venv) for the parity tests' references.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends \
+  build-essential meson ninja-build pkg-config \
+  libglib2.0-dev libcjson-dev libopenblas-dev \
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
+  gstreamer1.0-tools gstreamer1.0-plugins-base \
+  libvulkan-dev glslc \
+  python3 python3-venv python3-pip
+
+if [ ! -x .venv/bin/python3 ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python3 -m pip install -q --disable-pip-version-check \
+  'numpy>=1.24' 'safetensors>=0.4' 'tokenizers>=0.19'

@@ -1,0 +1,124 @@
+/* gst-dflash — ctxsettle
+ * Copyright (C) 2026 gst-dflash developers
+ *
+ * This library is free software; you can redistribute it and/or modify it
+ * under the terms of the GNU Library General Public License as published by
+ * the Free Software Foundation; either version 2 of the License, or (at your
+ * option) any later version.
+ */
+/**
+ * SECTION:element-ctxsettle
+ * @title: ctxsettle
+ *
+ * ctxsettle turns the target's context rows (the taps tapsource pushes)
+ * into the drafter's context: each row through the drafter's FC and hidden
+ * norm, then every drafter layer's keys and values. Rows at positions the
+ * context already holds replace them (that is how a rejected round is
+ * rewound), rows wait until a block is about to read them and then settle
+ * in one batch, and each layer keeps only the window it reads (plus slack
+ * for rewinds). A context too short for the block (a rewind past the slack)
+ * is an error, never a short draft.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 tapsource ! queue ! ctxsettle ! queue ! dflashblock ! selector ! verifier ! fdsink
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstctxsettle.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_ctx_settle_debug);
+#define GST_CAT_DEFAULT gst_ctx_settle_debug
+
+struct _GstCtxSettle {
+  GstDflashFilter parent;
+};
+
+#define _do_init \
+    GST_DEBUG_CATEGORY_INIT (gst_ctx_settle_debug, "ctxsettle", 0, "dflash ctxsettle");
+#define gst_ctx_settle_parent_class parent_class
+G_DEFINE_TYPE_WITH_CODE (GstCtxSettle, gst_ctx_settle, GST_TYPE_DFLASH_FILTER, _do_init);
+GST_ELEMENT_REGISTER_DEFINE (ctxsettle, "ctxsettle", GST_RANK_NONE, GST_TYPE_CTX_SETTLE);
+
+static GstCaps *
+gst_ctx_settle_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *why)
+{
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
+  g_autoptr (GstCaps) want = NULL;
+
+  if (!g) {
+    g_string_append_printf (why, "the model %s has no drafter to settle context for",
+                            dfl_target_dir (gst_dflash_model_target (m)));
+    return NULL;
+  }
+  want = gst_caps_new_simple (GST_DFLASH_TAPS_CAPS, "hidden", G_TYPE_INT, c->hidden,
+      "tap-width", G_TYPE_INT, gst_dflash_model_tap_width (m), "vocab", G_TYPE_INT, c->vocab, NULL);
+  if (!gst_dflash_caps_agree (sink_caps, want, why))
+    return NULL;
+  return gst_caps_new_simple (GST_DFLASH_CONTEXT_CAPS, "hidden", G_TYPE_INT, c->hidden,
+      "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
+}
+
+static GstFlowReturn
+gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
+                        GstBuffer **out)
+{
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->sequence);
+  int tw = gst_dflash_model_tap_width (m);
+  g_autoptr (GError) error = NULL;
+  DflDrafter *d;
+  GstMapInfo map;
+
+  if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
+    GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("ctxsettle: sequence %u: %s", meta->sequence,
+            error ? error->message : "not running"), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  if (!gst_buffer_map (in, &map, GST_MAP_READ) || map.size != (gsize) meta->ctx_rows * tw * sizeof (float)) {
+    GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
+        ("ctxsettle: sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
+         meta->sequence, meta->round, map.size, meta->ctx_rows, tw), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  if (meta->round == 0)
+    dfl_drafter_reset (d);
+  dfl_drafter_queue_context (d, meta->ctx_pos, (const float *) map.data, meta->ctx_rows);
+  gst_buffer_unmap (in, &map);
+  /* the block is next: its rows become context now, in one batch */
+  dfl_drafter_settle (d);
+  if (!dfl_drafter_context_check (d, meta->anchor_pos, &error)) {
+    GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("ctxsettle: sequence %u: %s", meta->sequence,
+            error->message), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  GST_LOG_OBJECT (filter, "sequence %u: %u rows settled at %" G_GINT64_FORMAT, meta->sequence,
+                  meta->ctx_rows, meta->ctx_pos);
+  *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
+  return GST_FLOW_OK;
+}
+
+static void
+gst_ctx_settle_class_init (GstCtxSettleClass *klass)
+{
+  GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
+
+  gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash context settle",
+      "Filter/Tensor", "Turns the target's tapped rows into the drafter's keys and values",
+      "gst-dflash developers");
+  gst_dflash_filter_class_add_pads (filter_class,
+      GST_DFLASH_TAPS_CAPS ", hidden = (int) [ 1, MAX ], tap-width = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ]",
+      GST_DFLASH_CONTEXT_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]");
+  filter_class->src_caps = gst_ctx_settle_src_caps;
+  filter_class->process = gst_ctx_settle_process;
+}
+
+static void
+gst_ctx_settle_init (GstCtxSettle *self)
+{
+}

@@ -1,0 +1,176 @@
+/* gst-dflash — dflashblock
+ * Copyright (C) 2026 gst-dflash developers
+ *
+ * This library is free software; you can redistribute it and/or modify it
+ * under the terms of the GNU Library General Public License as published by
+ * the Free Software Foundation; either version 2 of the License, or (at your
+ * option) any later version.
+ */
+/**
+ * SECTION:element-dflashblock
+ * @title: dflashblock
+ *
+ * dflashblock runs the DFlash 2 block: the rows [anchor, MASK × (block − 1)]
+ * embedded with the target's table go through the drafter's layers
+ * (dynamic convolution, attention over the windowed context and the whole
+ * block, MLP) in one pass, and the rows after the anchor through the
+ * target's head. It pushes those rows and their logits; a selector turns
+ * them into tokens.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 tapsource ! ctxsettle ! dflashblock head-width=4096 ! selector ! verifier ! fdsink
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstdflashblock.h"
+
+#include <string.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_dflash_block_debug);
+#define GST_CAT_DEFAULT gst_dflash_block_debug
+
+enum {
+  PROP_0,
+  PROP_HEAD_WIDTH,
+};
+
+struct _GstDflashBlock {
+  GstDflashFilter parent;
+  int head_width;      /* property: 0 for the whole head */
+  int width;           /* in use */
+};
+
+#define _do_init \
+    GST_DEBUG_CATEGORY_INIT (gst_dflash_block_debug, "dflashblock", 0, "dflash block");
+#define gst_dflash_block_parent_class parent_class
+G_DEFINE_TYPE_WITH_CODE (GstDflashBlock, gst_dflash_block, GST_TYPE_DFLASH_FILTER, _do_init);
+GST_ELEMENT_REGISTER_DEFINE (dflashblock, "dflashblock", GST_RANK_NONE, GST_TYPE_DFLASH_BLOCK);
+
+static GstCaps *
+gst_dflash_block_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *why)
+{
+  GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
+  g_autoptr (GstCaps) want = NULL;
+
+  if (!g) {
+    g_string_append (why, "the model has no drafter");
+    return NULL;
+  }
+  want = gst_caps_new_simple (GST_DFLASH_CONTEXT_CAPS, "hidden", G_TYPE_INT, c->hidden,
+      "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
+  if (!gst_dflash_caps_agree (sink_caps, want, why))
+    return NULL;
+  self->width = self->head_width > 0 ? MIN (self->head_width, c->vocab) : c->vocab;
+  if (self->width < g->selector_top) {
+    g_string_append_printf (why, "head-width %d is narrower than the selector's %d candidates",
+                            self->width, g->selector_top);
+    return NULL;
+  }
+  return gst_caps_new_simple (GST_DFLASH_BLOCK_CAPS, "hidden", G_TYPE_INT, c->hidden,
+      "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block,
+      "width", G_TYPE_INT, self->width, NULL);
+}
+
+static GstFlowReturn
+gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
+                          GstBuffer **out)
+{
+  GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  const DflTarget *t = gst_dflash_model_target (m);
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
+  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->sequence);
+  int hs = dfl_target_config (t)->hidden, rows = g->block - 1, mask = g->mask_token;
+  g_autoptr (GError) error = NULL;
+  g_autofree float *h = g_new (float, (gsize) g->block * hs);
+  float *payload;
+  DflDrafter *d;
+
+  if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("dflashblock: sequence %u: %s", meta->sequence,
+            error ? error->message : "not running"), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  dfl_target_embed (t, &meta->anchor, 1, h);
+  for (int r = 1; r < g->block; r++)
+    dfl_target_embed (t, &mask, 1, h + (gsize) r * hs);
+  if (!dfl_drafter_block (d, meta->anchor_pos, h, &error)) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("dflashblock: sequence %u: %s", meta->sequence,
+            error->message), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  /* the rows after the anchor, then their logits over the head's first rows */
+  payload = g_malloc (sizeof (float) * (gsize) rows * (hs + self->width));
+  memcpy (payload, h + hs, sizeof (float) * (gsize) rows * hs);
+  dfl_target_head (t, h + hs, rows, self->width, payload + (gsize) rows * hs);
+  *out = gst_dflash_round_buffer_new (meta,
+      g_bytes_new_take (payload, sizeof (float) * (gsize) rows * (hs + self->width)), NULL);
+  return GST_FLOW_OK;
+}
+
+static void
+gst_dflash_block_set_property (GObject *object, guint prop_id, const GValue *value,
+                               GParamSpec *pspec)
+{
+  switch (prop_id) {
+    case PROP_HEAD_WIDTH:
+      GST_DFLASH_BLOCK (object)->head_width = g_value_get_int (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_dflash_block_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  switch (prop_id) {
+    case PROP_HEAD_WIDTH:
+      g_value_set_int (value, GST_DFLASH_BLOCK (object)->head_width);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_dflash_block_class_init (GstDflashBlockClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
+
+  gobject_class->set_property = gst_dflash_block_set_property;
+  gobject_class->get_property = gst_dflash_block_get_property;
+  /**
+   * GstDflashBlock:head-width
+   *
+   * Score the block's rows over the head's first N rows only (a shortlist
+   * of the vocabulary); 0 for the whole head.
+   */
+  g_object_class_install_property (gobject_class, PROP_HEAD_WIDTH,
+      g_param_spec_int ("head-width", "Head width",
+          "Score the block over the head's first N rows only (0: the whole head)",
+          0, G_MAXINT, 0, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash block",
+      "Filter/Tensor", "Drafts a block of tokens in one pass of the DFlash 2 drafter",
+      "gst-dflash developers");
+  gst_dflash_filter_class_add_pads (filter_class,
+      GST_DFLASH_CONTEXT_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]",
+      GST_DFLASH_BLOCK_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ], width = (int) [ 1, MAX ]");
+  filter_class->src_caps = gst_dflash_block_src_caps;
+  filter_class->process = gst_dflash_block_process;
+}
+
+static void
+gst_dflash_block_init (GstDflashBlock *self)
+{
+}

@@ -1,0 +1,362 @@
+/* gst-dflash — router
+ * Copyright (C) 2026 gst-dflash developers
+ *
+ * This library is free software; you can redistribute it and/or modify it
+ * under the terms of the GNU Library General Public License as published by
+ * the Free Software Foundation; either version 2 of the License, or (at your
+ * option) any later version.
+ */
+/**
+ * SECTION:element-router
+ * @title: router
+ *
+ * router takes the block's proposal on its `sink` pad and, on the `chain`
+ * request pad, the chain drafter's proposal for the same round, and passes
+ * one on to the verifier. `policy=auto` follows the sidecar's router (the
+ * margin of the target's tip row between the subspaces of rounds the block
+ * won and rounds the chain won: above zero, the block); `policy=match`
+ * takes the chain where its match is at least `match-min` tokens long, the
+ * block otherwise; `block` and `chain` always take one. The verdict of the
+ * round goes back up the block's branch only, so tapsource hears it once.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 tapsource ! tee name=t ! queue ! ctxsettle ! dflashblock ! selector ! router name=r policy=match ! verifier ! fdsink  t. ! queue ! ngramdraft ! r.chain
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstdflashrouter.h"
+
+#include "gstdflashcaps.h"
+#include "gstdflashmeta.h"
+#include "gstdflashmodel.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_dflash_router_debug);
+#define GST_CAT_DEFAULT gst_dflash_router_debug
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_DFLASH_PROPOSAL_CAPS));
+static GstStaticPadTemplate chain_template = GST_STATIC_PAD_TEMPLATE ("chain",
+    GST_PAD_SINK, GST_PAD_REQUEST, GST_STATIC_CAPS (GST_DFLASH_PROPOSAL_CAPS));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_DFLASH_PROPOSAL_CAPS));
+
+typedef enum {
+  GST_DFLASH_POLICY_AUTO,
+  GST_DFLASH_POLICY_MATCH,
+  GST_DFLASH_POLICY_BLOCK,
+  GST_DFLASH_POLICY_CHAIN,
+} GstDflashPolicy;
+
+#define GST_TYPE_DFLASH_POLICY (gst_dflash_policy_get_type ())
+static GType
+gst_dflash_policy_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_DFLASH_POLICY_AUTO, "The sidecar's router (its margin on the tip row)", "auto" },
+    { GST_DFLASH_POLICY_MATCH, "The chain when its match is at least match-min tokens", "match" },
+    { GST_DFLASH_POLICY_BLOCK, "Always the block", "block" },
+    { GST_DFLASH_POLICY_CHAIN, "Always the chain", "chain" },
+    { 0, NULL, NULL },
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstDflashPolicy", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+#define DEFAULT_MATCH_MIN 3
+
+enum {
+  PROP_0,
+  PROP_POLICY,
+  PROP_MATCH_MIN,
+  PROP_BLOCK_ROUNDS,
+  PROP_CHAIN_ROUNDS,
+};
+
+struct _GstDflashRouter {
+  GstAggregator parent;
+  GstAggregatorPad *block_pad, *chain_pad;
+  GstDflashPolicy policy;
+  int match_min;
+  GstDflashModel *model;
+  guint64 block_rounds, chain_rounds;
+};
+
+#define _do_init \
+    GST_DEBUG_CATEGORY_INIT (gst_dflash_router_debug, "router", 0, "dflash router");
+#define gst_dflash_router_parent_class parent_class
+G_DEFINE_TYPE_WITH_CODE (GstDflashRouter, gst_dflash_router, GST_TYPE_AGGREGATOR, _do_init);
+GST_ELEMENT_REGISTER_DEFINE (router, "router", GST_RANK_NONE, GST_TYPE_DFLASH_ROUTER);
+
+static GstPad *
+gst_dflash_router_request_new_pad (GstElement *element, GstPadTemplate *templ, const gchar *name,
+                                   const GstCaps *caps)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (element);
+  GstPad *pad;
+
+  if (self->chain_pad) {
+    GST_ELEMENT_ERROR (self, CORE, PAD, ("router: the chain pad is already requested"), (NULL));
+    return NULL;
+  }
+  pad = GST_ELEMENT_CLASS (parent_class)->request_new_pad (element, templ, "chain", caps);
+  self->chain_pad = GST_AGGREGATOR_PAD (pad);
+  return pad;
+}
+
+static void
+gst_dflash_router_release_pad (GstElement *element, GstPad *pad)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (element);
+
+  if (pad == GST_PAD (self->chain_pad))
+    self->chain_pad = NULL;
+  GST_ELEMENT_CLASS (parent_class)->release_pad (element, pad);
+}
+
+/* TRUE for the chain's proposal. */
+static gboolean
+choose_chain (GstDflashRouter *self, GstBuffer *block, GstBuffer *chain)
+{
+  GstDflashRoundMeta *bm = gst_buffer_get_dflash_round_meta (block);
+  GstDflashRoundMeta *cm = chain ? gst_buffer_get_dflash_round_meta (chain) : NULL;
+  DflDrafter *d;
+
+  if (!cm)
+    return FALSE;
+  switch (self->policy) {
+    case GST_DFLASH_POLICY_CHAIN:
+      return TRUE;
+    case GST_DFLASH_POLICY_MATCH:
+      return cm->match >= (guint) self->match_min;
+    case GST_DFLASH_POLICY_AUTO:
+      d = self->model ? gst_dflash_model_drafter (self->model) : NULL;
+      return d && bm && bm->tip && dfl_drafter_route_margin (d, g_bytes_get_data (bm->tip, NULL)) <= 0.0f;
+    case GST_DFLASH_POLICY_BLOCK:
+    default:
+      return FALSE;
+  }
+}
+
+static GstFlowReturn
+gst_dflash_router_aggregate (GstAggregator *agg, gboolean timeout)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  GstBuffer *block = gst_aggregator_pad_pop_buffer (self->block_pad);
+  GstBuffer *chain = self->chain_pad ? gst_aggregator_pad_pop_buffer (self->chain_pad) : NULL;
+  GstDflashRoundMeta *bm, *cm;
+  GstBuffer *out;
+
+  if (!block) {
+    gst_clear_buffer (&chain);
+    if (gst_aggregator_pad_is_eos (self->block_pad))
+      return GST_FLOW_EOS;
+    return GST_AGGREGATOR_FLOW_NEED_DATA;
+  }
+  bm = gst_buffer_get_dflash_round_meta (block);
+  cm = chain ? gst_buffer_get_dflash_round_meta (chain) : NULL;
+  if (chain && (!bm || !cm || bm->sequence != cm->sequence || bm->round != cm->round)) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("router: the block's proposal (sequence %u round %u) and the chain's (sequence %u round %u) "
+         "are not of the same round", bm ? bm->sequence : 0, bm ? bm->round : 0,
+         cm ? cm->sequence : 0, cm ? cm->round : 0), (NULL));
+    gst_buffer_unref (block);
+    gst_buffer_unref (chain);
+    return GST_FLOW_ERROR;
+  }
+  if (choose_chain (self, block, chain)) {
+    out = chain;
+    gst_buffer_unref (block);
+    self->chain_rounds++;
+  } else {
+    out = block;
+    gst_clear_buffer (&chain);
+    self->block_rounds++;
+  }
+  return gst_aggregator_finish_buffer (agg, out);
+}
+
+static gboolean
+gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEvent *event)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+
+  if (GST_EVENT_TYPE (event) == GST_EVENT_CAPS && pad == self->block_pad) {
+    GstCaps *caps;
+    gst_event_parse_caps (event, &caps);
+    gst_aggregator_set_src_caps (agg, caps);
+    if (!self->model)
+      gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (pad), &self->model);
+    if (self->policy == GST_DFLASH_POLICY_AUTO
+        && !(self->model && gst_dflash_model_drafter (self->model)
+             && dfl_drafter_has_route (gst_dflash_model_drafter (self->model)))) {
+      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+          ("router: policy=auto needs the sidecar's fitted router, and %s has none "
+           "(fit one with 'dflash route-fit', or use policy=match, block or chain)",
+           self->model && gst_dflash_model_drafter_path (self->model)
+           ? gst_dflash_model_drafter_path (self->model) : "the model"), (NULL));
+      gst_event_unref (event);
+      return FALSE;
+    }
+  }
+  return GST_AGGREGATOR_CLASS (parent_class)->sink_event (agg, pad, event);
+}
+
+/* The verdict goes up the block's branch alone: tapsource must hear it once. */
+static gboolean
+gst_dflash_router_src_event (GstAggregator *agg, GstEvent *event)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+
+  if (GST_EVENT_TYPE (event) == GST_EVENT_CUSTOM_UPSTREAM
+      && gst_event_has_name (event, GST_DFLASH_VERDICT_EVENT))
+    return gst_pad_push_event (GST_PAD (self->block_pad), event);
+  return GST_AGGREGATOR_CLASS (parent_class)->src_event (agg, event);
+}
+
+static gboolean
+gst_dflash_router_src_query (GstAggregator *agg, GstQuery *query)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+
+  if (GST_QUERY_TYPE (query) == GST_QUERY_CONTEXT) {
+    if (gst_dflash_model_handle_context_query (GST_ELEMENT (self), query, self->model))
+      return TRUE;
+    return gst_pad_peer_query (GST_PAD (self->block_pad), query);
+  }
+  return GST_AGGREGATOR_CLASS (parent_class)->src_query (agg, query);
+}
+
+static void
+gst_dflash_router_set_context (GstElement *element, GstContext *context)
+{
+  gst_dflash_model_handle_set_context (element, context, &GST_DFLASH_ROUTER (element)->model);
+  GST_ELEMENT_CLASS (parent_class)->set_context (element, context);
+}
+
+static gboolean
+gst_dflash_router_stop (GstAggregator *agg)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+
+  self->block_rounds = self->chain_rounds = 0;
+  return TRUE;
+}
+
+static void
+gst_dflash_router_set_property (GObject *object, guint prop_id, const GValue *value,
+                                GParamSpec *pspec)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (object);
+
+  switch (prop_id) {
+    case PROP_POLICY:
+      self->policy = g_value_get_enum (value);
+      break;
+    case PROP_MATCH_MIN:
+      self->match_min = g_value_get_int (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_dflash_router_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (object);
+
+  switch (prop_id) {
+    case PROP_POLICY:
+      g_value_set_enum (value, self->policy);
+      break;
+    case PROP_MATCH_MIN:
+      g_value_set_int (value, self->match_min);
+      break;
+    case PROP_BLOCK_ROUNDS:
+      g_value_set_uint64 (value, self->block_rounds);
+      break;
+    case PROP_CHAIN_ROUNDS:
+      g_value_set_uint64 (value, self->chain_rounds);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_dflash_router_finalize (GObject *object)
+{
+  g_clear_object (&GST_DFLASH_ROUTER (object)->model);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_dflash_router_class_init (GstDflashRouterClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstAggregatorClass *agg_class = GST_AGGREGATOR_CLASS (klass);
+
+  gobject_class->set_property = gst_dflash_router_set_property;
+  gobject_class->get_property = gst_dflash_router_get_property;
+  gobject_class->finalize = gst_dflash_router_finalize;
+  /**
+   * GstDflashRouter:policy
+   *
+   * How a round is routed: the sidecar's router (auto), the match rule,
+   * or always one drafter.
+   */
+  g_object_class_install_property (gobject_class, PROP_POLICY,
+      g_param_spec_enum ("policy", "Policy", "How each round chooses between block and chain",
+          GST_TYPE_DFLASH_POLICY, GST_DFLASH_POLICY_MATCH,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_MATCH_MIN,
+      g_param_spec_int ("match-min", "Match min",
+          "policy=match: the chain's suffix match that makes the round the chain's",
+          1, 64, DEFAULT_MATCH_MIN, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_BLOCK_ROUNDS,
+      g_param_spec_uint64 ("block-rounds", "Block rounds", "Rounds routed to the block so far",
+          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  g_object_class_install_property (gobject_class, PROP_CHAIN_ROUNDS,
+      g_param_spec_uint64 ("chain-rounds", "Chain rounds", "Rounds routed to the chain so far",
+          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+
+  gst_element_class_set_static_metadata (element_class, "DFlash router",
+      "Filter/Tensor", "Chooses between the block's and the chain drafter's proposals",
+      "gst-dflash developers");
+  gst_element_class_add_static_pad_template_with_gtype (element_class, &sink_template, GST_TYPE_AGGREGATOR_PAD);
+  gst_element_class_add_static_pad_template_with_gtype (element_class, &chain_template, GST_TYPE_AGGREGATOR_PAD);
+  gst_element_class_add_static_pad_template_with_gtype (element_class, &src_template, GST_TYPE_AGGREGATOR_PAD);
+  element_class->request_new_pad = GST_DEBUG_FUNCPTR (gst_dflash_router_request_new_pad);
+  element_class->release_pad = GST_DEBUG_FUNCPTR (gst_dflash_router_release_pad);
+  element_class->set_context = GST_DEBUG_FUNCPTR (gst_dflash_router_set_context);
+  agg_class->aggregate = GST_DEBUG_FUNCPTR (gst_dflash_router_aggregate);
+  agg_class->sink_event = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_event);
+  agg_class->src_event = GST_DEBUG_FUNCPTR (gst_dflash_router_src_event);
+  agg_class->src_query = GST_DEBUG_FUNCPTR (gst_dflash_router_src_query);
+  agg_class->stop = GST_DEBUG_FUNCPTR (gst_dflash_router_stop);
+  gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_POLICY, 0);
+}
+
+static void
+gst_dflash_router_init (GstDflashRouter *self)
+{
+  GstPadTemplate *templ = gst_element_class_get_pad_template (GST_ELEMENT_GET_CLASS (self), "sink");
+
+  self->policy = GST_DFLASH_POLICY_MATCH;
+  self->match_min = DEFAULT_MATCH_MIN;
+  self->block_pad = g_object_new (GST_TYPE_AGGREGATOR_PAD, "name", "sink", "direction",
+                                  GST_PAD_SINK, "template", templ, NULL);
+  gst_element_add_pad (GST_ELEMENT (self), GST_PAD (self->block_pad));
+}

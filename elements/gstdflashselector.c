@@ -1,0 +1,204 @@
+/* gst-dflash — selector
+ * Copyright (C) 2026 gst-dflash developers
+ *
+ * This library is free software; you can redistribute it and/or modify it
+ * under the terms of the GNU Library General Public License as published by
+ * the Free Software Foundation; either version 2 of the License, or (at your
+ * option) any later version.
+ */
+/**
+ * SECTION:element-selector
+ * @title: selector
+ *
+ * selector turns a block's rows and logits into draft tokens. With
+ * `mode=rescore` (the default) it walks the rows in order and re-scores each
+ * row's top candidates against the token chosen before it with the
+ * sidecar's selector (hidden projection and two codebooks); with
+ * `mode=plain` it takes each row's argmax. The two modes side by side are
+ * the A/B the product exists for.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 tapsource ! ctxsettle ! dflashblock ! selector mode=plain ! verifier ! fdsink
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstdflashselector.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_dflash_selector_debug);
+#define GST_CAT_DEFAULT gst_dflash_selector_debug
+
+typedef enum {
+  GST_DFLASH_SELECT_RESCORE,
+  GST_DFLASH_SELECT_PLAIN,
+} GstDflashSelectMode;
+
+#define GST_TYPE_DFLASH_SELECT_MODE (gst_dflash_select_mode_get_type ())
+static GType
+gst_dflash_select_mode_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_DFLASH_SELECT_RESCORE, "Re-score the top candidates with the selector", "rescore" },
+    { GST_DFLASH_SELECT_PLAIN, "Each row's argmax", "plain" },
+    { 0, NULL, NULL },
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstDflashSelectMode", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+enum {
+  PROP_0,
+  PROP_MODE,
+};
+
+struct _GstDflashSelector {
+  GstDflashFilter parent;
+  GstDflashSelectMode mode;
+  int width;
+};
+
+#define _do_init \
+    GST_DEBUG_CATEGORY_INIT (gst_dflash_selector_debug, "selector", 0, "dflash selector");
+#define gst_dflash_selector_parent_class parent_class
+G_DEFINE_TYPE_WITH_CODE (GstDflashSelector, gst_dflash_selector, GST_TYPE_DFLASH_FILTER, _do_init);
+GST_ELEMENT_REGISTER_DEFINE (selector, "selector", GST_RANK_NONE, GST_TYPE_DFLASH_SELECTOR);
+
+static GstCaps *
+gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *why)
+{
+  GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
+  g_autoptr (GstCaps) want = NULL;
+
+  if (!g) {
+    g_string_append (why, "the model has no drafter");
+    return NULL;
+  }
+  want = gst_caps_new_simple (GST_DFLASH_BLOCK_CAPS, "hidden", G_TYPE_INT, c->hidden,
+      "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
+  if (!gst_dflash_caps_agree (sink_caps, want, why))
+    return NULL;
+  gst_structure_get_int (gst_caps_get_structure (sink_caps, 0), "width", &self->width);
+  if (self->width < MAX (g->selector_top, 1) || self->width > c->vocab) {
+    g_string_append_printf (why, "width %d is outside %d … %d (the selector's candidates … the vocabulary)",
+                            self->width, g->selector_top, c->vocab);
+    return NULL;
+  }
+  if (self->mode == GST_DFLASH_SELECT_RESCORE && !dfl_drafter_has_selector (gst_dflash_model_drafter (m)))
+    GST_WARNING_OBJECT (self, "%s has no selector: mode=rescore takes each row's argmax",
+                        gst_dflash_model_drafter_path (m));
+  return gst_caps_new_simple (GST_DFLASH_PROPOSAL_CAPS, "vocab", G_TYPE_INT, c->vocab,
+      "block", G_TYPE_INT, g->block, NULL);
+}
+
+static GstFlowReturn
+gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
+                             GstBuffer **out)
+{
+  GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
+  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->sequence);
+  int hs = g->hidden, rows = g->block - 1;
+  g_autoptr (GError) error = NULL;
+  guint32 *chosen = g_new (guint32, rows);
+  GstDflashRoundMeta *om;
+  DflDrafter *d;
+  GstMapInfo map;
+
+  if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("selector: sequence %u: %s", meta->sequence,
+            error ? error->message : "not running"), (NULL));
+    g_free (chosen);
+    return GST_FLOW_ERROR;
+  }
+  if (!gst_buffer_map (in, &map, GST_MAP_READ)
+      || map.size != sizeof (float) * (gsize) rows * (hs + self->width)) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("selector: a block of %" G_GSIZE_FORMAT
+            " bytes, not %d rows of %d hidden and %d logits", map.size, rows, hs, self->width), (NULL));
+    g_free (chosen);
+    return GST_FLOW_ERROR;
+  }
+  {
+    const float *hidden = (const float *) map.data, *logits = hidden + (gsize) rows * hs;
+    if (self->mode == GST_DFLASH_SELECT_RESCORE)
+      dfl_drafter_select (d, hidden, rows, logits, self->width, meta->anchor, chosen, NULL);
+    else
+      dfl_drafter_select (d, hidden, rows, logits, self->width, meta->anchor, NULL, chosen);
+  }
+  gst_buffer_unmap (in, &map);
+  *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (chosen, sizeof (guint32) * rows), &om);
+  om->source = GST_DFLASH_SOURCE_BLOCK;
+  return GST_FLOW_OK;
+}
+
+static void
+gst_dflash_selector_set_property (GObject *object, guint prop_id, const GValue *value,
+                                  GParamSpec *pspec)
+{
+  switch (prop_id) {
+    case PROP_MODE:
+      GST_DFLASH_SELECTOR (object)->mode = g_value_get_enum (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_dflash_selector_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  switch (prop_id) {
+    case PROP_MODE:
+      g_value_set_enum (value, GST_DFLASH_SELECTOR (object)->mode);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_dflash_selector_class_init (GstDflashSelectorClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
+
+  gobject_class->set_property = gst_dflash_selector_set_property;
+  gobject_class->get_property = gst_dflash_selector_get_property;
+  /**
+   * GstDflashSelector:mode
+   *
+   * rescore: the selector's re-scoring of each row's top candidates; plain:
+   * each row's argmax.
+   */
+  g_object_class_install_property (gobject_class, PROP_MODE,
+      g_param_spec_enum ("mode", "Mode", "How drafts are chosen from the block's logits",
+          GST_TYPE_DFLASH_SELECT_MODE, GST_DFLASH_SELECT_RESCORE,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash selector",
+      "Filter/Tensor", "Chooses draft tokens from a block's logits (re-scored or argmax)",
+      "gst-dflash developers");
+  gst_dflash_filter_class_add_pads (filter_class,
+      GST_DFLASH_BLOCK_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ], width = (int) [ 1, MAX ]",
+      GST_DFLASH_PROPOSAL_CAPS ", vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]");
+  filter_class->src_caps = gst_dflash_selector_src_caps;
+  filter_class->process = gst_dflash_selector_process;
+  gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_SELECT_MODE, 0);
+}
+
+static void
+gst_dflash_selector_init (GstDflashSelector *self)
+{
+}

@@ -1,0 +1,194 @@
+/* gst-dflash — ngramdraft
+ * Copyright (C) 2026 gst-dflash developers
+ *
+ * This library is free software; you can redistribute it and/or modify it
+ * under the terms of the GNU Library General Public License as published by
+ * the Free Software Foundation; either version 2 of the License, or (at your
+ * option) any later version.
+ */
+/**
+ * SECTION:element-ngramdraft
+ * @title: ngramdraft
+ *
+ * ngramdraft is the chain drafter: prompt lookup. It keeps each sequence's
+ * text from the tokens every round request carries, finds an earlier
+ * occurrence of the text's last n tokens (n from max-n down to min-n) and
+ * proposes what followed it. It needs no weights, so it runs on any target,
+ * alone or beside the DFlash block under a router.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 tapsource no-drafter=true ! ngramdraft ! verifier ! fdsink
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstngramdraft.h"
+
+#include "ngram.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_ngram_draft_debug);
+#define GST_CAT_DEFAULT gst_ngram_draft_debug
+
+enum {
+  PROP_0,
+  PROP_MIN_N,
+  PROP_MAX_N,
+  PROP_MAX_DRAFT,
+};
+
+struct _GstNgramDraft {
+  GstDflashFilter parent;
+  DflNgram ngram;
+  int max_draft;         /* property: 0 for block − 1 */
+  int block;
+  GHashTable *texts;     /* sequence → GArray of its tokens */
+};
+
+#define _do_init \
+    GST_DEBUG_CATEGORY_INIT (gst_ngram_draft_debug, "ngramdraft", 0, "dflash ngramdraft");
+#define gst_ngram_draft_parent_class parent_class
+G_DEFINE_TYPE_WITH_CODE (GstNgramDraft, gst_ngram_draft, GST_TYPE_DFLASH_FILTER, _do_init);
+GST_ELEMENT_REGISTER_DEFINE (ngramdraft, "ngramdraft", GST_RANK_NONE, GST_TYPE_NGRAM_DRAFT);
+
+static GstCaps *
+gst_ngram_draft_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *why)
+{
+  GstNgramDraft *self = GST_NGRAM_DRAFT (filter);
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
+  g_autoptr (GstCaps) want = gst_caps_new_simple (GST_DFLASH_TAPS_CAPS, "vocab", G_TYPE_INT, c->vocab, NULL);
+
+  if (!gst_dflash_caps_agree (sink_caps, want, why))
+    return NULL;
+  if (!gst_structure_get_int (gst_caps_get_structure (sink_caps, 0), "block", &self->block))
+    self->block = 16;
+  if (self->ngram.min_n > self->ngram.max_n) {
+    g_string_append_printf (why, "min-n %d is above max-n %d", self->ngram.min_n, self->ngram.max_n);
+    return NULL;
+  }
+  return gst_caps_new_simple (GST_DFLASH_PROPOSAL_CAPS, "vocab", G_TYPE_INT, c->vocab,
+      "block", G_TYPE_INT, self->block, NULL);
+}
+
+static GstFlowReturn
+gst_ngram_draft_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
+                         GstBuffer **out)
+{
+  GstNgramDraft *self = GST_NGRAM_DRAFT (filter);
+  GArray *text = g_hash_table_lookup (self->texts, GUINT_TO_POINTER (meta->sequence));
+  int most = self->max_draft > 0 ? MIN (self->max_draft, self->block - 1) : self->block - 1;
+  int *draft = g_new (int, MAX (most, 1)), n, match;
+  GstDflashRoundMeta *om;
+
+  if (meta->round == 0 || !text) {
+    text = g_array_new (FALSE, FALSE, sizeof (int));
+    g_hash_table_replace (self->texts, GUINT_TO_POINTER (meta->sequence), text);
+  }
+  if (meta->new_tokens)
+    g_array_append_vals (text, g_bytes_get_data (meta->new_tokens, NULL),
+                         g_bytes_get_size (meta->new_tokens) / sizeof (int));
+  n = dfl_ngram_propose (&self->ngram, (const int *) text->data, text->len, most, draft, &match);
+  *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (draft, sizeof (int) * n), &om);
+  om->source = GST_DFLASH_SOURCE_CHAIN;
+  om->match = match;
+  return GST_FLOW_OK;
+}
+
+static void
+gst_ngram_draft_reset (GstDflashFilter *filter)
+{
+  g_hash_table_remove_all (GST_NGRAM_DRAFT (filter)->texts);
+}
+
+static void
+gst_ngram_draft_set_property (GObject *object, guint prop_id, const GValue *value,
+                              GParamSpec *pspec)
+{
+  GstNgramDraft *self = GST_NGRAM_DRAFT (object);
+
+  switch (prop_id) {
+    case PROP_MIN_N:
+      self->ngram.min_n = g_value_get_int (value);
+      break;
+    case PROP_MAX_N:
+      self->ngram.max_n = g_value_get_int (value);
+      break;
+    case PROP_MAX_DRAFT:
+      self->max_draft = g_value_get_int (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_ngram_draft_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  GstNgramDraft *self = GST_NGRAM_DRAFT (object);
+
+  switch (prop_id) {
+    case PROP_MIN_N:
+      g_value_set_int (value, self->ngram.min_n);
+      break;
+    case PROP_MAX_N:
+      g_value_set_int (value, self->ngram.max_n);
+      break;
+    case PROP_MAX_DRAFT:
+      g_value_set_int (value, self->max_draft);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_ngram_draft_finalize (GObject *object)
+{
+  g_hash_table_unref (GST_NGRAM_DRAFT (object)->texts);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_ngram_draft_class_init (GstNgramDraftClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
+  DflNgram defaults = DFL_NGRAM_DEFAULT;
+
+  gobject_class->set_property = gst_ngram_draft_set_property;
+  gobject_class->get_property = gst_ngram_draft_get_property;
+  gobject_class->finalize = gst_ngram_draft_finalize;
+  g_object_class_install_property (gobject_class, PROP_MIN_N,
+      g_param_spec_int ("min-n", "Min n", "Shortest suffix that counts as a match",
+          1, 64, defaults.min_n, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_MAX_N, g_param_spec_int ("max-n", "Max n",
+          "Longest suffix, tried first", 1, 64, defaults.max_n,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_MAX_DRAFT,
+      g_param_spec_int ("max-draft", "Max draft",
+          "Tokens a proposal holds at most (0: the block's block − 1)", 0, 1024, 0,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash n-gram drafter",
+      "Filter/Tensor", "Proposes tokens by prompt lookup (the chain drafter)",
+      "gst-dflash developers");
+  gst_dflash_filter_class_add_pads (filter_class,
+      GST_DFLASH_TAPS_CAPS ", vocab = (int) [ 1, MAX ]",
+      GST_DFLASH_PROPOSAL_CAPS ", vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]");
+  filter_class->src_caps = gst_ngram_draft_src_caps;
+  filter_class->process = gst_ngram_draft_process;
+  filter_class->reset = gst_ngram_draft_reset;
+}
+
+static void
+gst_ngram_draft_init (GstNgramDraft *self)
+{
+  DflNgram defaults = DFL_NGRAM_DEFAULT;
+
+  self->ngram = defaults;
+  self->texts = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_array_unref);
+}

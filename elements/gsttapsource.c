@@ -1,0 +1,668 @@
+/* gst-dflash — tapsource
+ * Copyright (C) 2026 gst-dflash developers
+ *
+ * This library is free software; you can redistribute it and/or modify it
+ * under the terms of the GNU Library General Public License as published by
+ * the Free Software Foundation; either version 2 of the License, or (at your
+ * option) any later version.
+ */
+/**
+ * SECTION:element-tapsource
+ * @title: tapsource
+ *
+ * tapsource loads the target model (a Qwen3 checkpoint folder) and the
+ * drafter beside it, runs the target over each prompt (prefill), and then
+ * starts every round of the speculative loop: it pushes the target's new
+ * context rows (the taps of the drafter's layers) with a round request
+ * (sequence, anchor token and position, the target's tip row). The verifier
+ * downstream answers each round with an upstream verdict event; tapsource
+ * then pushes the next round of that sequence. Up to #GstTapSource:in-flight
+ * sequences run at once; each buffer says which it belongs to.
+ *
+ * The model is shared with the other elements of the loop through a
+ * GstContext of type "dflash.model".
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 tapsource model=models/qwen3-go prompt="func main() {" ! ctxsettle ! dflashblock ! selector ! verifier ! fdsink
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gsttapsource.h"
+
+#include <string.h>
+
+#include "gstdflashcaps.h"
+#include "gstdflashmeta.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_tap_source_debug);
+#define GST_CAT_DEFAULT gst_tap_source_debug
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS (GST_DFLASH_TAPS_CAPS ", hidden = (int) [ 1, MAX ], "
+        "tap-width = (int) [ 0, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 1, MAX ]"));
+
+#define DEFAULT_PROMPT "func main() {"
+#define DEFAULT_MAX_NEW 64
+#define DEFAULT_IN_FLIGHT 1
+
+enum {
+  PROP_0,
+  PROP_MODEL,
+  PROP_DRAFTER,
+  PROP_NO_DRAFTER,
+  PROP_PROMPT,
+  PROP_PROMPTS_FILE,
+  PROP_MAX_NEW_TOKENS,
+  PROP_IN_FLIGHT,
+  PROP_TEMPERATURE,
+  PROP_TOP_P,
+  PROP_SEED,
+  PROP_BACKEND,
+  PROP_BUSY_TIME,
+};
+
+struct _GstTapSource {
+  GstPushSrc parent;
+
+  /* properties */
+  char *model_dir;
+  char *drafter;
+  gboolean no_drafter;
+  char *prompt;
+  char *prompts_file;
+  int max_new;
+  int in_flight;
+  double temperature, top_p;
+  guint64 seed;
+  GstDflashBackend backend;
+
+  GstDflashModel *model;
+  GPtrArray *prompts;        /* GArray of int ids, one a sequence */
+  /* the rounds waiting to start, filled by verdicts (another thread) */
+  GMutex lock;
+  GCond cond;
+  GQueue ready;              /* sequence ids */
+  guint next_prompt, running;
+  gboolean flushing;
+  guint64 busy_ns;
+};
+
+#define _do_init \
+    GST_DEBUG_CATEGORY_INIT (gst_tap_source_debug, "tapsource", 0, "dflash tapsource");
+#define gst_tap_source_parent_class parent_class
+G_DEFINE_TYPE_WITH_CODE (GstTapSource, gst_tap_source, GST_TYPE_PUSH_SRC, _do_init);
+GST_ELEMENT_REGISTER_DEFINE (tapsource, "tapsource", GST_RANK_NONE, GST_TYPE_TAP_SOURCE);
+
+static void gst_tap_source_finalize (GObject *object);
+static void gst_tap_source_set_property (GObject *object, guint prop_id, const GValue *value,
+                                         GParamSpec *pspec);
+static void gst_tap_source_get_property (GObject *object, guint prop_id, GValue *value,
+                                         GParamSpec *pspec);
+static void gst_tap_source_set_context (GstElement *element, GstContext *context);
+static gboolean gst_tap_source_start (GstBaseSrc *src);
+static gboolean gst_tap_source_stop (GstBaseSrc *src);
+static GstCaps *gst_tap_source_get_caps (GstBaseSrc *src, GstCaps *filter);
+static gboolean gst_tap_source_query (GstBaseSrc *src, GstQuery *query);
+static gboolean gst_tap_source_event (GstBaseSrc *src, GstEvent *event);
+static gboolean gst_tap_source_unlock (GstBaseSrc *src);
+static gboolean gst_tap_source_unlock_stop (GstBaseSrc *src);
+static GstFlowReturn gst_tap_source_create (GstPushSrc *src, GstBuffer **buf);
+
+static void
+gst_tap_source_class_init (GstTapSourceClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseSrcClass *basesrc_class = GST_BASE_SRC_CLASS (klass);
+  GstPushSrcClass *pushsrc_class = GST_PUSH_SRC_CLASS (klass);
+
+  gobject_class->finalize = gst_tap_source_finalize;
+  gobject_class->set_property = gst_tap_source_set_property;
+  gobject_class->get_property = gst_tap_source_get_property;
+
+  /**
+   * GstTapSource:model
+   *
+   * The target: a Qwen3 checkpoint folder (config.json, model.safetensors or
+   * shards, tokenizer.json).
+   */
+  g_object_class_install_property (gobject_class, PROP_MODEL,
+      g_param_spec_string ("model", "Model", "Qwen3 checkpoint folder of the target",
+          DFL_DEFAULT_MODEL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstTapSource:drafter
+   *
+   * The drafter: a DFlash 2 sidecar or a released DFlash folder; empty for
+   * dflash.safetensors in the model folder.
+   */
+  g_object_class_install_property (gobject_class, PROP_DRAFTER,
+      g_param_spec_string ("drafter", "Drafter",
+          "DFlash sidecar file or released DFlash folder (empty: dflash.safetensors in the model folder)",
+          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_NO_DRAFTER,
+      g_param_spec_boolean ("no-drafter", "No drafter",
+          "Load no drafter: plain decoding or the chain drafter alone",
+          FALSE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_PROMPT,
+      g_param_spec_string ("prompt", "Prompt",
+          "The prompt text (used when prompts-file is not set)",
+          DEFAULT_PROMPT, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_PROMPTS_FILE,
+      g_param_spec_string ("prompts-file", "Prompts file",
+          "A file of prompts, one a line (\\n and \\t escapes); each is a sequence",
+          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_MAX_NEW_TOKENS,
+      g_param_spec_int ("max-new-tokens", "Max new tokens",
+          "Tokens to generate at most for each prompt", 1, G_MAXINT / 2, DEFAULT_MAX_NEW,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_IN_FLIGHT,
+      g_param_spec_int ("in-flight", "In flight",
+          "Sequences running at once", 1, 1024, DEFAULT_IN_FLIGHT,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_TEMPERATURE,
+      g_param_spec_double ("temperature", "Temperature",
+          "Sampling temperature of the target (0: greedy)", 0.0, 100.0, 0.0,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_TOP_P,
+      g_param_spec_double ("top-p", "Top p",
+          "Sample from the smallest set of tokens holding this much probability", 1e-6, 1.0, 1.0,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_SEED,
+      g_param_spec_uint64 ("seed", "Seed",
+          "Seed of the sampling stream (a sequence's stream is keyed by seed + its index)",
+          0, G_MAXUINT64, 0,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_BACKEND,
+      g_param_spec_enum ("backend", "Backend", "Where the target runs",
+          GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_BUSY_TIME,
+      g_param_spec_uint64 ("busy-time", "Busy time",
+          "Nanoseconds spent running the target over prompts so far", 0, G_MAXUINT64, 0,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+
+  gst_element_class_set_static_metadata (element_class, "DFlash tap source",
+      "Source/Tensor", "Runs the target over prompts and starts each speculative round",
+      "gst-dflash developers");
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  element_class->set_context = GST_DEBUG_FUNCPTR (gst_tap_source_set_context);
+
+  basesrc_class->start = GST_DEBUG_FUNCPTR (gst_tap_source_start);
+  basesrc_class->stop = GST_DEBUG_FUNCPTR (gst_tap_source_stop);
+  basesrc_class->get_caps = GST_DEBUG_FUNCPTR (gst_tap_source_get_caps);
+  basesrc_class->query = GST_DEBUG_FUNCPTR (gst_tap_source_query);
+  basesrc_class->event = GST_DEBUG_FUNCPTR (gst_tap_source_event);
+  basesrc_class->unlock = GST_DEBUG_FUNCPTR (gst_tap_source_unlock);
+  basesrc_class->unlock_stop = GST_DEBUG_FUNCPTR (gst_tap_source_unlock_stop);
+  pushsrc_class->create = GST_DEBUG_FUNCPTR (gst_tap_source_create);
+  gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_BACKEND, 0);
+}
+
+static void
+gst_tap_source_init (GstTapSource *self)
+{
+  self->model_dir = g_strdup (DFL_DEFAULT_MODEL);
+  self->prompt = g_strdup (DEFAULT_PROMPT);
+  self->max_new = DEFAULT_MAX_NEW;
+  self->in_flight = DEFAULT_IN_FLIGHT;
+  self->top_p = 1.0;
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  g_queue_init (&self->ready);
+  gst_base_src_set_format (GST_BASE_SRC (self), GST_FORMAT_TIME);
+  gst_base_src_set_live (GST_BASE_SRC (self), FALSE);
+}
+
+static void
+gst_tap_source_finalize (GObject *object)
+{
+  GstTapSource *self = GST_TAP_SOURCE (object);
+
+  g_free (self->model_dir);
+  g_free (self->drafter);
+  g_free (self->prompt);
+  g_free (self->prompts_file);
+  g_clear_object (&self->model);
+  g_clear_pointer (&self->prompts, g_ptr_array_unref);
+  g_queue_clear (&self->ready);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_tap_source_set_property (GObject *object, guint prop_id, const GValue *value,
+                             GParamSpec *pspec)
+{
+  GstTapSource *self = GST_TAP_SOURCE (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_free (self->model_dir);
+      self->model_dir = g_value_dup_string (value);
+      break;
+    case PROP_DRAFTER:
+      g_free (self->drafter);
+      self->drafter = g_value_dup_string (value);
+      break;
+    case PROP_NO_DRAFTER:
+      self->no_drafter = g_value_get_boolean (value);
+      break;
+    case PROP_PROMPT:
+      g_free (self->prompt);
+      self->prompt = g_value_dup_string (value);
+      break;
+    case PROP_PROMPTS_FILE:
+      g_free (self->prompts_file);
+      self->prompts_file = g_value_dup_string (value);
+      break;
+    case PROP_MAX_NEW_TOKENS:
+      self->max_new = g_value_get_int (value);
+      break;
+    case PROP_IN_FLIGHT:
+      self->in_flight = g_value_get_int (value);
+      break;
+    case PROP_TEMPERATURE:
+      self->temperature = g_value_get_double (value);
+      break;
+    case PROP_TOP_P:
+      self->top_p = g_value_get_double (value);
+      break;
+    case PROP_SEED:
+      self->seed = g_value_get_uint64 (value);
+      break;
+    case PROP_BACKEND:
+      self->backend = g_value_get_enum (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_tap_source_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  GstTapSource *self = GST_TAP_SOURCE (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_value_set_string (value, self->model_dir);
+      break;
+    case PROP_DRAFTER:
+      g_value_set_string (value, self->drafter);
+      break;
+    case PROP_NO_DRAFTER:
+      g_value_set_boolean (value, self->no_drafter);
+      break;
+    case PROP_PROMPT:
+      g_value_set_string (value, self->prompt);
+      break;
+    case PROP_PROMPTS_FILE:
+      g_value_set_string (value, self->prompts_file);
+      break;
+    case PROP_MAX_NEW_TOKENS:
+      g_value_set_int (value, self->max_new);
+      break;
+    case PROP_IN_FLIGHT:
+      g_value_set_int (value, self->in_flight);
+      break;
+    case PROP_TEMPERATURE:
+      g_value_set_double (value, self->temperature);
+      break;
+    case PROP_TOP_P:
+      g_value_set_double (value, self->top_p);
+      break;
+    case PROP_SEED:
+      g_value_set_uint64 (value, self->seed);
+      break;
+    case PROP_BACKEND:
+      g_value_set_enum (value, self->backend);
+      break;
+    case PROP_BUSY_TIME:
+      g_value_set_uint64 (value, self->busy_ns);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_tap_source_set_context (GstElement *element, GstContext *context)
+{
+  GstTapSource *self = GST_TAP_SOURCE (element);
+
+  /* an application may hand in a model it loaded (several pipelines, one model) */
+  gst_dflash_model_handle_set_context (element, context, &self->model);
+  GST_ELEMENT_CLASS (parent_class)->set_context (element, context);
+}
+
+/* One prompt a line; "\n", "\t" and "\\" escapes let a line hold several. */
+static GPtrArray *
+read_prompt_lines (const char *path, GError **error)
+{
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  GPtrArray *out;
+
+  if (!g_file_get_contents (path, &text, NULL, error))
+    return NULL;
+  out = g_ptr_array_new_with_free_func (g_free);
+  lines = g_strsplit (text, "\n", -1);
+  for (int i = 0; lines[i]; i++) {
+    GString *p = g_string_new (NULL);
+    for (const char *c = lines[i]; *c; c++) {
+      if (*c == '\\' && (c[1] == 'n' || c[1] == 't' || c[1] == '\\')) {
+        g_string_append_c (p, c[1] == 'n' ? '\n' : c[1] == 't' ? '\t' : '\\');
+        c++;
+      } else if (*c != '\r') {
+        g_string_append_c (p, *c);
+      }
+    }
+    if (p->len)
+      g_ptr_array_add (out, g_string_free (p, FALSE));
+    else
+      g_string_free (p, TRUE);
+  }
+  return out;
+}
+
+static gboolean
+gst_tap_source_start (GstBaseSrc *src)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) texts = NULL;
+  const DflTokenizer *tok;
+
+  if (!gst_dflash_backend_check (GST_ELEMENT (self), self->backend, &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
+    return FALSE;
+  }
+  if (!self->model) {
+    GstMessage *msg;
+    if (!self->model_dir || !*self->model_dir) {
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("tapsource: no model folder set (property 'model')"), (NULL));
+      return FALSE;
+    }
+    if (!(self->model = gst_dflash_model_new (self->model_dir, self->drafter, self->no_drafter, &error))) {
+      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("%s", error->message), (NULL));
+      return FALSE;
+    }
+    /* the elements downstream, and the bin, learn of the model */
+    msg = gst_message_new_have_context (GST_OBJECT (self), gst_dflash_model_context_new (self->model));
+    gst_element_post_message (GST_ELEMENT (self), msg);
+  }
+
+  if (self->prompts_file && *self->prompts_file) {
+    if (!(texts = read_prompt_lines (self->prompts_file, &error))) {
+      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("%s", error->message), (NULL));
+      return FALSE;
+    }
+    if (texts->len == 0) {
+      GST_ELEMENT_ERROR (self, RESOURCE, READ, ("%s: no prompts (one a line)", self->prompts_file), (NULL));
+      return FALSE;
+    }
+  } else {
+    texts = g_ptr_array_new_with_free_func (g_free);
+    g_ptr_array_add (texts, g_strdup (self->prompt ? self->prompt : ""));
+  }
+  if (!(tok = gst_dflash_model_tokenizer (self->model))) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+        ("%s has no tokenizer.json: tapsource needs it for text prompts", self->model_dir), (NULL));
+    return FALSE;
+  }
+  self->prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  for (guint i = 0; i < texts->len; i++) {
+    GArray *ids = dfl_tokenizer_encode (tok, g_ptr_array_index (texts, i), -1, &error);
+    if (!ids || ids->len == 0) {
+      GST_ELEMENT_ERROR (self, RESOURCE, READ, ("prompt %u: %s", i + 1,
+              ids ? "the prompt is empty" : error->message), (NULL));
+      if (ids)
+        g_array_unref (ids);
+      return FALSE;
+    }
+    g_ptr_array_add (self->prompts, ids);
+  }
+  g_mutex_lock (&self->lock);
+  self->next_prompt = 0;
+  self->running = 0;
+  self->flushing = FALSE;
+  g_queue_clear (&self->ready);
+  g_mutex_unlock (&self->lock);
+  GST_INFO_OBJECT (self, "%u prompts, %d in flight, drafter %s", self->prompts->len,
+                   self->in_flight, gst_dflash_model_drafter_path (self->model));
+  return TRUE;
+}
+
+static gboolean
+gst_tap_source_stop (GstBaseSrc *src)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+
+  if (self->model)
+    gst_dflash_model_seq_clear (self->model);
+  g_clear_pointer (&self->prompts, g_ptr_array_unref);
+  g_mutex_lock (&self->lock);
+  g_queue_clear (&self->ready);
+  self->running = 0;
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+static GstCaps *
+gst_tap_source_get_caps (GstBaseSrc *src, GstCaps *filter)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+  GstCaps *caps;
+
+  if (self->model) {
+    const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
+    const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
+    caps = gst_caps_new_simple (GST_DFLASH_TAPS_CAPS,
+        "hidden", G_TYPE_INT, c->hidden,
+        "tap-width", G_TYPE_INT, gst_dflash_model_tap_width (self->model),
+        "vocab", G_TYPE_INT, c->vocab,
+        "block", G_TYPE_INT, g ? g->block : 16, NULL);
+  } else {
+    caps = gst_pad_get_pad_template_caps (GST_BASE_SRC_PAD (src));
+  }
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (caps);
+    caps = tmp;
+  }
+  return caps;
+}
+
+static gboolean
+gst_tap_source_query (GstBaseSrc *src, GstQuery *query)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+
+  if (GST_QUERY_TYPE (query) == GST_QUERY_CONTEXT
+      && gst_dflash_model_handle_context_query (GST_ELEMENT (self), query, self->model))
+    return TRUE;
+  return GST_BASE_SRC_CLASS (parent_class)->query (src, query);
+}
+
+/* The verdict of a round: its sequence may start its next round. Called in
+ * the verifier's streaming thread; only queues the work. */
+static gboolean
+gst_tap_source_event (GstBaseSrc *src, GstEvent *event)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+  guint seq, round;
+  gint64 pos;
+  gint accepted, bonus;
+  gboolean done;
+
+  if (gst_dflash_verdict_event_parse (event, &seq, &round, &pos, &accepted, &bonus, &done)) {
+    GST_LOG_OBJECT (self, "verdict: sequence %u round %u accepted %d%s", seq, round, accepted,
+                    done ? " (done)" : "");
+    g_mutex_lock (&self->lock);
+    g_queue_push_tail (&self->ready, GUINT_TO_POINTER (seq));
+    g_cond_signal (&self->cond);
+    g_mutex_unlock (&self->lock);
+    return TRUE;
+  }
+  return GST_BASE_SRC_CLASS (parent_class)->event (src, event);
+}
+
+static gboolean
+gst_tap_source_unlock (GstBaseSrc *src)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+
+  g_mutex_lock (&self->lock);
+  self->flushing = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+static gboolean
+gst_tap_source_unlock_stop (GstBaseSrc *src)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+
+  g_mutex_lock (&self->lock);
+  self->flushing = FALSE;
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+/* The buffer of a round: the meta, and the context rows as payload. */
+static GstBuffer *
+round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *taps, int rows,
+              int new_from)
+{
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
+  int tw = gst_dflash_model_tap_width (self->model);
+  GstDflashRoundMeta proto = { 0 };
+  GstBuffer *buf;
+
+  proto.sequence = s->id;
+  proto.round = s->rounds;
+  proto.anchor = g_array_index (s->tokens, int, s->tokens->len - 1);
+  proto.anchor_pos = s->tokens->len - 1;
+  proto.ctx_pos = ctx_pos;
+  proto.ctx_rows = rows;
+  proto.tip = g_bytes_new (s->tip, sizeof (float) * c->hidden);
+  proto.new_tokens = g_bytes_new (&g_array_index (s->tokens, int, new_from),
+                                  sizeof (int) * (s->tokens->len - new_from));
+  buf = gst_dflash_round_buffer_new (&proto,
+      tw ? g_bytes_new (taps, sizeof (float) * (gsize) rows * tw) : NULL, NULL);
+  g_bytes_unref (proto.tip);
+  g_bytes_unref (proto.new_tokens);
+  return buf;
+}
+
+/* Prefill prompt `index`: its first token is the first anchor. */
+static GstFlowReturn
+start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
+{
+  const DflTarget *t = gst_dflash_model_target (self->model);
+  const DflQwen3Config *c = dfl_target_config (t);
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
+  GArray *ids = g_ptr_array_index (self->prompts, index);
+  int n = ids->len, tw = gst_dflash_model_tap_width (self->model), first;
+  g_autoptr (GError) error = NULL;
+  g_autofree float *logits = g_new (float, c->vocab), *taps = NULL;
+  GstDflashSeq *s;
+  DflForwardOut out = { .logits_from = n - 1, .logits = logits };
+  gint64 t0 = g_get_monotonic_time ();
+
+  if ((gint64) n + self->max_new + (g ? g->block : 1) > c->max_positions) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("prompt %u has %d tokens: with max-new-tokens %d it passes the context of %s "
+         "(max_position_embeddings %d)", index + 1, n, self->max_new,
+         dfl_target_dir (t), c->max_positions), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  if (!(s = gst_dflash_model_seq_new (self->model, index, &error))) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s", error->message), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  s->max_new = self->max_new;
+  s->sampler = (DflSampler) { .temperature = self->temperature, .top_p = self->top_p,
+                              .seed = self->seed + index };
+  if (g) {
+    taps = g_new (float, (gsize) n * tw);
+    out.tap_layers = g->taps;
+    out.n_tap_layers = g->n_taps;
+    out.taps = taps;
+  }
+  out.hidden = s->tip;
+  if (!dfl_target_forward (t, s->kv, (int *) ids->data, n, &out, &error)) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("prompt %u: %s", index + 1, error->message), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  first = dfl_sampler_pick (&s->sampler, logits, c->vocab, n);
+  g_array_append_vals (s->tokens, ids->data, n);
+  g_array_append_val (s->tokens, first);
+  s->prompt_len = n;
+  /* the prompt and the first token are the round's new tokens */
+  *buf = round_buffer (self, s, 0, taps, n, 0);
+  self->busy_ns += (g_get_monotonic_time () - t0) * 1000;
+  GST_DEBUG_OBJECT (self, "sequence %u: %d prompt tokens, first token %d", index, n, first);
+  return GST_FLOW_OK;
+}
+
+static GstFlowReturn
+gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+
+  g_mutex_lock (&self->lock);
+  for (;;) {
+    if (self->flushing) {
+      g_mutex_unlock (&self->lock);
+      return GST_FLOW_FLUSHING;
+    }
+    if (!g_queue_is_empty (&self->ready)) {
+      guint id = GPOINTER_TO_UINT (g_queue_pop_head (&self->ready));
+      GstDflashSeq *s = gst_dflash_model_seq_get (self->model, id);
+      g_mutex_unlock (&self->lock);
+      if (!s) {
+        GST_WARNING_OBJECT (self, "a verdict for sequence %u, which is not running", id);
+      } else if (s->done) {
+        gst_dflash_model_seq_remove (self->model, id);
+        g_mutex_lock (&self->lock);
+        self->running--;
+        continue;
+      } else {
+        /* the rows the verifier kept are the new context; the round
+         * continues from the bonus token */
+        gint64 ctx_pos = s->tokens->len - 1 - s->taps_rows;
+        *buf = round_buffer (self, s, ctx_pos, s->taps, s->taps_rows,
+                             s->tokens->len - s->taps_rows);
+        return GST_FLOW_OK;
+      }
+      g_mutex_lock (&self->lock);
+      continue;
+    }
+    if (self->running < (guint) self->in_flight && self->next_prompt < self->prompts->len) {
+      guint index = self->next_prompt++;
+      self->running++;
+      g_mutex_unlock (&self->lock);
+      return start_sequence (self, index, buf);
+    }
+    if (self->running == 0 && self->next_prompt >= self->prompts->len) {
+      g_mutex_unlock (&self->lock);
+      GST_INFO_OBJECT (self, "every prompt is done");
+      return GST_FLOW_EOS;
+    }
+    g_cond_wait (&self->cond, &self->lock);
+  }
+}

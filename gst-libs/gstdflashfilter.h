@@ -1,0 +1,43 @@
+/* gst-dflash — the base of the one-in, one-out stages of the loop
+ * (ctxsettle, dflashblock, selector, ngramdraft).
+ *
+ * It owns the pads and what every stage does alike: finding the shared
+ * model when the caps arrive, answering context queries, passing upstream
+ * events (the verdicts) on, the `backend` property, the `busy-time`
+ * figure, and the time a round spends drafting. A stage says what it
+ * outputs (src_caps) and does its work on a round (process).
+ */
+#pragma once
+
+#include <gst/gst.h>
+
+#include "gstdflashcaps.h"
+#include "gstdflashmeta.h"
+#include "gstdflashmodel.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_DFLASH_FILTER (gst_dflash_filter_get_type ())
+G_DECLARE_DERIVABLE_TYPE (GstDflashFilter, gst_dflash_filter, GST, DFLASH_FILTER, GstElement)
+
+struct _GstDflashFilterClass {
+  GstElementClass parent_class;
+
+  /* The caps the stage outputs, given the model and the input caps; NULL
+   * with a message in `why` where the input cannot be taken. */
+  GstCaps *(*src_caps) (GstDflashFilter *filter, GstCaps *sink_caps, GString *why);
+  /* The round: `in` is the input buffer (with its meta), `*out` the buffer
+   * to push (its meta included). */
+  GstFlowReturn (*process) (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
+                            GstBuffer **out);
+  /* Forget per-stream state (a flush, a stop). */
+  void (*reset) (GstDflashFilter *filter);
+};
+
+/* The shared model (NULL before the caps arrive). */
+GstDflashModel *gst_dflash_filter_model (GstDflashFilter *filter);
+/* Add the pad templates of a stage: its sink and src caps strings. */
+void gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *sink_caps,
+                                       const char *src_caps);
+
+G_END_DECLS

@@ -243,7 +243,7 @@ gst_dflash_router_set_context (GstElement *element, GstContext *context)
 }
 
 static gboolean
-gst_dflash_router_stop (GstAggregator *agg)
+gst_dflash_router_start (GstAggregator *agg)
 {
   GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
 
@@ -345,7 +345,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   agg_class->sink_event = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_event);
   agg_class->src_event = GST_DEBUG_FUNCPTR (gst_dflash_router_src_event);
   agg_class->src_query = GST_DEBUG_FUNCPTR (gst_dflash_router_src_query);
-  agg_class->stop = GST_DEBUG_FUNCPTR (gst_dflash_router_stop);
+  agg_class->start = GST_DEBUG_FUNCPTR (gst_dflash_router_start);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_POLICY, 0);
 }
 

@@ -57,6 +57,7 @@ enum {
   PROP_NO_DRAFTER,
   PROP_PROMPT,
   PROP_PROMPTS_FILE,
+  PROP_TOKENS,
   PROP_MAX_NEW_TOKENS,
   PROP_IN_FLIGHT,
   PROP_TEMPERATURE,
@@ -75,6 +76,7 @@ struct _GstTapSource {
   gboolean no_drafter;
   char *prompt;
   char *prompts_file;
+  char *tokens;
   int max_new;
   int in_flight;
   double temperature, top_p;
@@ -156,6 +158,10 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
       g_param_spec_string ("prompts-file", "Prompts file",
           "A file of prompts, one a line (\\n and \\t escapes); each is a sequence",
           NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_TOKENS,
+      g_param_spec_string ("tokens", "Tokens",
+          "The prompt as token ids, comma-separated (instead of prompt and prompts-file)",
+          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_MAX_NEW_TOKENS,
       g_param_spec_int ("max-new-tokens", "Max new tokens",
           "Tokens to generate at most for each prompt", 1, G_MAXINT / 2, DEFAULT_MAX_NEW,
@@ -227,6 +233,7 @@ gst_tap_source_finalize (GObject *object)
   g_free (self->drafter);
   g_free (self->prompt);
   g_free (self->prompts_file);
+  g_free (self->tokens);
   g_clear_object (&self->model);
   g_clear_pointer (&self->prompts, g_ptr_array_unref);
   g_queue_clear (&self->ready);
@@ -261,6 +268,10 @@ gst_tap_source_set_property (GObject *object, guint prop_id, const GValue *value
     case PROP_PROMPTS_FILE:
       g_free (self->prompts_file);
       self->prompts_file = g_value_dup_string (value);
+      break;
+    case PROP_TOKENS:
+      g_free (self->tokens);
+      self->tokens = g_value_dup_string (value);
       break;
     case PROP_MAX_NEW_TOKENS:
       self->max_new = g_value_get_int (value);
@@ -308,6 +319,9 @@ gst_tap_source_get_property (GObject *object, guint prop_id, GValue *value, GPar
       break;
     case PROP_PROMPTS_FILE:
       g_value_set_string (value, self->prompts_file);
+      break;
+    case PROP_TOKENS:
+      g_value_set_string (value, self->tokens);
       break;
     case PROP_MAX_NEW_TOKENS:
       g_value_set_int (value, self->max_new);
@@ -404,6 +418,30 @@ gst_tap_source_start (GstBaseSrc *src)
     gst_element_post_message (GST_ELEMENT (self), msg);
   }
 
+  self->prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  if (self->tokens && *self->tokens) {
+    GArray *ids = g_array_new (FALSE, FALSE, sizeof (int));
+    int vocab = dfl_target_config (gst_dflash_model_target (self->model))->vocab;
+    g_auto (GStrv) parts = g_strsplit (self->tokens, ",", -1);
+    g_ptr_array_add (self->prompts, ids);
+    for (int i = 0; parts[i]; i++) {
+      const char *t = g_strstrip (parts[i]);
+      char *end = NULL;
+      gint64 v = g_ascii_strtoll (t, &end, 10);
+      if (!*t || *end || v < 0 || v >= vocab) {
+        GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+            ("tapsource: tokens: '%s' is not a token id of %s (0 … %d)", t, self->model_dir, vocab - 1),
+            (NULL));
+        return FALSE;
+      }
+      g_array_append_val (ids, (int) { (int) v });
+    }
+    if (ids->len == 0) {
+      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("tapsource: tokens: the list is empty"), (NULL));
+      return FALSE;
+    }
+    goto ready;
+  }
   if (self->prompts_file && *self->prompts_file) {
     if (!(texts = read_prompt_lines (self->prompts_file, &error))) {
       GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("%s", error->message), (NULL));
@@ -422,7 +460,6 @@ gst_tap_source_start (GstBaseSrc *src)
         ("%s has no tokenizer.json: tapsource needs it for text prompts", self->model_dir), (NULL));
     return FALSE;
   }
-  self->prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   for (guint i = 0; i < texts->len; i++) {
     GArray *ids = dfl_tokenizer_encode (tok, g_ptr_array_index (texts, i), -1, &error);
     if (!ids || ids->len == 0) {
@@ -434,6 +471,7 @@ gst_tap_source_start (GstBaseSrc *src)
     }
     g_ptr_array_add (self->prompts, ids);
   }
+ready:
   g_mutex_lock (&self->lock);
   self->next_prompt = 0;
   self->running = 0;

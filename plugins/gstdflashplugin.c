@@ -10,29 +10,12 @@
 #include "config.h"
 #endif
 
-#include <gst/gst.h>
-
-#include "gstctxsettle.h"
-#include "gstdflashblock.h"
-#include "gstdflashrouter.h"
-#include "gstdflashselector.h"
-#include "gstngramdraft.h"
-#include "gsttapsource.h"
-#include "gstverifier.h"
+#include "gstdflashelements.h"
 
 static gboolean
 plugin_init (GstPlugin *plugin)
 {
-  gboolean ret = FALSE;
-
-  ret |= GST_ELEMENT_REGISTER (tapsource, plugin);
-  ret |= GST_ELEMENT_REGISTER (ctxsettle, plugin);
-  ret |= GST_ELEMENT_REGISTER (dflashblock, plugin);
-  ret |= GST_ELEMENT_REGISTER (selector, plugin);
-  ret |= GST_ELEMENT_REGISTER (ngramdraft, plugin);
-  ret |= GST_ELEMENT_REGISTER (router, plugin);
-  ret |= GST_ELEMENT_REGISTER (verifier, plugin);
-  return ret;
+  return gst_dflash_elements_register (plugin);
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, dflash,

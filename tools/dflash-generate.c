@@ -1,9 +1,10 @@
 /* gst-dflash — `dflash generate`: decode from a prompt.
  *
- * The prompt in one pass (prefill), then rounds: speculative where a drafter
- * is there (or a route that needs none), plain decoding otherwise. The text
- * streams to stdout as it is produced; the figures follow on stderr, or as
- * one JSON object on stdout with --json.
+ * It runs the dflash pipeline: the loop lives in the elements, and this
+ * command only builds the launch description its options ask for, hands the
+ * pipeline the model it loaded (a "dflash.model" context), streams the
+ * verifier's text to stdout and reads the figures off the bus: one line on
+ * stderr at the end, or one JSON object on stdout with --json.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -12,77 +13,195 @@
 
 #include "dfl-error.h"
 #include "dflash-cli.h"
-#include "dfl-kernels.h"
+#include <gst/gst.h>
+
+#include "gstdflashelements.h"
+#include "gstdflashmodel.h"
 #include "speculate.h"
-#include "target.h"
-#include "tokenizer.h"
 
 #define DEFAULT_PROMPT "func main() {"
 #define DEFAULT_MAX_NEW 64
 
+typedef struct {
+  gboolean json;
+  GString *text;
+  GArray *ids;
+} Output;
+
 static void
-emit (const char *text)
+on_text (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
 {
-  if (*text) {
-    fputs (text, stdout);
+  Output *o = data;
+  GstMapInfo map;
+
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ))
+    return;
+  g_string_append_len (o->text, (const char *) map.data, map.size);
+  if (!o->json) {
+    fwrite (map.data, 1, map.size, stdout);
     fflush (stdout);
   }
+  gst_buffer_unmap (buf, &map);
 }
 
 static void
-print_json (const DflSpecStats *st, GArray *generated, const char *text, const char *target_dir,
-            DflRoute route, double wall_s)
+on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
 {
-  cJSON *o = cJSON_CreateObject ();
-  cJSON *list = cJSON_AddArrayToObject (o, "new_tokens");
-  cJSON *rates = NULL;
-  double decode_s = st->draft_s + st->verify_s;
+  Output *o = data;
+  GstMapInfo map;
+
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ))
+    return;
+  g_array_append_vals (o->ids, map.data, map.size / sizeof (int));
+  gst_buffer_unmap (buf, &map);
+}
+
+/* A property value for a launch description: quoted, \ and " escaped. */
+static char *
+quoted (const char *v)
+{
+  GString *s = g_string_new ("\"");
+
+  for (; *v; v++) {
+    if (*v == '"' || *v == '\\')
+      g_string_append_c (s, '\\');
+    g_string_append_c (s, *v);
+  }
+  g_string_append_c (s, '"');
+  return g_string_free (s, FALSE);
+}
+
+static char *
+describe (DflRoute route, const char *source, const char *select, int head_width)
+{
+  g_autofree char *block = g_strdup_printf ("ctxsettle ! dflashblock head-width=%d ! selector mode=%s",
+                                            head_width, select);
+  const char *sinks = "verifier name=v ! fakesink name=text signal-handoffs=true sync=false async=false "
+      "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false";
+
+  switch (route) {
+    case DFL_ROUTE_NONE:
+      return g_strdup_printf ("%s ! %s", source, sinks);
+    case DFL_ROUTE_CHAIN:
+      return g_strdup_printf ("%s ! ngramdraft ! %s", source, sinks);
+    case DFL_ROUTE_BLOCK:
+      return g_strdup_printf ("%s ! %s ! %s", source, block, sinks);
+    case DFL_ROUTE_AUTO:
+    case DFL_ROUTE_MATCH:
+    default:
+      return g_strdup_printf ("%s ! tee name=t ! queue ! %s ! router name=r policy=%s ! %s "
+                              "t. ! queue ! ngramdraft ! r.chain",
+                              source, block, route == DFL_ROUTE_AUTO ? "auto" : "match", sinks);
+  }
+}
+
+static void
+print_json (const GstStructure *sum, Output *o, int prompt_tokens, double prefill_s,
+            const char *target_dir, DflRoute route, guint64 block_rounds, guint64 chain_rounds)
+{
+  cJSON *obj = cJSON_CreateObject ();
+  cJSON *list = cJSON_AddArrayToObject (obj, "new_tokens");
+  cJSON *rates = cJSON_AddArrayToObject (obj, "accept_rate_per_position");
+  const GValue *rv = sum ? gst_structure_get_value (sum, "accept-rate") : NULL;
+  gint64 rounds = 0;
+  double tau = 0, draft = 0, verify = 0, wall = 0;
   g_autofree char *s = NULL;
 
-  for (guint i = 0; i < generated->len; i++)
-    cJSON_AddItemToArray (list, cJSON_CreateNumber (g_array_index (generated, int, i)));
-  cJSON_AddStringToObject (o, "text", text);
-  cJSON_AddNumberToObject (o, "prompt_tokens", st->prompt_tokens);
-  cJSON_AddNumberToObject (o, "rounds", st->rounds);
-  cJSON_AddNumberToObject (o, "mean_accepted", dfl_spec_stats_tau (st));
-  rates = cJSON_AddArrayToObject (o, "accept_rate_per_position");
-  for (int j = 0; j < st->positions && route != DFL_ROUTE_NONE; j++)
-    cJSON_AddItemToArray (rates, cJSON_CreateNumber (st->proposed_at[j]
-                                                     ? (double) st->accepted_at[j] / st->proposed_at[j] : 0.0));
-  cJSON_AddNumberToObject (o, "block_rounds", st->block_rounds);
-  cJSON_AddNumberToObject (o, "chain_rounds", st->chain_rounds);
-  cJSON_AddNumberToObject (o, "draft_s", st->draft_s);
-  cJSON_AddNumberToObject (o, "verify_s", st->verify_s);
-  /* tokens after the first (which the prompt's pass gives) over the rounds' time */
-  cJSON_AddNumberToObject (o, "decode_tokens_per_s",
-                           decode_s > 0 ? (st->new_tokens - 1) / decode_s : 0);
-  cJSON_AddNumberToObject (o, "prefill_tokens_per_s",
-                           st->prefill_s > 0 ? st->prompt_tokens / st->prefill_s : 0);
-  cJSON_AddNumberToObject (o, "wall_s", wall_s);
-  cJSON_AddStringToObject (o, "route", dfl_route_name (route));
-  cJSON_AddStringToObject (o, "target", target_dir);
-  s = cJSON_PrintUnformatted (o);
+  if (sum)
+    gst_structure_get (sum, "rounds", G_TYPE_INT64, &rounds, "tau", G_TYPE_DOUBLE, &tau,
+        "draft-time", G_TYPE_DOUBLE, &draft, "verify-time", G_TYPE_DOUBLE, &verify,
+        "wall-time", G_TYPE_DOUBLE, &wall, NULL);
+  for (guint i = 0; i < o->ids->len; i++)
+    cJSON_AddItemToArray (list, cJSON_CreateNumber (g_array_index (o->ids, int, i)));
+  for (guint j = 0; rv && route != DFL_ROUTE_NONE && j < gst_value_array_get_size (rv); j++)
+    cJSON_AddItemToArray (rates, cJSON_CreateNumber (g_value_get_double (gst_value_array_get_value (rv, j))));
+  cJSON_AddStringToObject (obj, "text", o->text->str);
+  cJSON_AddNumberToObject (obj, "prompt_tokens", prompt_tokens);
+  cJSON_AddNumberToObject (obj, "rounds", rounds);
+  cJSON_AddNumberToObject (obj, "mean_accepted", tau);
+  cJSON_AddNumberToObject (obj, "block_rounds", block_rounds);
+  cJSON_AddNumberToObject (obj, "chain_rounds", chain_rounds);
+  cJSON_AddNumberToObject (obj, "draft_s", draft);
+  cJSON_AddNumberToObject (obj, "verify_s", verify);
+  /* tokens after the first (which the prompt's pass gives) over the rounds' wall time */
+  cJSON_AddNumberToObject (obj, "decode_tokens_per_s", wall > 0 ? (o->ids->len - 1) / wall : 0);
+  cJSON_AddNumberToObject (obj, "prefill_tokens_per_s", prefill_s > 0 ? prompt_tokens / prefill_s : 0);
+  cJSON_AddNumberToObject (obj, "wall_s", wall + prefill_s);
+  cJSON_AddStringToObject (obj, "route", dfl_route_name (route));
+  cJSON_AddStringToObject (obj, "target", target_dir);
+  s = cJSON_PrintUnformatted (obj);
   printf ("%s\n", s);
-  cJSON_Delete (o);
+  cJSON_Delete (obj);
 }
 
 static void
-print_figures (const DflSpecStats *st, DflRoute route)
+print_figures (const GstStructure *sum, Output *o, int prompt_tokens, double prefill_s,
+               DflRoute route, guint64 block_rounds, guint64 chain_rounds)
 {
-  double decode_s = st->draft_s + st->verify_s;
+  const GValue *rv = sum ? gst_structure_get_value (sum, "accept-rate") : NULL;
+  gint64 rounds = 0;
+  double tau = 0, draft = 0, verify = 0, wall = 0;
 
-  fprintf (stderr, "\n[prompt %d tokens, %d new; prefill %.1f tokens/s, decode %.1f tokens/s; "
-           "%d rounds",
-           st->prompt_tokens, st->new_tokens,
-           st->prefill_s > 0 ? st->prompt_tokens / st->prefill_s : 0.0,
-           decode_s > 0 ? (st->new_tokens - 1) / decode_s : 0.0, st->rounds);
+  if (sum)
+    gst_structure_get (sum, "rounds", G_TYPE_INT64, &rounds, "tau", G_TYPE_DOUBLE, &tau,
+        "draft-time", G_TYPE_DOUBLE, &draft, "verify-time", G_TYPE_DOUBLE, &verify,
+        "wall-time", G_TYPE_DOUBLE, &wall, NULL);
+  fprintf (stderr, "\n[prompt %d tokens, %u new; prefill %.1f tokens/s, decode %.1f tokens/s; "
+           "%" G_GINT64_FORMAT " rounds", prompt_tokens, o->ids->len,
+           prefill_s > 0 ? prompt_tokens / prefill_s : 0.0,
+           wall > 0 ? (o->ids->len - 1) / wall : 0.0, rounds);
   if (route != DFL_ROUTE_NONE) {
-    fprintf (stderr, " (%d block, %d chain), tau %.2f; draft %.3f s, verify %.3f s; accepted by position:",
-             st->block_rounds, st->chain_rounds, dfl_spec_stats_tau (st), st->draft_s, st->verify_s);
-    for (int j = 0; j < st->positions; j++)
-      fprintf (stderr, " %.2f", st->proposed_at[j] ? (double) st->accepted_at[j] / st->proposed_at[j] : 0.0);
+    fprintf (stderr, " (%" G_GUINT64_FORMAT " block, %" G_GUINT64_FORMAT " chain), tau %.2f; "
+             "draft %.3f s, verify %.3f s; accepted by position:",
+             block_rounds, chain_rounds, tau, draft, verify);
+    for (guint j = 0; rv && j < gst_value_array_get_size (rv); j++)
+      fprintf (stderr, " %.2f", g_value_get_double (gst_value_array_get_value (rv, j)));
   }
   fprintf (stderr, "]\n");
+}
+
+/* Run the pipeline to its end; its bus's ERROR becomes ours. */
+static gboolean
+run_pipeline (GstElement *pipeline, GstStructure **summary, GError **error)
+{
+  g_autoptr (GstBus) bus = gst_element_get_bus (pipeline);
+  gboolean ok = TRUE;
+
+  if (gst_element_set_state (pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
+    ok = FALSE;
+  for (;;) {
+    GstMessage *msg = gst_bus_timed_pop_filtered (bus, GST_CLOCK_TIME_NONE,
+        GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_ELEMENT);
+    gboolean end = FALSE;
+    switch (GST_MESSAGE_TYPE (msg)) {
+      case GST_MESSAGE_ERROR: {
+        g_autoptr (GError) e = NULL;
+        gst_message_parse_error (msg, &e, NULL);
+        g_propagate_error (error, g_steal_pointer (&e));
+        ok = FALSE;
+        end = TRUE;
+        break;
+      }
+      case GST_MESSAGE_EOS:
+        end = TRUE;
+        break;
+      case GST_MESSAGE_ELEMENT:
+        if (gst_message_has_name (msg, "dflash-summary")) {
+          g_clear_pointer (summary, gst_structure_free);
+          *summary = gst_structure_copy (gst_message_get_structure (msg));
+        }
+        break;
+      default:
+        break;
+    }
+    gst_message_unref (msg);
+    if (end || (!ok && error && *error))
+      break;
+  }
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  if (!ok && error && !*error)
+    g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_STATE_CHANGE, "the pipeline would not start");
+  return ok;
 }
 
 int
@@ -112,19 +231,19 @@ dfl_cmd_generate (int argc, char **argv)
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- decode from a prompt");
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflTarget) target = NULL;
-  g_autoptr (DflDrafter) drafter = NULL;
-  g_autoptr (DflTokenizer) tok = NULL;
-  g_autoptr (DflDetokenizer) detok = NULL;
-  g_autoptr (DflSpec) spec = NULL;
+  g_autoptr (GstDflashModel) model = NULL;
   g_autoptr (GArray) ids = NULL;
-  g_autoptr (GArray) generated = g_array_new (FALSE, FALSE, sizeof (int));
-  g_autoptr (GString) text = g_string_new (NULL);
-  g_autofree char *tok_path = NULL;
+  g_autoptr (GstElement) pipeline = NULL;
+  g_autofree char *source = NULL, *desc = NULL, *q_model = NULL, *q_prompt = NULL;
+  GstStructure *summary = NULL;
+  GstContext *context;
   const DflQwen3Config *c;
-  DflSpecParams params;
-  gint64 t_start;
-  guint shown = 0;
+  const DflTokenizer *tok;
+  DflDrafter *drafter;
+  DflRoute route = DFL_ROUTE_BLOCK;
+  Output out = { 0 };
+  guint64 block_rounds = 0, chain_rounds = 0, prefill_ns = 0;
+  GstElement *e;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!dfl_cli_parse (ctx, &argc, &argv))
@@ -140,15 +259,17 @@ dfl_cmd_generate (int argc, char **argv)
                          temperature, top_p);
   if (head_width < 0)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --head-width must be ≥ 0, not %d", head_width);
-  dfl_spec_params_init (&params);
-  if (route_name && !dfl_route_from_name (route_name, &params.route))
+  if (route_name && !dfl_route_from_name (route_name, &route))
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --route '%s' is not one of block, chain, match, auto", route_name);
-  if (route_name && params.route == DFL_ROUTE_NONE)
-    no_draft = TRUE;
   if (select && g_strcmp0 (select, "rescore") && g_strcmp0 (select, "plain"))
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --select '%s' is not rescore or plain", select);
-  if (no_draft && (route_name && params.route != DFL_ROUTE_NONE))
+  if (no_draft && route_name && route != DFL_ROUTE_NONE)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --no-draft and --route %s disagree", route_name);
+  if (!gst_init_check (NULL, NULL, &error))
+    return dfl_cli_fail_error (g_steal_pointer (&error));
+  gst_plugin_register_static (GST_VERSION_MAJOR, GST_VERSION_MINOR, "dflash",
+      "Block speculative decoding (DFlash 2)", gst_dflash_elements_register, PACKAGE_VERSION,
+      "LGPL", "gst-dflash", "gst-dflash", "https://example.invalid/gst-dflash");
 
   if (!target_dir) {
     target_dir = g_strdup (dfl_cli_default_target (&is_test));
@@ -156,22 +277,15 @@ dfl_cmd_generate (int argc, char **argv)
       fprintf (stderr, "dflash: no default model is embedded yet; running on the test checkpoint %s "
                "(random weights: the text is noise)\n", target_dir);
   }
-
-  if (!(target = dfl_target_load (target_dir, &error)))
+  /* the model is loaded here once and handed to the pipeline */
+  if (!(model = gst_dflash_model_new (target_dir, drafter_path,
+                                      no_draft || (route_name && route == DFL_ROUTE_NONE), &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  c = dfl_target_config (target);
-  if (!no_draft && !(drafter = dfl_cli_open_drafter (drafter_path, target, &error)) && error)
-    return dfl_cli_fail_error (g_steal_pointer (&error));
-
-  tok_path = g_build_filename (target_dir, "tokenizer.json", NULL);
-  if (g_file_test (tok_path, G_FILE_TEST_EXISTS) && !(tok = dfl_tokenizer_load (tok_path, &error)))
-    return dfl_cli_fail_error (g_steal_pointer (&error));
+  c = dfl_target_config (gst_dflash_model_target (model));
+  tok = gst_dflash_model_tokenizer (model);
+  drafter = gst_dflash_model_drafter (model);
   if (!tok && !tokens)
     return dfl_cli_fail (DFL_EXIT_ERROR, "%s: no tokenizer.json; give the prompt as --tokens", target_dir);
-  if (tok && dfl_tokenizer_vocab_size (tok) > (guint) c->vocab)
-    return dfl_cli_fail (DFL_EXIT_ERROR, "%s: the tokenizer has %u tokens but the model's vocab_size is %d",
-                         tok_path, dfl_tokenizer_vocab_size (tok), c->vocab);
-
   if (tokens) {
     ids = g_array_new (FALSE, FALSE, sizeof (int));
     if (!dfl_cli_parse_tokens (tokens, ids, &error))
@@ -183,48 +297,79 @@ dfl_cmd_generate (int argc, char **argv)
   }
   if (ids->len == 0)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: the prompt is empty");
+  if ((gint64) ids->len + max_new + (drafter ? dfl_drafter_geometry (drafter)->block : 1) > c->max_positions)
+    return dfl_cli_fail (DFL_EXIT_ERROR,
+                         "the prompt's %u tokens and --max-new %d pass the context of %s (max_position_embeddings %d)",
+                         ids->len, max_new, target_dir, c->max_positions);
 
-  /* drafting happens whenever a drafter is there, unless --no-draft; a route
-   * that needs none (chain) works without one */
+  /* drafting happens whenever a drafter is there, unless --no-draft; the
+   * chain needs none */
   if (no_draft)
-    params.route = DFL_ROUTE_NONE;
+    route = DFL_ROUTE_NONE;
   else if (!route_name)
-    params.route = !drafter ? DFL_ROUTE_NONE
-        : dfl_drafter_has_route (drafter) ? DFL_ROUTE_AUTO : DFL_ROUTE_BLOCK;
-  params.max_new = max_new;
-  params.selector = g_strcmp0 (select, "plain") != 0;
-  params.head_width = head_width;
-  params.sampler = (DflSampler) { .temperature = temperature, .top_p = top_p, .seed = seed };
-  if (!(spec = dfl_spec_new (target, params.route == DFL_ROUTE_NONE ? NULL : drafter, &params, &error)))
-    return dfl_cli_fail_error (g_steal_pointer (&error));
+    route = !drafter ? DFL_ROUTE_NONE : dfl_drafter_has_route (drafter) ? DFL_ROUTE_AUTO : DFL_ROUTE_BLOCK;
+  if ((route == DFL_ROUTE_BLOCK || route == DFL_ROUTE_MATCH || route == DFL_ROUTE_AUTO) && !drafter)
+    return dfl_cli_fail (DFL_EXIT_ERROR, "route '%s' needs a drafter, and %s has no dflash.safetensors "
+                         "(name one with --drafter)", dfl_route_name (route), target_dir);
+  if (route == DFL_ROUTE_AUTO && !dfl_drafter_has_route (drafter))
+    return dfl_cli_fail (DFL_EXIT_ERROR, "route 'auto' needs a fitted router, and %s has no dflash_route "
+                         "(write one with 'dflash route-fit', or route block, chain or match)",
+                         gst_dflash_model_drafter_path (model));
 
-  if (tok)
-    detok = dfl_detokenizer_new (tok, TRUE);
-  t_start = g_get_monotonic_time ();
-  if (!dfl_spec_prefill (spec, (int *) ids->data, ids->len, generated, &error))
-    return dfl_cli_fail_error (g_steal_pointer (&error));
-  for (;;) {
-    for (; shown < generated->len && detok; shown++) {
-      g_autofree char *piece = dfl_detokenizer_push (detok, g_array_index (generated, int, shown));
-      g_string_append (text, piece);
-      if (!json)
-        emit (piece);
-    }
-    if (dfl_spec_done (spec))
-      break;
-    if (!dfl_spec_round (spec, generated, &error))
-      return dfl_cli_fail_error (g_steal_pointer (&error));
+  q_model = quoted (target_dir);
+  if (tokens) {
+    g_autofree char *q = quoted (tokens);
+    q_prompt = g_strdup_printf ("tokens=%s", q);
+  } else {
+    g_autofree char *q = quoted (prompt ? prompt : DEFAULT_PROMPT);
+    q_prompt = g_strdup_printf ("prompt=%s", q);
   }
-  if (detok) {
-    g_autofree char *rest = dfl_detokenizer_finish (detok);
-    g_string_append (text, rest);
-    if (!json)
-      emit (rest);
+  source = g_strdup_printf ("tapsource name=src model=%s %s max-new-tokens=%d temperature=%g "
+                            "top-p=%g seed=%" G_GINT64_FORMAT, q_model, q_prompt, max_new,
+                            temperature, top_p, seed);
+  desc = describe (route, source, select ? select : "rescore", head_width);
+  if (!(pipeline = gst_parse_launch (desc, &error)))
+    return dfl_cli_fail (DFL_EXIT_ERROR, "the pipeline '%s': %s", desc, error->message);
+  context = gst_dflash_model_context_new (model);
+  gst_element_set_context (pipeline, context);
+  gst_context_unref (context);
+
+  out.json = json;
+  out.text = g_string_new (NULL);
+  out.ids = g_array_new (FALSE, FALSE, sizeof (int));
+  e = gst_bin_get_by_name (GST_BIN (pipeline), "text");
+  g_signal_connect (e, "handoff", G_CALLBACK (on_text), &out);
+  gst_object_unref (e);
+  e = gst_bin_get_by_name (GST_BIN (pipeline), "ids");
+  g_signal_connect (e, "handoff", G_CALLBACK (on_ids), &out);
+  gst_object_unref (e);
+
+  if (!run_pipeline (pipeline, &summary, &error)) {
+    g_string_free (out.text, TRUE);
+    g_array_unref (out.ids);
+    g_clear_pointer (&summary, gst_structure_free);
+    return dfl_cli_fail_error (g_steal_pointer (&error));
+  }
+  e = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  g_object_get (e, "busy-time", &prefill_ns, NULL);
+  gst_object_unref (e);
+  if ((e = gst_bin_get_by_name (GST_BIN (pipeline), "r"))) {
+    g_object_get (e, "block-rounds", &block_rounds, "chain-rounds", &chain_rounds, NULL);
+    gst_object_unref (e);
+  } else if (summary) {
+    gint64 rounds = 0;
+    gst_structure_get_int64 (summary, "rounds", &rounds);
+    if (route == DFL_ROUTE_BLOCK)
+      block_rounds = rounds;
+    else if (route == DFL_ROUTE_CHAIN)
+      chain_rounds = rounds;
   }
   if (json)
-    print_json (dfl_spec_stats (spec), generated, text->str, target_dir, params.route,
-                (g_get_monotonic_time () - t_start) / 1e6);
+    print_json (summary, &out, ids->len, prefill_ns / 1e9, target_dir, route, block_rounds, chain_rounds);
   else
-    print_figures (dfl_spec_stats (spec), params.route);
+    print_figures (summary, &out, ids->len, prefill_ns / 1e9, route, block_rounds, chain_rounds);
+  g_string_free (out.text, TRUE);
+  g_array_unref (out.ids);
+  g_clear_pointer (&summary, gst_structure_free);
   return DFL_EXIT_OK;
 }

@@ -76,7 +76,8 @@ dfl_verifier_run (DflVerifier *v, DflTargetSeq *seq, const DflSampler *sampler, 
   g_return_val_if_fail (m >= 0 && m < v->max_rows, FALSE);
   g_return_val_if_fail (dfl_target_seq_length (seq) == a, FALSE);
   v->ids[0] = anchor;
-  memcpy (v->ids + 1, drafts, sizeof (int) * m);
+  if (m > 0)
+    memcpy (v->ids + 1, drafts, sizeof (int) * m);
   if (!dfl_target_forward (v->target, seq, v->ids, m + 1, &out, error))
     return FALSE;
   /* accept while the draft is what the target itself picks at that position */

@@ -37,6 +37,7 @@
 
 #include "gstdflashcaps.h"
 #include "gstdflashmeta.h"
+#include "prompts.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_tap_source_debug);
 #define GST_CAT_DEFAULT gst_tap_source_debug
@@ -361,35 +362,6 @@ gst_tap_source_set_context (GstElement *element, GstContext *context)
   GST_ELEMENT_CLASS (parent_class)->set_context (element, context);
 }
 
-/* One prompt a line; "\n", "\t" and "\\" escapes let a line hold several. */
-static GPtrArray *
-read_prompt_lines (const char *path, GError **error)
-{
-  g_autofree char *text = NULL;
-  g_auto (GStrv) lines = NULL;
-  GPtrArray *out;
-
-  if (!g_file_get_contents (path, &text, NULL, error))
-    return NULL;
-  out = g_ptr_array_new_with_free_func (g_free);
-  lines = g_strsplit (text, "\n", -1);
-  for (int i = 0; lines[i]; i++) {
-    GString *p = g_string_new (NULL);
-    for (const char *c = lines[i]; *c; c++) {
-      if (*c == '\\' && (c[1] == 'n' || c[1] == 't' || c[1] == '\\')) {
-        g_string_append_c (p, c[1] == 'n' ? '\n' : c[1] == 't' ? '\t' : '\\');
-        c++;
-      } else if (*c != '\r') {
-        g_string_append_c (p, *c);
-      }
-    }
-    if (p->len)
-      g_ptr_array_add (out, g_string_free (p, FALSE));
-    else
-      g_string_free (p, TRUE);
-  }
-  return out;
-}
 
 static gboolean
 gst_tap_source_start (GstBaseSrc *src)
@@ -443,12 +415,8 @@ gst_tap_source_start (GstBaseSrc *src)
     goto ready;
   }
   if (self->prompts_file && *self->prompts_file) {
-    if (!(texts = read_prompt_lines (self->prompts_file, &error))) {
-      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("%s", error->message), (NULL));
-      return FALSE;
-    }
-    if (texts->len == 0) {
-      GST_ELEMENT_ERROR (self, RESOURCE, READ, ("%s: no prompts (one a line)", self->prompts_file), (NULL));
+    if (!(texts = dfl_read_prompts (self->prompts_file, &error))) {
+      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("tapsource: %s", error->message), (NULL));
       return FALSE;
     }
   } else {

@@ -34,9 +34,12 @@ main (int argc, char **argv)
   pipeline = gst_parse_launch ("tapsource name=src max-new-tokens=32 ! queue ! ctxsettle ! queue ! "
                                "dflashblock ! selector ! verifier ! fakesink name=text "
                                "signal-handoffs=true sync=false", &error);
-  if (!pipeline) {
-    fprintf (stderr, "embed-pipeline: %s\n", error->message);
-    g_error_free (error);
+  /* a description with an element that is not there parses to a partial
+   * pipeline and an error: the error is what counts */
+  if (!pipeline || error) {
+    fprintf (stderr, "embed-pipeline: %s\n", error ? error->message : "no pipeline");
+    g_clear_error (&error);
+    gst_clear_object (&pipeline);
     return 1;
   }
   if (argc > 1) {

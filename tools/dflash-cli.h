@@ -15,6 +15,7 @@ int dfl_cmd_generate (int argc, char **argv);
 int dfl_cmd_inspect (int argc, char **argv);
 int dfl_cmd_draft (int argc, char **argv);
 int dfl_cmd_route_fit (int argc, char **argv);
+int dfl_cmd_ab (int argc, char **argv);
 
 /* One line on stderr, "dflash: <message>", and the status to exit with. */
 int dfl_cli_fail (int status, const char *fmt, ...) G_GNUC_PRINTF (2, 3);

@@ -16,6 +16,7 @@
 #include "dfl-error.h"
 #include "dflash-cli.h"
 #include "ngram.h"
+#include "prompts.h"
 #include "route-fit.h"
 #include "speculate.h"
 #include "tokenizer.h"
@@ -23,43 +24,6 @@
 #define DEFAULT_MAX_NEW 128
 #define DEFAULT_RANK 4
 
-/* Prompts: one a line; "\n", "\t" and "\\" stand for themselves so a line
- * can hold a multi-line prompt. */
-static GPtrArray *
-read_prompts (const char *path, GError **error)
-{
-  g_autofree char *text = NULL;
-  g_auto (GStrv) lines = NULL;
-  GPtrArray *prompts;
-
-  if (!g_file_get_contents (path, &text, NULL, error))
-    return NULL;
-  prompts = g_ptr_array_new_with_free_func (g_free);
-  lines = g_strsplit (text, "\n", -1);
-  for (int i = 0; lines[i]; i++) {
-    GString *p = g_string_new (NULL);
-    for (const char *c = lines[i]; *c; c++) {
-      if (*c == '\\' && c[1] == 'n')
-        g_string_append_c (p, '\n'), c++;
-      else if (*c == '\\' && c[1] == 't')
-        g_string_append_c (p, '\t'), c++;
-      else if (*c == '\\' && c[1] == '\\')
-        g_string_append_c (p, '\\'), c++;
-      else if (*c != '\r')
-        g_string_append_c (p, *c);
-    }
-    if (p->len)
-      g_ptr_array_add (prompts, g_string_free (p, FALSE));
-    else
-      g_string_free (p, TRUE);
-  }
-  if (prompts->len == 0) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "%s: no prompts (one a line)", path);
-    g_ptr_array_unref (prompts);
-    return NULL;
-  }
-  return prompts;
-}
 
 static int
 prefix_kept (const int *draft, int m, const int *truth, int left)
@@ -226,7 +190,7 @@ dfl_cmd_route_fit (int argc, char **argv)
   tok_path = g_build_filename (target_dir, "tokenizer.json", NULL);
   if (!(tok = dfl_tokenizer_load (tok_path, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  if (!(prompts = read_prompts (prompts_path, &error)))
+  if (!(prompts = dfl_read_prompts (prompts_path, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
   for (guint i = 0; i < prompts->len; i++) {
     GArray *ids = dfl_tokenizer_encode (tok, g_ptr_array_index (prompts, i), -1, &error);

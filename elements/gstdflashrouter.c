@@ -192,7 +192,6 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
   if (GST_EVENT_TYPE (event) == GST_EVENT_CAPS && pad == self->block_pad) {
     GstCaps *caps;
     gst_event_parse_caps (event, &caps);
-    gst_aggregator_set_src_caps (agg, caps);
     if (!self->model)
       gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (pad), &self->model);
     if (self->policy == GST_DFLASH_POLICY_AUTO
@@ -208,6 +207,18 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
     }
   }
   return GST_AGGREGATOR_CLASS (parent_class)->sink_event (agg, pad, event);
+}
+
+static GstFlowReturn
+gst_dflash_router_update_src_caps (GstAggregator *agg, GstCaps *downstream, GstCaps **ret)
+{
+  GstCaps *block = gst_pad_get_current_caps (GST_PAD (GST_DFLASH_ROUTER (agg)->block_pad));
+
+  if (!block)
+    return GST_AGGREGATOR_FLOW_NEED_DATA;
+  *ret = gst_caps_intersect (block, downstream);
+  gst_caps_unref (block);
+  return GST_FLOW_OK;
 }
 
 /* The verdict goes up the block's branch alone: tapsource must hear it once. */
@@ -346,6 +357,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   agg_class->src_event = GST_DEBUG_FUNCPTR (gst_dflash_router_src_event);
   agg_class->src_query = GST_DEBUG_FUNCPTR (gst_dflash_router_src_query);
   agg_class->start = GST_DEBUG_FUNCPTR (gst_dflash_router_start);
+  agg_class->update_src_caps = GST_DEBUG_FUNCPTR (gst_dflash_router_update_src_caps);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_POLICY, 0);
 }
 

@@ -20,7 +20,8 @@
  * sequences run at once; each buffer says which it belongs to.
  *
  * The model is shared with the other elements of the loop through a
- * GstContext of type "dflash.model".
+ * GstContext of type "dflash.model". A flush (a flushing seek) drops the
+ * rounds in flight and starts over from the first prompt.
  *
  * ## Example launch line
  * |[
@@ -116,6 +117,28 @@ static gboolean gst_tap_source_unlock (GstBaseSrc *src);
 static gboolean gst_tap_source_unlock_stop (GstBaseSrc *src);
 static GstFlowReturn gst_tap_source_create (GstPushSrc *src, GstBuffer **buf);
 
+static gboolean
+gst_tap_source_negotiate (GstBaseSrc *src)
+{
+  GstCaps *mine = gst_tap_source_get_caps (src, NULL);
+  GstCaps *peer = gst_pad_peer_query_caps (GST_BASE_SRC_PAD (src), NULL);
+  gboolean ok = TRUE;
+
+  if (peer && !gst_caps_is_any (peer) && !gst_caps_can_intersect (mine, peer)) {
+    GString *why = g_string_new (NULL);
+    GstCaps *first = gst_caps_copy_nth (peer, 0);
+    if (gst_dflash_caps_agree (mine, first, why))
+      g_string_append (why, "the media types differ");
+    GST_ELEMENT_ERROR (src, CORE, NEGOTIATION, ("tapsource: downstream does not take the model's taps: %s", why->str), (NULL));
+    g_string_free (why, TRUE);
+    gst_caps_unref (first);
+    ok = FALSE;
+  }
+  gst_caps_unref (mine);
+  gst_clear_caps (&peer);
+  return ok && GST_BASE_SRC_CLASS (parent_class)->negotiate (src);
+}
+
 static void
 gst_tap_source_class_init (GstTapSourceClass *klass)
 {
@@ -206,6 +229,7 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
   basesrc_class->event = GST_DEBUG_FUNCPTR (gst_tap_source_event);
   basesrc_class->unlock = GST_DEBUG_FUNCPTR (gst_tap_source_unlock);
   basesrc_class->unlock_stop = GST_DEBUG_FUNCPTR (gst_tap_source_unlock_stop);
+  basesrc_class->negotiate = GST_DEBUG_FUNCPTR (gst_tap_source_negotiate);
   pushsrc_class->create = GST_DEBUG_FUNCPTR (gst_tap_source_create);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_BACKEND, 0);
 }
@@ -544,6 +568,12 @@ gst_tap_source_unlock_stop (GstBaseSrc *src)
 
   g_mutex_lock (&self->lock);
   self->flushing = FALSE;
+  if (self->prompts && self->model) {
+    gst_dflash_model_seq_clear (self->model);
+    g_queue_clear (&self->ready);
+    self->next_prompt = 0;
+    self->running = 0;
+  }
   g_mutex_unlock (&self->lock);
   return TRUE;
 }
@@ -568,7 +598,7 @@ round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *
   proto.new_tokens = g_bytes_new (&g_array_index (s->tokens, int, new_from),
                                   sizeof (int) * (s->tokens->len - new_from));
   buf = gst_dflash_round_buffer_new (&proto,
-      tw ? g_bytes_new (taps, sizeof (float) * (gsize) rows * tw) : NULL, NULL);
+      tw && rows && taps ? g_bytes_new (taps, sizeof (float) * (gsize) rows * tw) : NULL, NULL);
   g_bytes_unref (proto.tip);
   g_bytes_unref (proto.new_tokens);
   return buf;

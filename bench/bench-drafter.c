@@ -2,13 +2,15 @@
  * drafter's geometry (hidden 4096, 5 layers, 32 heads over 8, head_dim 128,
  * intermediate 12288, five taps, block 16) plus a convolution (kernel 4,
  * group 8) and a selector (rank 64, top 8, vocab 151936), random weights
- * made in memory.
+ * made in memory: matrices BF16 as a released drafter stores them (and as
+ * the drafter reads them, in place), vectors F32, codebooks F16.
  *
  * Prints the block's latency (median), the settle throughput of a 512-row
  * batch, and the memory-bandwidth floor measured in the same run: the bytes
- * a block streams (every weight but FC, which only settling reads, and the
- * codebooks, read a row at a time) over the bandwidth of a large memcpy
- * (bench-common's probe; its streaming-read probe gives the tighter floor).
+ * a block streams, as stored (every weight but FC, which only settling
+ * reads, and the codebooks, read a row at a time), over the bandwidth of a
+ * large memcpy (bench-common's probe; its streaming-read probe gives the
+ * tighter floor).
  *
  *   bench-drafter [--small] [--blocks N]
  */
@@ -41,13 +43,20 @@ fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, 
   Fill *f = user;
 
   g_assert (writable);
-  if (dtype == DFL_DTYPE_F16) {
+  if (strstr (name, "codebook")) {
+    g_assert (dtype == DFL_DTYPE_F16);
     for (gsize i = 0; i < n; i++)
       ((guint16 *) data)[i] = dfl_f32_to_f16 (rnd ());
     f->book_bytes += n * 2;
     return;
   }
-  if (strstr (name, "norm")) {
+  if (dtype == DFL_DTYPE_BF16) {
+    for (gsize i = 0; i < n; i++)
+      ((guint16 *) data)[i] = dfl_f32_to_bf16 (0.05f * rnd ());
+  } else if (dtype == DFL_DTYPE_F16) {
+    for (gsize i = 0; i < n; i++)
+      ((guint16 *) data)[i] = dfl_f32_to_f16 (0.05f * rnd ());
+  } else if (strstr (name, "norm")) {
     for (gsize i = 0; i < n; i++)
       ((float *) data)[i] = 1.0f + 0.1f * rnd ();
   } else {
@@ -55,7 +64,7 @@ fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, 
       ((float *) data)[i] = 0.05f * rnd ();
   }
   if (strcmp (name, "fc.weight") == 0)
-    f->fc_bytes = n * 4;
+    f->fc_bytes = n * dfl_dtype_size (dtype);
 }
 
 static int
@@ -93,11 +102,13 @@ main (int argc, char **argv)
   guint32 *chosen;
 
   for (int i = 1; i < argc; i++) {
-    if (strcmp (argv[i], "--small") == 0)
+    if (strcmp (argv[i], "--small") == 0) {
       small = TRUE;
-    else if (strcmp (argv[i], "--blocks") == 0 && i + 1 < argc)
-      n_blocks = CLAMP (atoi (argv[++i]), 1, 64);
-    else {
+    } else if (strcmp (argv[i], "--blocks") == 0 && i + 1 < argc) {
+      /* CLAMP evaluates its argument more than once: read it first */
+      n_blocks = atoi (argv[++i]);
+      n_blocks = CLAMP (n_blocks, 1, 64);
+    } else {
       fprintf (stderr, "usage: %s [--small] [--blocks N]\n", argv[0]);
       return 2;
     }
@@ -112,7 +123,7 @@ main (int argc, char **argv)
   rows = g.block;
 
   t0 = dfl_bench_now ();
-  if (!(d = dfl_drafter_new_blank (&g, TRUE, TRUE, &error))) {
+  if (!(d = dfl_drafter_new_blank_as (&g, TRUE, TRUE, DFL_DTYPE_BF16, &error))) {
     fprintf (stderr, "%s\n", error->message);
     return 1;
   }
@@ -125,8 +136,8 @@ main (int argc, char **argv)
           small ? "small" : "Qwen3-8B DFlash", g.hidden, g.layers, g.heads, g.kv_heads, g.head_dim,
           g.intermediate, g.n_taps, g.block, g.conv_kernel, g.conv_group, g.selector_rank,
           g.selector_top, g.vocab);
-  printf ("weights: %.3f GB in memory (F32, codebooks F16), made in %.1f s; a block streams %.3f GB"
-          " (all but FC and the codebooks)\n", total / 1e9, t_fill, streamed / 1e9);
+  printf ("weights: %.3f GB as stored (matrices BF16, vectors F32, codebooks F16), made in %.1f s;"
+          " a block streams %.3f GB (all but FC and the codebooks)\n", total / 1e9, t_fill, streamed / 1e9);
 
   bw = dfl_bench_copy_bandwidth (small ? 256 : 1024);
   rbw = dfl_bench_read_bandwidth (small ? 256 : 1024);

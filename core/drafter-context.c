@@ -27,7 +27,7 @@ void
 dfl_drafter_free_state (DflDrafter *d)
 {
   float **scratch[] = { &d->s_x, &d->s_x2, &d->s_q, &d->s_k, &d->s_v, &d->s_y, &d->s_o, &d->s_d,
-                        &d->s_gate, &d->s_up, &d->s_qg, &d->s_kb, &d->s_vb, &d->s_og, &d->s_sc };
+                        &d->s_gate, &d->s_up, &d->s_qg, &d->s_kb, &d->s_og, &d->s_sc, &d->s_vt };
 
   for (guint i = 0; i < G_N_ELEMENTS (scratch); i++)
     g_clear_pointer (scratch[i], g_free);
@@ -132,7 +132,10 @@ keep_rows (int window)
 
 /* Settle `n` rows of taps at positions pos …: t = rms(FC · taps, hidden_norm),
  * K = rope(rms_head(Wk · t, k_norm)), V = Wv · t, for every layer. A batch
- * goes through each matrix in one product (DFL_DRAFTER_SETTLE_BATCH rows). */
+ * goes through each matrix in one product (DFL_DRAFTER_SETTLE_BATCH rows);
+ * the products are batch-invariant, so how the rows are batched (a prompt
+ * at once, a round's few rows, a settle forced by the pending limit) changes
+ * no key or value. */
 void
 dfl_drafter_settle_rows (DflDrafter *d, gint64 pos, const float *taps, gsize n)
 {
@@ -152,13 +155,13 @@ dfl_drafter_settle_rows (DflDrafter *d, gint64 pos, const float *taps, gsize n)
   for (gsize done = 0; done < n; done += batch) {
     int nb = (int) MIN (batch, n - done);
     gint64 at = pos + (gint64) done;
-    dfl_matmul (taps + done * tw, nb, tw, d->fc, hs, t, 0);
+    dfl_matmul_w (&d->fc, taps + done * tw, nb, tw, t, hs, hs, 0);
     dfl_rmsnorm (t, nb, hs, d->hidden_norm, eps);
     for (int l = 0; l < g->layers; l++) {
       const DflDrafterLayer *L = &d->layers[l];
       DflLayerContext *c = &d->ctx[l];
-      dfl_matmul (t, nb, hs, L->k, kd, k, 0);
-      dfl_matmul (t, nb, hs, L->v, kd, v, 0);
+      dfl_matmul_w (&L->k, t, nb, hs, k, kd, kd, 0);
+      dfl_matmul_w (&L->v, t, nb, hs, v, kd, kd, 0);
       dfl_rmsnorm (k, nb * kv, hd, L->k_norm, eps);
       if (dfl_drafter_geometry_rotary (g, l))
         dfl_rope (k, nb, kv, hd, d->inv_freq, (int) at);

@@ -5,19 +5,22 @@
 #pragma once
 
 #include "drafter.h"
+#include "dfl-kernels.h"
 
 G_BEGIN_DECLS
 
 /* A row convolution (DESIGN.md): y[r] = Σ_o (base[s][o] + d[r][s][o][group]) ⊙ x[r − o]. */
 typedef struct {
   const float *base;    /* [2][kernel][hidden]: stage 0 before the sub-layer, 1 after */
-  const float *proj;    /* [2·kernel·groups][hidden], groups = hidden / conv_group */
+  DflWeights proj;      /* [2·kernel·groups][hidden], groups = hidden / conv_group */
 } DflConv;
 
+/* Matrices are DflWeights in their stored dtype (products: dfl_matmul_w);
+ * vectors are F32. */
 typedef struct {
   const float *in_norm, *post_norm, *q_norm, *k_norm;
-  const float *q, *k, *v, *o;        /* [out][in] */
-  const float *gate, *up, *down;
+  DflWeights q, k, v, o;             /* [out][in] */
+  DflWeights gate, up, down;
   DflConv attn_conv, mlp_conv;
 } DflDrafterLayer;
 
@@ -43,7 +46,7 @@ typedef struct {
 
 typedef struct {
   char *name;
-  DflDtype dtype;       /* F32 or F16 */
+  DflDtype dtype;       /* as held: matrices as stored, vectors F32, codebooks F16 */
   gsize n;
   void *data;
   gboolean owned;       /* allocated here (writable), else inside the mapping */
@@ -56,8 +59,9 @@ struct _DflDrafter {
   GArray *weights;      /* DflDrafterWeight */
   gboolean v1, conv, selector;
 
-  const float *fc, *hidden_norm, *norm;
-  const float *sel;                 /* [selector_rank][hidden] */
+  DflWeights fc;                    /* [hidden][n_taps·hidden] */
+  const float *hidden_norm, *norm;
+  DflWeights sel;                   /* [selector_rank][hidden] */
   const guint16 *books[2];          /* predecessor, successor: F16 [vocab][rank] */
   DflDrafterLayer *layers;
   float *inv_freq;
@@ -74,8 +78,8 @@ struct _DflDrafter {
 
   /* the block's scratch, sized at creation; the scores grow with the context */
   float *s_x, *s_x2, *s_q, *s_k, *s_v, *s_y, *s_o, *s_d, *s_gate, *s_up;
-  float *s_qg, *s_kb, *s_vb, *s_og, *s_sc;
-  gsize s_sc_cap;
+  float *s_qg, *s_kb, *s_og, *s_sc, *s_vt;
+  gsize s_sc_cap, s_vt_cap;
 };
 
 /* sidecar.c */

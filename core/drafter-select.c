@@ -41,7 +41,7 @@ void
 dfl_drafter_select_project (const DflDrafter *d, const float *hidden, int n, float *hp)
 {
   g_return_if_fail (d->selector);
-  dfl_matmul (hidden, n, d->g.hidden, d->sel, d->g.selector_rank, hp, 0);
+  dfl_matmul_w (&d->sel, hidden, n, d->g.hidden, hp, d->g.selector_rank, d->g.selector_rank, 0);
 }
 
 static void

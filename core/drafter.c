@@ -33,7 +33,6 @@ ensure_scratch (DflDrafter *d)
   d->s_qg = g_new (float, m * hd);
   d->s_og = g_new (float, m * hd);
   d->s_kb = g_new (float, b * hd);
-  d->s_vb = g_new (float, b * hd);
 }
 
 /* y = conv_stage(x) with the row kernels d (rows × [2][kernel][groups]):
@@ -64,7 +63,11 @@ conv_stage (const DflDrafterGeometry *g, const DflConv *c, int stage, const floa
 /* Attention of the block's rows of one layer. q: rows × heads × hd, k and v:
  * rows × kv_heads × hd (roped where the layer rotates); y: rows × heads × hd.
  * Context rows [lo, hi) of the layer, as seen from each row: row r sees no
- * further back than anchor + r + 1 − window. */
+ * further back than anchor + r + 1 − window.
+ *
+ * The products go through dfl_matmul_w (F32 "weights": the keys, then the
+ * values transposed) rather than BLAS: OpenBLAS's threads spin after each
+ * call and would take the cores the next projection's threads need. */
 static void
 attend (DflDrafter *d, int layer, gint64 anchor, gint64 lo, gint64 hi)
 {
@@ -81,21 +84,37 @@ attend (DflDrafter *d, int layer, gint64 anchor, gint64 lo, gint64 hi)
     g_free (d->s_sc);
     d->s_sc = g_new (float, d->s_sc_cap);
   }
+  if ((gsize) hd * w > d->s_vt_cap) {
+    d->s_vt_cap = (gsize) hd * w * 2;
+    g_free (d->s_vt);
+    d->s_vt = g_new (float, d->s_vt_cap);
+  }
   for (int gi = 0; gi < kv; gi++) {
+    const float *kc = n > 0 ? c->k[gi] + off * hd : NULL, *vc = n > 0 ? c->v[gi] + off * hd : NULL;
+    DflWeights keys = { kc, DFL_WEIGHT_F32, n, hd };
+    DflWeights block_keys = { d->s_kb, DFL_WEIGHT_F32, rows, hd };
+    DflWeights values = { d->s_vt, DFL_WEIGHT_F32, hd, w };
     /* the group's query heads, a (head, row) a line: one product per group */
     for (int qi = 0; qi < rep; qi++)
       for (int r = 0; r < rows; r++)
         memcpy (d->s_qg + ((gsize) qi * rows + r) * hd,
                 d->s_q + ((gsize) r * nh + gi * rep + qi) * hd, hd * sizeof (float));
-    for (int r = 0; r < rows; r++) {
+    for (int r = 0; r < rows; r++)
       memcpy (d->s_kb + (gsize) r * hd, d->s_k + ((gsize) r * kv + gi) * hd, hd * sizeof (float));
-      memcpy (d->s_vb + (gsize) r * hd, d->s_v + ((gsize) r * kv + gi) * hd, hd * sizeof (float));
-    }
+    /* values transposed, context then block: [hd][w] */
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < hd; i++)
+        d->s_vt[(gsize) i * w + j] = vc[(gsize) j * hd + i];
+    for (int r = 0; r < rows; r++)
+      for (int i = 0; i < hd; i++)
+        d->s_vt[(gsize) i * w + n + r] = d->s_v[((gsize) r * kv + gi) * hd + i];
     if (n > 0)
-      dfl_gemm (m, n, hd, scale, d->s_qg, hd, c->k[gi] + off * hd, hd, 1, 0.0f, d->s_sc, w);
-    dfl_gemm (m, rows, hd, scale, d->s_qg, hd, d->s_kb, hd, 1, 0.0f, d->s_sc + n, w);
+      dfl_matmul_w (&keys, d->s_qg, m, hd, d->s_sc, w, n, 0);
+    dfl_matmul_w (&block_keys, d->s_qg, m, hd, d->s_sc + n, w, rows, 0);
     for (int i = 0; i < m; i++) {
       float *row = d->s_sc + (gsize) i * w;
+      for (int j = 0; j < w; j++)
+        row[j] *= scale;
       if (window > 0 && n > 0) {
         /* a row further on sees less far back */
         gint64 from = anchor + i % rows + 1 - window;
@@ -105,9 +124,7 @@ attend (DflDrafter *d, int layer, gint64 anchor, gint64 lo, gint64 hi)
       }
       dfl_softmax (row, w);
     }
-    dfl_gemm (m, hd, rows, 1.0f, d->s_sc + n, w, d->s_vb, hd, 0, 0.0f, d->s_og, hd);
-    if (n > 0)
-      dfl_gemm (m, hd, n, 1.0f, d->s_sc, w, c->v[gi] + off * hd, hd, 0, 1.0f, d->s_og, hd);
+    dfl_matmul_w (&values, d->s_sc, m, w, d->s_og, hd, hd, 0);
     for (int qi = 0; qi < rep; qi++)
       for (int r = 0; r < rows; r++)
         memcpy (d->s_y + ((gsize) r * nh + gi * rep + qi) * hd,
@@ -125,7 +142,7 @@ conv_in (DflDrafter *d, const DflConv *c, float *x, float *tmp)
 
   if (!d->conv)
     return x;
-  dfl_matmul (x, g->block, hs, c->proj, kd, d->s_d, 0);
+  dfl_matmul_w (&c->proj, x, g->block, hs, d->s_d, kd, kd, 0);
   conv_stage (g, c, 0, x, d->s_d, tmp);
   return tmp;
 }
@@ -170,9 +187,9 @@ dfl_drafter_block (DflDrafter *d, gint64 anchor_pos, float *h, GError **error)
     /* attention */
     dfl_rmsnorm_to (d->s_x, h, rows, hs, L->in_norm, eps);
     x = conv_in (d, &L->attn_conv, d->s_x, d->s_x2);
-    dfl_matmul (x, rows, hs, L->q, qd, d->s_q, 0);
-    dfl_matmul (x, rows, hs, L->k, kd, d->s_k, 0);
-    dfl_matmul (x, rows, hs, L->v, kd, d->s_v, 0);
+    dfl_matmul_w (&L->q, x, rows, hs, d->s_q, qd, qd, 0);
+    dfl_matmul_w (&L->k, x, rows, hs, d->s_k, kd, kd, 0);
+    dfl_matmul_w (&L->v, x, rows, hs, d->s_v, kd, kd, 0);
     dfl_rmsnorm (d->s_q, rows * g->heads, hd, L->q_norm, eps);
     dfl_rmsnorm (d->s_k, rows * g->kv_heads, hd, L->k_norm, eps);
     if (dfl_drafter_geometry_rotary (g, l)) {
@@ -180,16 +197,16 @@ dfl_drafter_block (DflDrafter *d, gint64 anchor_pos, float *h, GError **error)
       dfl_rope (d->s_k, rows, g->kv_heads, hd, d->inv_freq, (int) anchor_pos);
     }
     attend (d, l, anchor_pos, lo, hi);
-    dfl_matmul (d->s_y, rows, qd, L->o, hs, d->s_o, 0);
+    dfl_matmul_w (&L->o, d->s_y, rows, qd, d->s_o, hs, hs, 0);
     conv_out_add (d, &L->attn_conv, h, d->s_o, d->s_x);
 
     /* the MLP, wrapped the same way */
     dfl_rmsnorm_to (d->s_x, h, rows, hs, L->post_norm, eps);
     x = conv_in (d, &L->mlp_conv, d->s_x, d->s_x2);
-    dfl_matmul (x, rows, hs, L->gate, ffn, d->s_gate, 0);
-    dfl_matmul (x, rows, hs, L->up, ffn, d->s_up, 0);
+    dfl_matmul_w (&L->gate, x, rows, hs, d->s_gate, ffn, ffn, 0);
+    dfl_matmul_w (&L->up, x, rows, hs, d->s_up, ffn, ffn, 0);
     dfl_silu_mul (d->s_gate, d->s_up, (gsize) rows * ffn);
-    dfl_matmul (d->s_gate, rows, ffn, L->down, hs, d->s_o, 0);
+    dfl_matmul_w (&L->down, d->s_gate, rows, ffn, d->s_o, hs, hs, 0);
     conv_out_add (d, &L->mlp_conv, h, d->s_o, d->s_x);
   }
   dfl_rmsnorm (h, rows, hs, d->norm, eps);

@@ -24,10 +24,15 @@
  *   names without prefix, no convolution and no selector: the block's
  *   convolutions are the identity and selection is a plain argmax.
  *
- * Matrices and vectors (F32, F16 or BF16 in the file: released drafters are
- * BF16 throughout) are held as F32 in memory: F32 data 4-byte aligned in the
- * mapping is read in place, anything else is converted at load. The selector's codebooks must be F16 and stay
- * F16 (read a row at a time).
+ * Matrices (F32, F16 or BF16 in the file: released drafters are BF16
+ * throughout) stay in their stored dtype and are read in place from the
+ * mapping: every product goes through dfl_matmul_w, which converts as it
+ * reads and is batch-invariant (a row's numbers do not depend on how many
+ * rows come with it, so settling in any batches gives the same keys and
+ * values). Vectors (norms, base kernels) are held as F32: F32 data 4-byte
+ * aligned in the mapping is read in place, anything else is converted at
+ * load. The selector's codebooks must be F16 and stay F16 (read a row at a
+ * time).
  *
  * The math is DESIGN.md's ("The math"); the bookkeeping is the reference's
  * (queue / settle / truncate / windows) with one change: a windowed layer
@@ -111,9 +116,14 @@ typedef struct _DflDrafter DflDrafter;
 DflDrafter *dfl_drafter_open (const char *path, GError **error);
 /* A drafter of this geometry with every weight zero (norm weights one), for
  * benches and tests that fill the weights themselves
- * (dfl_drafter_foreach_weight). `conv` / `selector`: whether it has them. */
+ * (dfl_drafter_foreach_weight). `conv` / `selector`: whether it has them.
+ * Its matrices are F32. */
 DflDrafter *dfl_drafter_new_blank (const DflDrafterGeometry *g, gboolean conv,
                                    gboolean selector, GError **error);
+/* The same with matrices of `matrix_dtype` (F32, F16 or BF16; released
+ * drafters are BF16); vectors F32, codebooks F16 as always. */
+DflDrafter *dfl_drafter_new_blank_as (const DflDrafterGeometry *g, gboolean conv,
+                                      gboolean selector, DflDtype matrix_dtype, GError **error);
 void dfl_drafter_free (DflDrafter *d);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflDrafter, dfl_drafter_free)
 
@@ -123,12 +133,15 @@ gboolean dfl_drafter_is_v1 (const DflDrafter *d);
 gboolean dfl_drafter_has_conv (const DflDrafter *d);
 gboolean dfl_drafter_has_selector (const DflDrafter *d);
 
-/* Every weight as held in memory: F32 (matrices, vectors) or F16 (codebooks).
- * `data` may be written only where `writable` (a blank drafter's). */
+/* Every weight as held in memory: matrices in their stored dtype (F32, F16
+ * or BF16), vectors F32, codebooks F16. `data` may be written only where
+ * `writable` (a buffer the drafter allocated: a blank drafter's, a vector
+ * converted at load; never the mapped file). */
 typedef void (*DflDrafterWeightFunc) (const char *name, DflDtype dtype, gsize n_elements,
                                       void *data, gboolean writable, gpointer user_data);
 void dfl_drafter_foreach_weight (DflDrafter *d, DflDrafterWeightFunc func, gpointer user_data);
-/* Bytes of weights as held in memory (what a block streams, roughly). */
+/* Bytes of weights as held in memory: matrices as stored (what a block
+ * streams, roughly), vectors as F32. */
 guint64 dfl_drafter_weight_bytes (const DflDrafter *d);
 
 /* --- binding to the target --- */

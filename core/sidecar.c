@@ -15,6 +15,7 @@ typedef struct {
   DflDrafter *d;
   const char *prefix;      /* "dflash." for a sidecar, "" for a v1 drafter */
   gboolean blank;
+  DflDtype blank_dtype;    /* a blank drafter's matrices */
   GError **error;
 } Loader;
 
@@ -66,8 +67,8 @@ float_dtype (Loader *L, const DflTensor *t)
   return FALSE;
 }
 
-/* F32 data aligned in the mapping is used in place; anything else becomes
- * an F32 copy. */
+/* A vector: F32 data aligned in the mapping is used in place; anything else
+ * becomes an F32 copy. */
 static const float *
 as_f32 (Loader *L, const DflTensor *t, const char *name)
 {
@@ -82,42 +83,66 @@ as_f32 (Loader *L, const DflTensor *t, const char *name)
   return copy;
 }
 
-static const float *
-blank_f32 (Loader *L, const char *name, gsize n, float fill)
+static void *
+blank_alloc (Loader *L, const char *name, DflDtype dtype, gsize n)
 {
-  float *w = g_try_new0 (float, n);
+  void *w = g_try_malloc0_n (n, dfl_dtype_size (dtype));
 
   if (!w) {
-    g_set_error (L->error, DFL_ERROR, DFL_ERROR_LIMIT, "%s: %s of %" G_GSIZE_FORMAT " floats does not fit in memory",
-                 L->d->path, name, n);
+    g_set_error (L->error, DFL_ERROR, DFL_ERROR_LIMIT,
+                 "%s: %s of %" G_GSIZE_FORMAT " %s values does not fit in memory",
+                 L->d->path, name, n, dfl_dtype_name (dtype));
     return NULL;
   }
-  if (fill != 0.0f)
-    for (gsize i = 0; i < n; i++)
-      w[i] = fill;
-  add_weight (L->d, name, DFL_DTYPE_F32, n, w, TRUE);
+  add_weight (L->d, name, dtype, n, w, TRUE);
   return w;
 }
 
-/* A matrix [rows][cols] in a float dtype. */
 static const float *
-mat (Loader *L, const char *suffix, gint64 rows, gint64 cols)
+blank_f32 (Loader *L, const char *name, gsize n, float fill)
+{
+  float *w = blank_alloc (L, name, DFL_DTYPE_F32, n);
+
+  if (w && fill != 0.0f)
+    for (gsize i = 0; i < n; i++)
+      w[i] = fill;
+  return w;
+}
+
+static DflWeightType
+weight_type (DflDtype dtype)
+{
+  return dtype == DFL_DTYPE_BF16 ? DFL_WEIGHT_BF16 : dtype == DFL_DTYPE_F16 ? DFL_WEIGHT_F16
+      : DFL_WEIGHT_F32;
+}
+
+/* A matrix [rows][cols] in a float dtype, kept as stored: read in place from
+ * the mapping (dfl_matmul_w converts as it reads and takes any alignment). */
+static gboolean
+mat (Loader *L, const char *suffix, gint64 rows, gint64 cols, DflWeights *out)
 {
   g_autofree char *name = g_strconcat (L->prefix, suffix, NULL);
   const DflTensor *t;
 
-  if (L->blank)
-    return blank_f32 (L, name, (gsize) (rows * cols), 0.0f);
+  out->rows = (int) rows;
+  out->cols = (int) cols;
+  if (L->blank) {
+    out->type = weight_type (L->blank_dtype);
+    return (out->data = blank_alloc (L, name, L->blank_dtype, (gsize) (rows * cols))) != NULL;
+  }
   if (!(t = find (L, name)) || !float_dtype (L, t))
-    return NULL;
+    return FALSE;
   if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols) {
     g_autofree char *have = shape_text (t);
     g_set_error (L->error, DFL_ERROR, DFL_ERROR_MISMATCH,
                  "%s: %s is %s; expected [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
                  origin_of (L, t), name, have, rows, cols);
-    return NULL;
+    return FALSE;
   }
-  return as_f32 (L, t, name);
+  add_weight (L->d, name, t->dtype, t->n_elements, (void *) t->data, FALSE);
+  out->data = t->data;
+  out->type = weight_type (t->dtype);
+  return TRUE;
 }
 
 /* A vector of `n` values in a float dtype; any shape of n elements (as the
@@ -185,7 +210,7 @@ conv_load (Loader *L, const char *layer, const char *which, DflConv *c)
   g_autofree char *proj = g_strdup_printf ("%s.%s.kernel_projection.weight", layer, which);
 
   return (c->base = vec (L, base, 2 * kn * g->hidden, 0.0f))
-      && (c->proj = mat (L, proj, 2 * kn * groups, g->hidden));
+      && mat (L, proj, 2 * kn * groups, g->hidden, &c->proj);
 }
 
 static gboolean
@@ -196,7 +221,7 @@ load_weights (Loader *L)
   gint64 hs = g->hidden, ffn = g->intermediate;
   gint64 qd = (gint64) g->heads * g->head_dim, kd = (gint64) g->kv_heads * g->head_dim;
 
-  if (!(d->fc = mat (L, "fc.weight", hs, dfl_drafter_geometry_tap_width (g)))
+  if (!mat (L, "fc.weight", hs, dfl_drafter_geometry_tap_width (g), &d->fc)
       || !(d->hidden_norm = vec (L, "hidden_norm.weight", hs, 1.0f))
       || !(d->norm = vec (L, "norm.weight", hs, 1.0f)))
     return FALSE;
@@ -207,15 +232,15 @@ load_weights (Loader *L)
 #define LAYER_NAME(s) (g_snprintf (p, sizeof p, "layers.%d." s, i), p)
     if (!(l->in_norm = vec (L, LAYER_NAME ("input_layernorm.weight"), hs, 1.0f))
         || !(l->post_norm = vec (L, LAYER_NAME ("post_attention_layernorm.weight"), hs, 1.0f))
-        || !(l->q = mat (L, LAYER_NAME ("self_attn.q_proj.weight"), qd, hs))
-        || !(l->k = mat (L, LAYER_NAME ("self_attn.k_proj.weight"), kd, hs))
-        || !(l->v = mat (L, LAYER_NAME ("self_attn.v_proj.weight"), kd, hs))
-        || !(l->o = mat (L, LAYER_NAME ("self_attn.o_proj.weight"), hs, qd))
+        || !mat (L, LAYER_NAME ("self_attn.q_proj.weight"), qd, hs, &l->q)
+        || !mat (L, LAYER_NAME ("self_attn.k_proj.weight"), kd, hs, &l->k)
+        || !mat (L, LAYER_NAME ("self_attn.v_proj.weight"), kd, hs, &l->v)
+        || !mat (L, LAYER_NAME ("self_attn.o_proj.weight"), hs, qd, &l->o)
         || !(l->q_norm = vec (L, LAYER_NAME ("self_attn.q_norm.weight"), g->head_dim, 1.0f))
         || !(l->k_norm = vec (L, LAYER_NAME ("self_attn.k_norm.weight"), g->head_dim, 1.0f))
-        || !(l->gate = mat (L, LAYER_NAME ("mlp.gate_proj.weight"), ffn, hs))
-        || !(l->up = mat (L, LAYER_NAME ("mlp.up_proj.weight"), ffn, hs))
-        || !(l->down = mat (L, LAYER_NAME ("mlp.down_proj.weight"), hs, ffn)))
+        || !mat (L, LAYER_NAME ("mlp.gate_proj.weight"), ffn, hs, &l->gate)
+        || !mat (L, LAYER_NAME ("mlp.up_proj.weight"), ffn, hs, &l->up)
+        || !mat (L, LAYER_NAME ("mlp.down_proj.weight"), hs, ffn, &l->down))
       return FALSE;
 #undef LAYER_NAME
     if (d->conv) {
@@ -226,7 +251,7 @@ load_weights (Loader *L)
     }
   }
   if (d->selector) {
-    if (!(d->sel = mat (L, "candidate_selector.hidden_projection.weight", g->selector_rank, hs))
+    if (!mat (L, "candidate_selector.hidden_projection.weight", g->selector_rank, hs, &d->sel)
         || !(d->books[0] = book (L, "candidate_selector.predecessor_codebook"))
         || !(d->books[1] = book (L, "candidate_selector.successor_codebook")))
       return FALSE;
@@ -322,7 +347,7 @@ open_sidecar (const char *path, GError **error)
   if ((binding = dfl_safetensors_metadata (d->st, "base_binding"))
       && !parse_binding (d, binding, error))
     goto fail;
-  L = (Loader) { d, "dflash.", FALSE, error };
+  L = (Loader) { d, "dflash.", FALSE, DFL_DTYPE_F32, error };
   if (!load_weights (&L))
     goto fail;
   if ((route = dfl_safetensors_metadata (d->st, "dflash_route"))) {
@@ -365,7 +390,7 @@ open_v1 (const char *dir, GError **error)
     goto fail;
   g_free (d->path);
   d->path = g_strdup (dfl_safetensors_path (d->st));
-  L = (Loader) { d, "", FALSE, error };
+  L = (Loader) { d, "", FALSE, DFL_DTYPE_F32, error };
   if (!load_weights (&L))
     goto fail;
   dfl_drafter_init_state (d);
@@ -398,10 +423,23 @@ dfl_drafter_open (const char *path, GError **error)
 DflDrafter *
 dfl_drafter_new_blank (const DflDrafterGeometry *g, gboolean conv, gboolean selector, GError **error)
 {
+  return dfl_drafter_new_blank_as (g, conv, selector, DFL_DTYPE_F32, error);
+}
+
+DflDrafter *
+dfl_drafter_new_blank_as (const DflDrafterGeometry *g, gboolean conv, gboolean selector,
+                          DflDtype matrix_dtype, GError **error)
+{
   DflDrafter *d;
   Loader L;
 
   g_return_val_if_fail (g != NULL, NULL);
+  if (matrix_dtype != DFL_DTYPE_F32 && matrix_dtype != DFL_DTYPE_F16
+      && matrix_dtype != DFL_DTYPE_BF16) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "a blank drafter: matrices of %s; expected F32, F16 or BF16",
+                 dfl_dtype_name (matrix_dtype));
+    return NULL;
+  }
   if (!dfl_drafter_geometry_check (g, "a blank drafter", error))
     return NULL;
   if ((conv && g->conv_kernel < 1) || (selector && g->selector_rank < 1)) {
@@ -414,7 +452,7 @@ dfl_drafter_new_blank (const DflDrafterGeometry *g, gboolean conv, gboolean sele
   d->conv = conv;
   d->selector = selector;
   d->v1 = !conv && !selector;
-  L = (Loader) { d, "", TRUE, error };
+  L = (Loader) { d, "", TRUE, matrix_dtype, error };
   if (!load_weights (&L)) {
     dfl_drafter_free (d);
     return NULL;

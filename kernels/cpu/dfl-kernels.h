@@ -2,8 +2,10 @@
  *
  * Compute only: no model files, no model logic. Matrices are row-major F32;
  * a weight matrix W is [out][in] as checkpoints store it, so a projection of
- * `rows` rows is y = x · Wᵀ. Matrix products go through OpenBLAS (its threads
- * keep both cores busy); the loops here use OpenMP where a loop is worth it.
+ * `rows` rows is y = x · Wᵀ. Projections by stored weights go through
+ * dfl_matmul_w (batch-invariant, OpenMP's threads); dfl_matmul and dfl_gemm
+ * go through OpenBLAS (its own threads); the loops here use OpenMP where a
+ * loop is worth it.
  */
 #pragma once
 
@@ -19,7 +21,8 @@ void dfl_matmul (const float *x, int rows, int in, const float *w, int out,
                  float *y, int accumulate);
 
 /* A weight matrix as a checkpoint stores it: [rows][cols] row-major, F32,
- * F16 or BF16, little-endian; `data` may point into a mapped file. */
+ * F16 or BF16, little-endian; `data` may point into a mapped file, at any
+ * alignment. */
 typedef enum { DFL_WEIGHT_F32, DFL_WEIGHT_F16, DFL_WEIGHT_BF16 } DflWeightType;
 typedef struct {
   const void *data;

@@ -61,49 +61,67 @@ make_weights (GRand *r, DflWeightType type, int n, double *exact)
   return w;
 }
 
+/* y = x · Wᵀ of `rows` rows (x and y with padded strides, so strides other
+ * than the row are exercised) against float64; then batch invariance: the
+ * rows again in batches of other sizes (1, 2, 3, … at every offset the
+ * split reaches) give bitwise the same; then the plain-C path gives bitwise
+ * the AVX2 path's numbers. */
 static void
 check_matmul (DflWeightType type, int rows, int in, int out, int n_out, int acc)
 {
   g_autoptr (GRand) r = g_rand_new_with_seed (rows * 1000 + in * 10 + out + type);
+  int ldx = in + 3, ldy = n_out + 5;
   g_autofree double *exact = g_new (double, (gsize) out * in);
   g_autofree void *w = make_weights (r, type, out * in, exact);
-  g_autofree float *x = g_new (float, (gsize) rows * in);
-  g_autofree float *y = g_new (float, (gsize) rows * n_out);
-  g_autofree float *y1 = g_new (float, n_out);
-  g_autofree float *yg = g_new (float, (gsize) rows * n_out);
+  g_autofree float *x = g_new (float, (gsize) rows * ldx);
+  g_autofree float *y0 = g_new (float, (gsize) rows * ldy);
+  g_autofree float *y = g_new (float, (gsize) rows * ldy);
+  g_autofree float *yb = g_new (float, (gsize) rows * ldy);
   DflWeights W = { w, type, out, in };
   double worst = 0;
 
-  for (int i = 0; i < rows * in; i++)
+  for (int i = 0; i < rows * ldx; i++)
     x[i] = frand (r);
-  for (int i = 0; i < rows * n_out; i++)
-    y[i] = yg[i] = acc ? frand (r) : 0;
-  {
-    g_autofree float *y0 = g_memdup2 (y, sizeof (float) * rows * n_out);
-    dfl_matmul_w (&W, x, rows, in, y, n_out, n_out, acc);
-    for (int i = 0; i < rows; i++)
-      for (int o = 0; o < n_out; o++) {
-        double ref = acc ? y0[i * n_out + o] : 0, mag = fabs (ref);
-        for (int k = 0; k < in; k++) {
-          ref += (double) x[i * in + k] * exact[(gsize) o * in + k];
-          mag += fabs ((double) x[i * in + k] * exact[(gsize) o * in + k]);
-        }
-        worst = MAX (worst, fabs (y[i * n_out + o] - ref) / (mag + 1e-30));
+  for (int i = 0; i < rows * ldy; i++)
+    y0[i] = acc ? frand (r) : 0;
+  memcpy (y, y0, sizeof (float) * rows * ldy);
+  dfl_matmul_w (&W, x, rows, ldx, y, ldy, n_out, acc);
+  for (int i = 0; i < rows; i++) {
+    for (int o = 0; o < n_out; o++) {
+      double ref = acc ? y0[i * ldy + o] : 0, mag = fabs (ref);
+      for (int k = 0; k < in; k++) {
+        ref += (double) x[i * ldx + k] * exact[(gsize) o * in + k];
+        mag += fabs ((double) x[i * ldx + k] * exact[(gsize) o * in + k]);
       }
+      worst = MAX (worst, fabs (y[i * ldy + o] - ref) / (mag + 1e-30));
+    }
+    /* the padding between rows is never written */
+    for (int o = n_out; o < ldy; o++)
+      g_assert_cmpfloat (y[i * ldy + o], ==, y0[i * ldy + o]);
   }
   /* an F32 sum of `in` products: errors grow like in · 2^-24 of the magnitudes */
   g_assert_cmpfloat (worst, <=, 4.0 * (in + 1) * 6e-8);
 
-  /* the last row alone gives bitwise what it gave among the others */
-  if (!acc) {
-    dfl_matmul_w (&W, x + (gsize) (rows - 1) * in, 1, in, y1, n_out, n_out, 0);
-    g_assert_cmpmem (y1, sizeof (float) * n_out, y + (gsize) (rows - 1) * n_out, sizeof (float) * n_out);
+  /* every row bitwise the same in batches of 1, 2, 3, … */
+  for (int size = 1; size < rows; size++) {
+    memcpy (yb, y0, sizeof (float) * rows * ldy);
+    for (int r0 = 0; r0 < rows; r0 += size)
+      dfl_matmul_w (&W, x + (gsize) r0 * ldx, MIN (size, rows - r0), ldx, yb + (gsize) r0 * ldy,
+                    ldy, n_out, acc);
+    for (int i = 0; i < rows; i++)
+      g_assert_cmpmem (yb + (gsize) i * ldy, sizeof (float) * n_out, y + (gsize) i * ldy,
+                       sizeof (float) * n_out);
+    if (size >= 4 && rows > 16)
+      size += size / 2;   /* long batches: a few sizes are enough */
   }
   /* and the plain-C path gives bitwise the AVX2 path's numbers */
+  memcpy (yb, y0, sizeof (float) * rows * ldy);
   dfl_kernels_set_generic (1);
-  dfl_matmul_w (&W, x, rows, in, yg, n_out, n_out, acc);
+  dfl_matmul_w (&W, x, rows, ldx, yb, ldy, n_out, acc);
   dfl_kernels_set_generic (0);
-  g_assert_cmpmem (yg, sizeof (float) * rows * n_out, y, sizeof (float) * rows * n_out);
+  for (int i = 0; i < rows; i++)
+    g_assert_cmpmem (yb + (gsize) i * ldy, sizeof (float) * n_out, y + (gsize) i * ldy,
+                     sizeof (float) * n_out);
 }
 
 static void
@@ -118,6 +136,36 @@ test_matmul (void)
     for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
       for (int acc = 0; acc < 2; acc++)
         check_matmul (t, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], acc);
+}
+
+/* The edges of the register tiles and blocks: rows 1 … 13 (the 4-row tiles
+ * and their 1-, 2- and 3-row remainders, the one-row path below 4), outputs
+ * that are no multiple of the 3-output tile or of 8 (the one-row path),
+ * inputs that are no multiple of 8 (the tail) or longer than a 512-input
+ * chunk (lanes kept between chunks, a short last chunk). */
+static void
+test_matmul_edges (void)
+{
+  static const int sizes[][2] = {
+    /* in, out */
+    { 5, 9 }, { 8, 3 }, { 67, 17 }, { 130, 49 }, { 520, 7 }, { 1100, 130 },
+  };
+  for (int t = 0; t < 3; t++)
+    for (int rows = 1; rows <= 13; rows++)
+      for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
+        check_matmul (t, rows, sizes[s][0], sizes[s][1], sizes[s][1], rows % 2);
+}
+
+/* Several blocks of rows (32 a block), and enough outputs for the threads'
+ * blocks of 48 (fewer outputs get smaller blocks). */
+static void
+test_matmul_blocks (void)
+{
+  for (int t = 0; t < 3; t++) {
+    check_matmul (t, 70, 600, 50, 50, 0);
+    check_matmul (t, 37, 40, 101, 100, 1);
+    check_matmul (t, 6, 70, 800, 797, 0);
+  }
 }
 
 static void
@@ -235,6 +283,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/kernels/matmul", test_matmul);
+  g_test_add_func ("/kernels/matmul-edges", test_matmul_edges);
+  g_test_add_func ("/kernels/matmul-blocks", test_matmul_blocks);
   g_test_add_func ("/kernels/rmsnorm", test_rmsnorm);
   g_test_add_func ("/kernels/rope", test_rope);
   g_test_add_func ("/kernels/attention", test_attention);

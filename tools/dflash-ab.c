@@ -647,21 +647,13 @@ ab (Side *sides, GPtrArray *prompts, int max_new, const char *plot_path, gboolea
   g_autoptr (GError) error = NULL;
   g_autofree gboolean *same = g_new0 (gboolean, prompts->len);
   g_autofree char *first_diff = NULL;
-  gboolean all_same = TRUE, warned = FALSE;
+  gboolean all_same = TRUE;
   guint n_diff = 0;
   int positions = 0;
 
-  for (int k = 0; k < 2; k++) {
-    gboolean is_test = FALSE;
-    const char *fallback = dfl_cli_default_target (&is_test);
+  for (int k = 0; k < 2; k++)
     if (!side_open (&sides[k], &error))
       return dfl_cli_fail_error (g_steal_pointer (&error));
-    if (is_test && !warned && !g_strcmp0 (sides[k].model_dir, fallback)) {
-      fprintf (stderr, "dflash: no default model is embedded yet; %s runs on the test checkpoint %s "
-               "(random weights: the text is noise)\n", sides[k].path, fallback);
-      warned = TRUE;
-    }
-  }
   for (int k = 0; k < 2; k++)
     if (!side_load (&sides[k], k ? &sides[0] : NULL, &error))
       return dfl_cli_fail_error (g_steal_pointer (&error));

@@ -35,7 +35,8 @@ gboolean dfl_cli_check_tokens (GArray *ids, int vocab, const char *target_dir, G
  * there is none. */
 DflDrafter *dfl_cli_open_drafter (const char *path, const DflTarget *target, GError **error);
 
-/* The folder of the model `dflash` uses when none is named. */
-const char *dfl_cli_default_target (gboolean *is_test_checkpoint);
+/* The folder of the model `dflash` uses when none is named: $DFLASH_MODEL,
+ * else the embedded default pair. */
+const char *dfl_cli_default_target (void);
 
 G_END_DECLS

@@ -212,7 +212,7 @@ dfl_cmd_generate (int argc, char **argv)
   int max_new = DEFAULT_MAX_NEW, head_width = 0;
   double temperature = 0.0, top_p = 1.0;
   gint64 seed = 0;
-  gboolean no_draft = FALSE, json = FALSE, is_test = FALSE;
+  gboolean no_draft = FALSE, json = FALSE;
   GOptionEntry entries[] = {
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: the embedded default model)", "DIR" },
     { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder)", "FILE|DIR" },
@@ -271,12 +271,8 @@ dfl_cmd_generate (int argc, char **argv)
       "Block speculative decoding (DFlash 2)", gst_dflash_elements_register, PACKAGE_VERSION,
       "LGPL", "gst-dflash", "gst-dflash", "https://example.invalid/gst-dflash");
 
-  if (!target_dir) {
-    target_dir = g_strdup (dfl_cli_default_target (&is_test));
-    if (is_test)
-      fprintf (stderr, "dflash: no default model is embedded yet; running on the test checkpoint %s "
-               "(random weights: the text is noise)\n", target_dir);
-  }
+  if (!target_dir)
+    target_dir = g_strdup (dfl_cli_default_target ());
   /* the model is loaded here once and handed to the pipeline */
   if (!(model = gst_dflash_model_new (target_dir, drafter_path,
                                       no_draft || (route_name && route == DFL_ROUTE_NONE), &error)))

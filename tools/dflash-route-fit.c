@@ -158,7 +158,6 @@ dfl_cmd_route_fit (int argc, char **argv)
   g_autofree float *bm = NULL, *bb = NULL, *cm = NULL, *cb = NULL;
   DflNgram ngram = DFL_NGRAM_DEFAULT;
   const DflQwen3Config *c;
-  gboolean is_test = FALSE;
   int nb, nc, r;
   const DflRoute shown[] = { DFL_ROUTE_BLOCK, DFL_ROUTE_CHAIN, DFL_ROUTE_MATCH, DFL_ROUTE_AUTO };
   Tau tau[G_N_ELEMENTS (shown)];
@@ -174,7 +173,7 @@ dfl_cmd_route_fit (int argc, char **argv)
     return dfl_cli_fail (DFL_EXIT_USAGE, "route-fit: --max-new must be ≥ 2 and --rank ≥ 1, not %d and %d",
                          max_new, rank);
   if (!target_dir)
-    target_dir = g_strdup (dfl_cli_default_target (&is_test));
+    target_dir = g_strdup (dfl_cli_default_target ());
 
   if (!(target = dfl_target_load (target_dir, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));

@@ -5,6 +5,7 @@
  * the target runs, and refuses what it does not run with a message saying
  * what was found and what is accepted.
  */
+#include "dfl-json.h"
 #include "qwen3-config.h"
 #include "dfl-error.h"
 
@@ -29,24 +30,6 @@
 #define DFL_CFG_MAX_VOCAB (4 * 1024 * 1024)
 #define DFL_CFG_MAX_POSITIONS (16 * 1024 * 1024)
 
-static const char *
-dfl_cfg_kind (const cJSON *item)
-{
-  if (cJSON_IsString (item))
-    return "a string";
-  if (cJSON_IsNumber (item))
-    return "a number";
-  if (cJSON_IsArray (item))
-    return "an array";
-  if (cJSON_IsObject (item))
-    return "an object";
-  if (cJSON_IsBool (item))
-    return "a boolean";
-  if (cJSON_IsNull (item))
-    return "null";
-  return "an invalid value";
-}
-
 /* The item, or NULL where the key is absent or null: both mean "use the
  * default" for the optional keys that transformers writes as null. */
 static const cJSON *
@@ -64,7 +47,7 @@ dfl_cfg_as_int (const cJSON *item, const char *origin, const char *key, int *out
 
   if (!cJSON_IsNumber (item)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: key '%s' is %s, expected an integer", origin, key, dfl_cfg_kind (item));
+                 "%s: key '%s' is %s, expected an integer", origin, key, dfl_json_kind (item));
     return FALSE;
   }
   d = item->valuedouble;
@@ -108,7 +91,7 @@ dfl_cfg_double (const cJSON *obj, const char *origin, const char *key, double de
   }
   if (!cJSON_IsNumber (item)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: key '%s' is %s, expected a number", origin, key, dfl_cfg_kind (item));
+                 "%s: key '%s' is %s, expected a number", origin, key, dfl_json_kind (item));
     return FALSE;
   }
   *out = item->valuedouble;
@@ -127,7 +110,7 @@ dfl_cfg_bool (const cJSON *root, const char *origin, const char *key, gboolean d
   }
   if (!cJSON_IsBool (item)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: key '%s' is %s, expected true or false", origin, key, dfl_cfg_kind (item));
+                 "%s: key '%s' is %s, expected true or false", origin, key, dfl_json_kind (item));
     return FALSE;
   }
   *out = cJSON_IsTrue (item);
@@ -167,7 +150,7 @@ dfl_cfg_eos (const cJSON *item, const char *origin, int *ids, int *n, GError **e
   if (!cJSON_IsArray (item)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                  "%s: key 'eos_token_id' is %s, expected an integer or a list of integers",
-                 origin, dfl_cfg_kind (item));
+                 origin, dfl_json_kind (item));
     return FALSE;
   }
   if (cJSON_GetArraySize (item) > DFL_MAX_EOS_IDS) {
@@ -233,7 +216,7 @@ dfl_cfg_parse_object (const char *json, gsize len, const char *origin, GError **
   }
   if (!cJSON_IsObject (root)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: holds %s, expected a JSON object", origin, dfl_cfg_kind (root));
+                 "%s: holds %s, expected a JSON object", origin, dfl_json_kind (root));
     cJSON_Delete (root);
     return NULL;
   }
@@ -255,7 +238,7 @@ dfl_cfg_check_arch (const cJSON *root, const char *origin, GError **error)
     }
     if (!cJSON_IsString (mt)) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                   "%s: key 'model_type' is %s, expected a string", origin, dfl_cfg_kind (mt));
+                   "%s: key 'model_type' is %s, expected a string", origin, dfl_json_kind (mt));
       return FALSE;
     }
     if (strcmp (mt->valuestring, "qwen3") != 0) {
@@ -270,14 +253,14 @@ dfl_cfg_check_arch (const cJSON *root, const char *origin, GError **error)
   if (!cJSON_IsArray (archs)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                  "%s: key 'architectures' is %s, expected a list of strings",
-                 origin, dfl_cfg_kind (archs));
+                 origin, dfl_json_kind (archs));
     return FALSE;
   }
   cJSON_ArrayForEach (a, archs) {
     if (!cJSON_IsString (a)) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                    "%s: an entry of 'architectures' is %s, expected a string",
-                   origin, dfl_cfg_kind (a));
+                   origin, dfl_json_kind (a));
       return FALSE;
     }
     if (strcmp (a->valuestring, DFL_CFG_ARCH) == 0)
@@ -311,7 +294,7 @@ dfl_cfg_check_rope_type (const cJSON *block, const char *origin, const char *key
 
   if (!cJSON_IsObject (block)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: key '%s' is %s, expected an object", origin, key, dfl_cfg_kind (block));
+                 "%s: key '%s' is %s, expected an object", origin, key, dfl_json_kind (block));
     return FALSE;
   }
   type = dfl_cfg_get (block, "rope_type");
@@ -331,7 +314,7 @@ dfl_cfg_check_rope_type (const cJSON *block, const char *origin, const char *key
   if (!cJSON_IsString (type)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                  "%s: key '%s.%s' is %s, expected a string", origin, key, field,
-                 dfl_cfg_kind (type));
+                 dfl_json_kind (type));
     return FALSE;
   }
   if (strcmp (type->valuestring, "default") != 0) {
@@ -364,13 +347,13 @@ dfl_cfg_check_sliding (const cJSON *root, const char *origin, GError **error)
   if (!cJSON_IsArray (types)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                  "%s: key 'layer_types' is %s, expected a list of strings",
-                 origin, dfl_cfg_kind (types));
+                 origin, dfl_json_kind (types));
     return FALSE;
   }
   cJSON_ArrayForEach (t, types) {
     if (!cJSON_IsString (t)) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                   "%s: 'layer_types[%d]' is %s, expected a string", origin, i, dfl_cfg_kind (t));
+                   "%s: 'layer_types[%d]' is %s, expected a string", origin, i, dfl_json_kind (t));
       return FALSE;
     }
     if (strcmp (t->valuestring, "full_attention") != 0) {
@@ -398,7 +381,7 @@ dfl_cfg_fill (DflQwen3Config *c, const cJSON *root, const char *origin, GError *
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                  "%s: hidden_act %s%s%s is not supported (gst-dflash runs 'silu')", origin,
                  cJSON_IsString (act) ? "'" : "",
-                 cJSON_IsString (act) ? act->valuestring : dfl_cfg_kind (act),
+                 cJSON_IsString (act) ? act->valuestring : dfl_json_kind (act),
                  cJSON_IsString (act) ? "'" : "");
     return FALSE;
   }
@@ -437,7 +420,7 @@ dfl_cfg_fill (DflQwen3Config *c, const cJSON *root, const char *origin, GError *
     if (!cJSON_IsNumber (item)) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                    "%s: key 'rope_parameters.rope_theta' is %s, expected a number",
-                   origin, dfl_cfg_kind (item));
+                   origin, dfl_json_kind (item));
       return FALSE;
     }
     c->rope_theta = item->valuedouble;

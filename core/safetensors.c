@@ -6,6 +6,7 @@
  * "__metadata__" object of strings), then the data area. data_offsets are
  * relative to the start of the data area.
  */
+#include "dfl-json.h"
 #include "safetensors.h"
 #include "dfl-error.h"
 
@@ -260,26 +261,6 @@ dfl_format_dims (guint n_dims, const gint64 *shape)
     g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? ", " : "", shape[i]);
   g_string_append_c (s, ']');
   return g_string_free (s, FALSE);
-}
-
-static const char *
-dfl_json_kind (const cJSON *item)
-{
-  if (item == NULL)
-    return "missing";
-  if (cJSON_IsString (item))
-    return "a string";
-  if (cJSON_IsNumber (item))
-    return "a number";
-  if (cJSON_IsArray (item))
-    return "an array";
-  if (cJSON_IsObject (item))
-    return "an object";
-  if (cJSON_IsBool (item))
-    return "a boolean";
-  if (cJSON_IsNull (item))
-    return "null";
-  return "an invalid value";
 }
 
 typedef enum {

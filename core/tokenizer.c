@@ -20,6 +20,7 @@
  * padding) is refused with a DFL_ERROR naming the file and the component:
  * a tokenizer that silently differs from the reference is worse than none.
  */
+#include "dfl-json.h"
 #include "tokenizer.h"
 #include "dfl-error.h"
 
@@ -500,26 +501,6 @@ dfl_tok_merge_insert (DflTokenizer *tok, gint32 a, gint32 b, guint32 rank, gint3
 /* ------------------------------------------------------------------------ */
 /* Loading                                                                  */
 
-static const char *
-dfl_tok_kind (const cJSON *item)
-{
-  if (item == NULL)
-    return "missing";
-  if (cJSON_IsString (item))
-    return "a string";
-  if (cJSON_IsNumber (item))
-    return "a number";
-  if (cJSON_IsArray (item))
-    return "an array";
-  if (cJSON_IsObject (item))
-    return "an object";
-  if (cJSON_IsBool (item))
-    return "a boolean";
-  if (cJSON_IsNull (item))
-    return "null";
-  return "an invalid value";
-}
-
 /* The item, or NULL where the key is absent or null. */
 static const cJSON *
 dfl_tok_get (const cJSON *obj, const char *key)
@@ -541,7 +522,7 @@ dfl_tok_bool (const cJSON *obj, const char *origin, const char *what, const char
   }
   if (!cJSON_IsBool (item)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: %s: '%s' is %s, expected true or false",
-                 origin, what, key, dfl_tok_kind (item));
+                 origin, what, key, dfl_json_kind (item));
     return FALSE;
   }
   *out = cJSON_IsTrue (item);
@@ -555,7 +536,7 @@ dfl_tok_id (const cJSON *item, const char *origin, const char *what, int *out, G
 
   if (!cJSON_IsNumber (item)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: %s: the id is %s, expected an integer",
-                 origin, what, dfl_tok_kind (item));
+                 origin, what, dfl_json_kind (item));
     return FALSE;
   }
   d = item->valuedouble;
@@ -587,7 +568,7 @@ dfl_tok_parse_normalizer (DflTokenizer *tok, const cJSON *n, GError **error)
   type = cJSON_IsObject (n) ? dfl_tok_type (n) : NULL;
   if (type == NULL) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: the normalizer is %s without a type", tok->origin, dfl_tok_kind (n));
+                 "%s: the normalizer is %s without a type", tok->origin, dfl_json_kind (n));
     return FALSE;
   }
   if (strcmp (type, "NFC") == 0) {
@@ -601,7 +582,7 @@ dfl_tok_parse_normalizer (DflTokenizer *tok, const cJSON *n, GError **error)
     if (!cJSON_IsArray (list)) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                    "%s: normalizer Sequence: 'normalizers' is %s, expected an array",
-                   tok->origin, dfl_tok_kind (list));
+                   tok->origin, dfl_json_kind (list));
       return FALSE;
     }
     cJSON_ArrayForEach (item, list) {
@@ -627,7 +608,7 @@ dfl_tok_parse_pre_tokenizer (DflTokenizer *tok, const cJSON *p, guint *byte_leve
 
   if (type == NULL) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: the pre_tokenizer is %s without a type", tok->origin, dfl_tok_kind (p));
+                 "%s: the pre_tokenizer is %s without a type", tok->origin, dfl_json_kind (p));
     return FALSE;
   }
   if (*byte_level) {
@@ -642,7 +623,7 @@ dfl_tok_parse_pre_tokenizer (DflTokenizer *tok, const cJSON *p, guint *byte_leve
     if (!cJSON_IsArray (list)) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                    "%s: pre_tokenizer Sequence: 'pretokenizers' is %s, expected an array",
-                   tok->origin, dfl_tok_kind (list));
+                   tok->origin, dfl_json_kind (list));
       return FALSE;
     }
     cJSON_ArrayForEach (item, list) {
@@ -734,7 +715,7 @@ dfl_tok_unset_string (const cJSON *model, const char *origin, const char *key, G
     return TRUE;
   g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                "%s: model: '%s' is set (%s); only null or \"\" is supported", origin, key,
-               cJSON_IsString (item) ? item->valuestring : dfl_tok_kind (item));
+               cJSON_IsString (item) ? item->valuestring : dfl_json_kind (item));
   return FALSE;
 }
 
@@ -745,7 +726,7 @@ dfl_tok_parse_vocab (DflTokenizer *tok, const cJSON *vocab, GPtrArray *by_id, GE
 
   if (!cJSON_IsObject (vocab)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: model: 'vocab' is %s, expected an object",
-                 tok->origin, dfl_tok_kind (vocab));
+                 tok->origin, dfl_json_kind (vocab));
     return FALSE;
   }
   cJSON_ArrayForEach (item, vocab) {
@@ -793,7 +774,7 @@ dfl_tok_parse_merges (DflTokenizer *tok, const cJSON *merges, GError **error)
 
   if (!cJSON_IsArray (merges)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: model: 'merges' is %s, expected an array",
-                 tok->origin, dfl_tok_kind (merges));
+                 tok->origin, dfl_json_kind (merges));
     return FALSE;
   }
   n = cJSON_GetArraySize (merges);
@@ -832,7 +813,7 @@ dfl_tok_parse_merges (DflTokenizer *tok, const cJSON *merges, GError **error)
     } else {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                    "%s: model merges: entry %u is %s, expected \"a b\" or [\"a\", \"b\"]",
-                   tok->origin, rank + 1, dfl_tok_kind (item));
+                   tok->origin, rank + 1, dfl_json_kind (item));
       return FALSE;
     }
     both = g_strconcat (left, right, NULL);
@@ -861,7 +842,7 @@ dfl_tok_parse_model (DflTokenizer *tok, const cJSON *model, GPtrArray *by_id, GE
 
   if (!cJSON_IsObject (model)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: 'model' is %s, expected an object",
-                 tok->origin, dfl_tok_kind (model));
+                 tok->origin, dfl_json_kind (model));
     return FALSE;
   }
   type = dfl_tok_type (model);
@@ -915,7 +896,7 @@ dfl_tok_parse_model (DflTokenizer *tok, const cJSON *model, GPtrArray *by_id, GE
     if (!cJSON_IsString (item)) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                    "%s: model: 'unk_token' is %s, expected a string or null", tok->origin,
-                   dfl_tok_kind (item));
+                   dfl_json_kind (item));
       return FALSE;
     }
     tok->unk_id = dfl_tok_vocab_id (tok, item->valuestring);
@@ -989,7 +970,7 @@ dfl_tok_parse_added (DflTokenizer *tok, const cJSON *list, GPtrArray *by_id, GEr
     return TRUE;
   if (!cJSON_IsArray (list)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: 'added_tokens' is %s, expected an array",
-                 tok->origin, dfl_tok_kind (list));
+                 tok->origin, dfl_json_kind (list));
     return FALSE;
   }
   n = cJSON_GetArraySize (list);
@@ -1124,7 +1105,7 @@ dfl_tok_check_decoder (DflTokenizer *tok, const cJSON *root, GError **error)
   if (type == NULL || strcmp (type, "ByteLevel") != 0) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                  "%s: decoder '%s' is not supported (ByteLevel only)", tok->origin,
-                 type ? type : dfl_tok_kind (d));
+                 type ? type : dfl_json_kind (d));
     return FALSE;
   }
   /* A post-processor that adds tokens (TemplateProcessing's BOS, say) would
@@ -1136,7 +1117,7 @@ dfl_tok_check_decoder (DflTokenizer *tok, const cJSON *root, GError **error)
     if (type == NULL || strcmp (type, "ByteLevel") != 0) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                    "%s: post_processor '%s' is not supported (null or ByteLevel only)",
-                   tok->origin, type ? type : dfl_tok_kind (pp));
+                   tok->origin, type ? type : dfl_json_kind (pp));
       return FALSE;
     }
   }
@@ -1218,7 +1199,7 @@ dfl_tokenizer_parse (const char *json, gsize len, const char *origin, GError **e
   if (item != NULL && !(cJSON_IsString (item) && strcmp (item->valuestring, "1.0") == 0)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                  "%s: tokenizer.json version '%s' is not supported (1.0 only)", tok->origin,
-                 cJSON_IsString (item) ? item->valuestring : dfl_tok_kind (item));
+                 cJSON_IsString (item) ? item->valuestring : dfl_json_kind (item));
     return NULL;
   }
   item = cJSON_GetObjectItemCaseSensitive (root, "model");

@@ -3,9 +3,9 @@
  * Compute only: no model files, no model logic. Matrices are row-major F32;
  * a weight matrix W is [out][in] as checkpoints store it, so a projection of
  * `rows` rows is y = x · Wᵀ. Projections by stored weights go through
- * dfl_matmul_w (batch-invariant, OpenMP's threads); dfl_matmul and dfl_gemm
- * go through OpenBLAS (its own threads); the loops here use OpenMP where a
- * loop is worth it.
+ * dfl_matmul_w (batch-invariant, OpenMP's threads); dfl_matmul, an F32
+ * product through OpenBLAS (its own threads), is an independent path the
+ * tests check against; the loops here use OpenMP where a loop is worth it.
  */
 #pragma once
 
@@ -16,7 +16,8 @@
 extern "C" {
 #endif
 
-/* y[rows][out] = x[rows][in] · w[out][in]ᵀ (+ y when `accumulate`). */
+/* y[rows][out] = x[rows][in] · w[out][in]ᵀ (+ y when `accumulate`), F32
+ * through OpenBLAS: not batch-invariant, so the model code does not use it. */
 void dfl_matmul (const float *x, int rows, int in, const float *w, int out,
                  float *y, int accumulate);
 
@@ -41,12 +42,6 @@ size_t dfl_weights_bytes (const DflWeights *w);
 /* Use the plain-C paths even where AVX2 is there (tests: both must agree
  * bitwise). */
 void dfl_kernels_set_generic (int on);
-
-/* c[m][n] = alpha · a[m][k] · (b_t ? b[n][k]ᵀ : b[k][n]) (+ beta · c), with
- * leading dimensions; a thin wrapper so callers need not include cblas.h. */
-void dfl_gemm (int m, int n, int k, float alpha,
-               const float *a, int lda, const float *b, int ldb, int b_t,
-               float beta, float *c, int ldc);
 
 /* Each row of `dim`: x / sqrt(mean(x²) + eps) ⊙ w, in place. The mean of
  * squares is summed in double so long rows lose nothing. */

@@ -11,15 +11,6 @@
 #include <omp.h>
 
 void
-dfl_gemm (int m, int n, int k, float alpha,
-          const float *a, int lda, const float *b, int ldb, int b_t,
-          float beta, float *c, int ldc)
-{
-  cblas_sgemm (CblasRowMajor, CblasNoTrans, b_t ? CblasTrans : CblasNoTrans,
-               m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-void
 dfl_matmul (const float *x, int rows, int in, const float *w, int out,
             float *y, int accumulate)
 {

@@ -7,14 +7,13 @@
  * stderr at the end, or one JSON object on stdout with --json.
  */
 #include <cjson/cJSON.h>
+#include <gst/gst.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dfl-error.h"
 #include "dflash-cli.h"
-#include <gst/gst.h>
-
 #include "gstdflashelements.h"
 #include "gstdflashmodel.h"
 #include "speculate.h"

@@ -127,6 +127,34 @@ struct _DflTokenizer {
 /* ------------------------------------------------------------------------ */
 /* UTF-8 and Unicode classes                                                */
 
+/* What a lead byte (≥ 0x80) asks for (RFC 3629): the continuation bytes
+ * `need` and the range [lo, hi] of the first of them (which rules out
+ * overlongs, surrogates and what passes U+10FFFF). FALSE for a byte that
+ * cannot start a character. */
+static inline gboolean
+dfl_tok_utf8_lead (guint8 b, guint *need, guint8 *lo, guint8 *hi)
+{
+  *lo = 0x80;
+  *hi = 0xBF;
+  if (b >= 0xC2 && b <= 0xDF)
+    *need = 1;
+  else if (b == 0xE0)
+    *need = 2, *lo = 0xA0;
+  else if (b == 0xED)
+    *need = 2, *hi = 0x9F;
+  else if (b >= 0xE1 && b <= 0xEF)
+    *need = 2;
+  else if (b == 0xF0)
+    *need = 3, *lo = 0x90;
+  else if (b >= 0xF1 && b <= 0xF3)
+    *need = 3;
+  else if (b == 0xF4)
+    *need = 3, *hi = 0x8F;
+  else
+    return FALSE;
+  return TRUE;
+}
+
 /* Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629:
  * no overlongs, no surrogates, nothing above U+10FFFF), or -1. NUL is
  * accepted: it is a character like any other. */
@@ -138,27 +166,13 @@ dfl_tok_utf8_check (const guint8 *p, gsize len)
   while (i < len) {
     guint8 b = p[i];
     guint need, k;
-    guint8 lo = 0x80, hi = 0xBF;
+    guint8 lo, hi;
 
     if (b < 0x80) {
       i++;
       continue;
     }
-    if (b >= 0xC2 && b <= 0xDF)
-      need = 1;
-    else if (b == 0xE0)
-      need = 2, lo = 0xA0;
-    else if (b == 0xED)
-      need = 2, hi = 0x9F;
-    else if (b >= 0xE1 && b <= 0xEF)
-      need = 2;
-    else if (b == 0xF0)
-      need = 3, lo = 0x90;
-    else if (b >= 0xF1 && b <= 0xF3)
-      need = 3;
-    else if (b == 0xF4)
-      need = 3, hi = 0x8F;
-    else
+    if (!dfl_tok_utf8_lead (b, &need, &lo, &hi))
       return i;
     for (k = 1; k <= need; k++) {
       guint8 c;
@@ -1755,28 +1769,14 @@ dfl_tok_lossy (const guint8 *p, gsize len, gboolean final, GString *out)
   while (i < len) {
     guint8 b = p[i];
     guint need, k;
-    guint8 lo = 0x80, hi = 0xBF;
+    guint8 lo, hi;
 
     if (b < 0x80) {
       g_string_append_c (out, (char) b);
       i++;
       continue;
     }
-    if (b >= 0xC2 && b <= 0xDF)
-      need = 1;
-    else if (b == 0xE0)
-      need = 2, lo = 0xA0;
-    else if (b == 0xED)
-      need = 2, hi = 0x9F;
-    else if (b >= 0xE1 && b <= 0xEF)
-      need = 2;
-    else if (b == 0xF0)
-      need = 3, lo = 0x90;
-    else if (b >= 0xF1 && b <= 0xF3)
-      need = 3;
-    else if (b == 0xF4)
-      need = 3, hi = 0x8F;
-    else {
+    if (!dfl_tok_utf8_lead (b, &need, &lo, &hi)) {
       g_string_append_len (out, fffd, 3);
       i++;
       continue;

@@ -11,7 +11,7 @@ apt-get install -y -q --no-install-recommends \
   libglib2.0-dev libcjson-dev libopenblas-dev \
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
   gstreamer1.0-tools gstreamer1.0-plugins-base \
-  libvulkan-dev glslc \
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers \
   python3 python3-venv python3-pip
 
 if [ ! -x .venv/bin/python3 ]; then

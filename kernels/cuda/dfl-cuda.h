@@ -1,0 +1,171 @@
+/* gst-dflash — CUDA compute kernels and the device they run on.
+ *
+ * Compute only: no model files, no model logic (core/cuda/ holds that).
+ * Every launcher enqueues on the device's one stream and returns at once;
+ * nothing here synchronises except dfl_cuda_sync and the copies that say
+ * so. Pointers named d_* are device memory. Matrices are row-major; a
+ * weight matrix W is [out][in] as checkpoints store it, so a projection of
+ * `rows` rows is y = x · Wᵀ, accumulated in F32.
+ *
+ * Errors: a launcher cannot fail synchronously; a failed launch or a fault
+ * shows at the next dfl_cuda_sync / dfl_cuda_check, which turns the CUDA or
+ * cuBLAS status into a GError (DFL_ERROR_IO) naming the call.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stddef.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+/* --- the device --- */
+
+typedef struct _DflCudaDevice DflCudaDevice;
+
+/* Open device `ordinal` (0 = the first): a CUDA context, one stream, a
+ * cuBLAS handle. Where no driver or no device is present, NULL with a
+ * DFL_ERROR_UNSUPPORTED error that says so and quotes CUDA's reason
+ * ("CUDA is unavailable: no CUDA-capable device is detected"). */
+DflCudaDevice *dfl_cuda_device_open (int ordinal, GError **error);
+DflCudaDevice *dfl_cuda_device_ref (DflCudaDevice *dev);
+void dfl_cuda_device_unref (DflCudaDevice *dev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflCudaDevice, dfl_cuda_device_unref)
+
+/* "NVIDIA H200 (sm_90, 139 GiB)" */
+const char *dfl_cuda_device_describe (DflCudaDevice *dev);
+int dfl_cuda_device_ordinal (DflCudaDevice *dev);
+/* cudaStream_t and cublasHandle_t, as void * so C callers need no CUDA headers. */
+void *dfl_cuda_device_stream (DflCudaDevice *dev);
+void *dfl_cuda_device_cublas (DflCudaDevice *dev);
+
+/* Device memory. alloc: NULL with a DFL_ERROR_LIMIT error naming the size
+ * when the card has no room. Freeing NULL does nothing. */
+void *dfl_cuda_alloc (DflCudaDevice *dev, size_t bytes, GError **error);
+void dfl_cuda_free (DflCudaDevice *dev, void *d_ptr);
+/* Copies on the device's stream. upload/download wait for the copy to end
+ * (the host buffer may be reused at once); copy_d2d does not. */
+gboolean dfl_cuda_upload (DflCudaDevice *dev, void *d_dst, const void *src, size_t bytes,
+                          GError **error);
+gboolean dfl_cuda_download (DflCudaDevice *dev, void *dst, const void *d_src, size_t bytes,
+                            GError **error);
+void dfl_cuda_copy_d2d (DflCudaDevice *dev, void *d_dst, const void *d_src, size_t bytes);
+void dfl_cuda_memset (DflCudaDevice *dev, void *d_dst, int value, size_t bytes);
+/* Wait for the stream; FALSE with the first error any launch made. */
+gboolean dfl_cuda_sync (DflCudaDevice *dev, GError **error);
+/* The last launch error, without waiting. */
+gboolean dfl_cuda_check (DflCudaDevice *dev, const char *what, GError **error);
+/* Bytes/s of a device-to-device copy of `bytes`, measured now (benches'
+ * floors). */
+double dfl_cuda_copy_bandwidth (DflCudaDevice *dev, size_t bytes, GError **error);
+
+/* CUDA graphs of the stream's work (the block, the verify step): capture
+ * begins; end returns an executable graph (NULL with an error); launch
+ * enqueues it. */
+typedef struct _DflCudaGraph DflCudaGraph;
+gboolean dfl_cuda_capture_begin (DflCudaDevice *dev, GError **error);
+DflCudaGraph *dfl_cuda_capture_end (DflCudaDevice *dev, GError **error);
+void dfl_cuda_graph_launch (DflCudaDevice *dev, DflCudaGraph *graph);
+void dfl_cuda_graph_free (DflCudaGraph *graph);
+
+/* --- element types --- */
+
+typedef enum { DFL_CUDA_F32, DFL_CUDA_F16, DFL_CUDA_BF16 } DflCudaType;
+size_t dfl_cuda_type_size (DflCudaType type);
+
+/* A weight matrix on the device: [rows][cols] row-major in `type`. */
+typedef struct {
+  const void *d_data;
+  DflCudaType type;
+  int rows;   /* outputs */
+  int cols;   /* inputs */
+} DflCudaWeights;
+
+/* --- kernels --- */
+
+/* d_y[r][o] (+)= x[r] · W[o] for r < rows, o < n_out (n_out ≤ W.rows: a
+ * head's shortlist is its first rows). ldx, ldy: row strides in floats.
+ * F32 weights: F32 products (no TF32). F16/BF16 weights: x is rounded to the
+ * weights' type and multiplied on the tensor cores with F32 accumulation
+ * (cuBLAS), or by a bandwidth-bound kernel for few rows; `d_scratch` holds
+ * the rounded x (rows · in elements of 2 bytes; may be NULL for F32). */
+void dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, int rows,
+                      int ldx, float *d_y, int ldy, int n_out, gboolean accumulate,
+                      void *d_scratch);
+
+/* Rows of a table (F32/F16/BF16 [n][dim]) gathered by id into F32:
+ * d_out[i] = table[d_ids[i]] for i < n. Ids are checked by the caller. */
+void dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflCudaType type, int dim,
+                     const int32_t *d_ids, int n, float *d_out);
+
+/* Each row of `dim`: x / sqrt(mean(x²) + eps) ⊙ w (w: F32 [dim]), from
+ * d_src into d_dst (may be the same). */
+void dfl_cuda_rmsnorm (DflCudaDevice *dev, float *d_dst, const float *d_src, int rows, int dim,
+                       const float *d_w, float eps);
+
+/* Half-split (NeoX / Qwen) rope, in place: `rows` rows of `heads` heads of
+ * head_dim, row r at position *d_pos0 + r; d_inv_freq [head_dim/2]. The
+ * position is read on the device so a captured graph can be replayed at
+ * another position. */
+void dfl_cuda_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
+                    const float *d_inv_freq, const int64_t *d_pos0);
+
+/* gate[i] = silu(gate[i]) · up[i]. */
+void dfl_cuda_silu_mul (DflCudaDevice *dev, float *d_gate, const float *d_up, size_t n);
+/* x[i] += y[i]. */
+void dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n);
+
+/* Grouped-query attention of `rows` query rows over the keys of a cache or a scratch:
+ *   q   [rows][heads][head_dim]
+ *   k,v key rows of stride `kv_stride` floats; head g of key j at
+ *       k + j·kv_stride + g·head_dim (a cache [pos][kv_heads][hd] has
+ *       kv_stride = kv_heads·hd)
+ *   out [rows][heads][head_dim]
+ * Query row r sees keys [d_lo[r], d_hi[r]) (device int32 arrays, one pair
+ * per row, read on the device so a captured graph can be replayed over
+ * other ranges; an empty range gives zeros). Any range length works (the
+ * kernel walks the keys in tiles; no bound on the context). Softmax in F32 with the maximum
+ * subtracted, scale usually 1/sqrt(head_dim). Causal decoding over a cache
+ * is lo = 0, hi = past + r + 1; the drafter's block is its window of the
+ * context then every block row. */
+void dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, int kv_heads,
+                         int head_dim, const float *d_k, const float *d_v, int kv_stride,
+                         const int32_t *d_lo, const int32_t *d_hi, float scale, float *d_out);
+
+/* The drafter's grouped causal row convolution (DESIGN.md):
+ *   y[r][i] = Σ_{o < min(kernel, r+1)} (base[o][i] + dyn[r][o][i / group]) · x[r−o][i]
+ * x, y [rows][dim] (y must not be x); base [kernel][dim]; dyn rows of
+ * stride `dyn_stride` floats holding [kernel][dim / group]. */
+void dfl_cuda_row_conv (DflCudaDevice *dev, const float *d_x, int rows, int dim, int group,
+                        int kernel, const float *d_base, const float *d_dyn, int dyn_stride,
+                        float *d_y);
+
+/* Index of each row's largest value (the first of equals): d_out[r]. */
+void dfl_cuda_argmax (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld,
+                      int32_t *d_out);
+
+/* Each row's `k` largest values, largest first, the first of equals kept
+ * (k ≤ 64): d_values[r][k], d_indices[r][k]. */
+void dfl_cuda_top_k (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, int k,
+                     float *d_values, int32_t *d_indices);
+
+/* The selector's re-scoring (DESIGN.md), a chain over `rows` rows run by one
+ * block of threads: row r's candidates (d_cand [rows][k], their logits
+ * d_cand_logit [rows][k]) are scored logit + Σ_j pred[prev][j] · hp[r][j] ·
+ * succ[cand][j] (codebooks F16 [vocab][rank], hp [rows][rank] F32), prev
+ * starting at `anchor` and then each row's choice; the first of equals wins.
+ * d_chosen [rows]. */
+void dfl_cuda_select_rescore (DflCudaDevice *dev, const int32_t *d_cand,
+                              const float *d_cand_logit, int rows, int k, const float *d_hp,
+                              int rank, const uint16_t *d_pred_book,
+                              const uint16_t *d_succ_book, int32_t anchor, int32_t *d_chosen);
+
+/* F32 ↔ F16/BF16 on the device (round to nearest even). */
+void dfl_cuda_convert (DflCudaDevice *dev, const void *d_src, DflCudaType src_type,
+                       void *d_dst, DflCudaType dst_type, size_t n);
+/* Fill with uniform values in [−scale, scale) from a counter-based hash of
+ * (seed, index): benches make random weights on the card, no files. */
+void dfl_cuda_fill_random (DflCudaDevice *dev, void *d_dst, DflCudaType type, size_t n,
+                           uint64_t seed, float scale);
+
+G_END_DECLS

@@ -51,6 +51,11 @@ gboolean dfl_cuda_download (DflCudaDevice *dev, void *dst, const void *d_src, si
                             GError **error);
 void dfl_cuda_copy_d2d (DflCudaDevice *dev, void *d_dst, const void *d_src, size_t bytes);
 void dfl_cuda_memset (DflCudaDevice *dev, void *d_dst, int value, size_t bytes);
+/* `rows` rows of `row_bytes` from d_src (stride src_pitch bytes) to d_dst
+ * (stride dst_pitch bytes), device to device, not waiting (a tap into its
+ * slot of the joined taps rows, say). */
+void dfl_cuda_copy_2d (DflCudaDevice *dev, void *d_dst, size_t dst_pitch, const void *d_src,
+                       size_t src_pitch, size_t row_bytes, size_t rows);
 /* Wait for the stream; FALSE with the first error any launch made. */
 gboolean dfl_cuda_sync (DflCudaDevice *dev, GError **error);
 /* The last launch error, without waiting. */
@@ -145,7 +150,9 @@ void dfl_cuda_argmax (DflCudaDevice *dev, const float *d_x, int rows, int n, int
                       int32_t *d_out);
 
 /* Each row's `k` largest values, largest first, the first of equals kept
- * (k ≤ 64): d_values[r][k], d_indices[r][k]. */
+ * (k ≤ 64): d_values[r][k], d_indices[r][k]. NaNs are skipped and −0 equals
+ * +0, as in the CPU's dfl_top_k; where a row has fewer than k other values,
+ * the slots past them hold value NaN and index −1. */
 void dfl_cuda_top_k (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, int k,
                      float *d_values, int32_t *d_indices);
 
@@ -154,7 +161,8 @@ void dfl_cuda_top_k (DflCudaDevice *dev, const float *d_x, int rows, int n, int 
  * d_cand_logit [rows][k]) are scored logit + Σ_j pred[prev][j] · hp[r][j] ·
  * succ[cand][j] (codebooks F16 [vocab][rank], hp [rows][rank] F32), prev
  * starting at `anchor` and then each row's choice; the first of equals wins.
- * d_chosen [rows]. */
+ * d_chosen [rows]. A candidate −1 ends its row's list (top_k's padding); a
+ * row with none chooses token 0, as the CPU does. k ≤ 64, rank ≤ 8192. */
 void dfl_cuda_select_rescore (DflCudaDevice *dev, const int32_t *d_cand,
                               const float *d_cand_logit, int rows, int k, const float *d_hp,
                               int rank, const uint16_t *d_pred_book,

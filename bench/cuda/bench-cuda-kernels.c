@@ -1,0 +1,233 @@
+/* gst-dflash — the CUDA kernels' speed on the card, measured in one run.
+ *
+ * A device-to-device copy gives the floor; the projections of Qwen3-8B
+ * (4096 → 12288, 12288 → 4096, the 4096 → 151936 head) with BF16 weights at
+ * 1, 16 and 512 rows are timed with CUDA events (the median of N calls) and
+ * set against it: a few rows are bound by reading the weights, so their
+ * weight bytes per second over the copy's bytes per second says how close
+ * to the memory they run. Attention of 16 rows (a verify step) and of one
+ * row (a decode step, its keys split over blocks) over 4096 keys and the
+ * choice kernels follow. Weights are random, made on the card.
+ */
+#include <cuda_runtime.h>
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dfl-cuda.h"
+
+#define CALLS 25
+
+static DflCudaDevice *dev;
+
+static void
+check (GError *error)
+{
+  if (error) {
+    fprintf (stderr, "bench-cuda-kernels: %s\n", error->message);
+    exit (1);
+  }
+}
+
+static void *
+alloc (size_t bytes)
+{
+  GError *error = NULL;
+  void *d = dfl_cuda_alloc (dev, bytes, &error);
+  check (error);
+  return d;
+}
+
+static int
+cmp_float (const void *a, const void *b)
+{
+  float x = *(const float *) a, y = *(const float *) b;
+  return (x > y) - (x < y);
+}
+
+typedef void (*Launch) (gpointer data);
+
+/* The median milliseconds of CALLS launches, each between two events, after
+ * a few untimed ones. */
+static double
+time_ms (Launch launch, gpointer data)
+{
+  GError *error = NULL;
+  cudaStream_t stream = dfl_cuda_device_stream (dev);
+  cudaEvent_t start[CALLS], stop[CALLS];
+  float ms[CALLS];
+
+  for (int i = 0; i < 3; i++)
+    launch (data);
+  for (int i = 0; i < CALLS; i++) {
+    cudaEventCreate (&start[i]);
+    cudaEventCreate (&stop[i]);
+    cudaEventRecord (start[i], stream);
+    launch (data);
+    cudaEventRecord (stop[i], stream);
+  }
+  dfl_cuda_sync (dev, &error);
+  check (error);
+  for (int i = 0; i < CALLS; i++) {
+    cudaEventElapsedTime (&ms[i], start[i], stop[i]);
+    cudaEventDestroy (start[i]);
+    cudaEventDestroy (stop[i]);
+  }
+  qsort (ms, CALLS, sizeof (float), cmp_float);
+  return ms[CALLS / 2];
+}
+
+typedef struct {
+  DflCudaWeights w;
+  float *d_x, *d_y;
+  void *d_scratch;
+  int rows;
+} Matmul;
+
+static void
+matmul_launch (gpointer data)
+{
+  Matmul *m = data;
+  dfl_cuda_matmul (dev, &m->w, m->d_x, m->rows, m->w.cols, m->d_y, m->w.rows, m->w.rows, FALSE,
+                   m->d_scratch);
+}
+
+typedef struct {
+  float *d_q, *d_k, *d_v, *d_out;
+  int32_t *d_lo, *d_hi;
+  int rows, heads, kv_heads, hd;
+} Attention;
+
+static void
+attention_launch (gpointer data)
+{
+  Attention *a = data;
+  dfl_cuda_attention (dev, a->d_q, a->rows, a->heads, a->kv_heads, a->hd, a->d_k, a->d_v,
+                      a->kv_heads * a->hd, a->d_lo, a->d_hi, 1.0f / sqrtf ((float) a->hd),
+                      a->d_out);
+}
+
+typedef struct {
+  float *d_x, *d_vals;
+  int32_t *d_idx;
+  int rows, n, k;
+} TopK;
+
+static void
+top_k_launch (gpointer data)
+{
+  TopK *t = data;
+  dfl_cuda_top_k (dev, t->d_x, t->rows, t->n, t->n, t->k, t->d_vals, t->d_idx);
+}
+
+static void
+argmax_launch (gpointer data)
+{
+  TopK *t = data;
+  dfl_cuda_argmax (dev, t->d_x, t->rows, t->n, t->n, t->d_idx);
+}
+
+int
+main (int argc, char **argv)
+{
+  GError *error = NULL;
+  const int shapes[][2] = { { 4096, 12288 }, { 12288, 4096 }, { 4096, 151936 } };
+  const int rows[] = { 1, 16, 512 };
+  double copy;
+
+  dev = dfl_cuda_device_open (0, &error);
+  check (error);
+  copy = dfl_cuda_copy_bandwidth (dev, (size_t) 512 << 20, &error);
+  check (error);
+  printf ("device: %s\n", dfl_cuda_device_describe (dev));
+  printf ("device-to-device copy of 512 MiB: %.0f GB/s (bytes copied; each is read and "
+          "written)\n\n", copy / 1e9);
+
+  printf ("BF16 matmul y = x·Wᵀ, median of %d calls\n", CALLS);
+  printf ("%6s %7s %5s %10s %12s %10s %10s\n", "in", "out", "rows", "µs/call", "weight GB/s",
+          "÷ copy", "TFLOP/s");
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
+    int in = shapes[s][0], out = shapes[s][1];
+    size_t nw = (size_t) in * out;
+    Matmul m = { { alloc (nw * 2), DFL_CUDA_BF16, out, in } };
+    dfl_cuda_fill_random (dev, (void *) m.w.d_data, DFL_CUDA_BF16, nw, 1, 0.02f);
+    for (guint r = 0; r < G_N_ELEMENTS (rows); r++) {
+      double ms, wbps;
+      m.rows = rows[r];
+      m.d_x = alloc (sizeof (float) * m.rows * in);
+      m.d_y = alloc (sizeof (float) * m.rows * out);
+      m.d_scratch = alloc ((size_t) m.rows * in * 2);
+      dfl_cuda_fill_random (dev, m.d_x, DFL_CUDA_F32, (size_t) m.rows * in, 2, 1.0f);
+      ms = time_ms (matmul_launch, &m);
+      wbps = nw * 2 / (ms / 1e3);
+      printf ("%6d %7d %5d %10.1f %12.0f %10.2f %10.1f\n", in, out, m.rows, ms * 1e3,
+              wbps / 1e9, wbps / copy, 2.0 * m.rows * nw / (ms / 1e3) / 1e12);
+      dfl_cuda_free (dev, m.d_x);
+      dfl_cuda_free (dev, m.d_y);
+      dfl_cuda_free (dev, m.d_scratch);
+    }
+    dfl_cuda_free (dev, (void *) m.w.d_data);
+  }
+
+  printf ("\n");
+  for (int rows_at = 16; rows_at >= 1; rows_at -= 15) {
+    Attention a = { .rows = rows_at, .heads = 32, .kv_heads = 8, .hd = 128 };
+    const int keys = 4096;
+    size_t nkv = (size_t) keys * a.kv_heads * a.hd, nq = (size_t) a.rows * a.heads * a.hd;
+    int32_t lo[16], hi[16];
+    double ms;
+    for (int r = 0; r < a.rows; r++) {
+      lo[r] = 0;
+      hi[r] = keys - a.rows + r + 1;   /* causal: the block's rows at the end */
+    }
+    a.d_q = alloc (sizeof (float) * nq);
+    a.d_out = alloc (sizeof (float) * nq);
+    a.d_k = alloc (sizeof (float) * nkv);
+    a.d_v = alloc (sizeof (float) * nkv);
+    a.d_lo = alloc (sizeof lo);
+    a.d_hi = alloc (sizeof hi);
+    dfl_cuda_fill_random (dev, a.d_q, DFL_CUDA_F32, nq, 3, 1.0f);
+    dfl_cuda_fill_random (dev, a.d_k, DFL_CUDA_F32, nkv, 4, 1.0f);
+    dfl_cuda_fill_random (dev, a.d_v, DFL_CUDA_F32, nkv, 5, 1.0f);
+    dfl_cuda_upload (dev, a.d_lo, lo, sizeof lo, &error);
+    check (error);
+    dfl_cuda_upload (dev, a.d_hi, hi, sizeof hi, &error);
+    check (error);
+    ms = time_ms (attention_launch, &a);
+    printf ("attention, %d rows × %d heads (%d kv heads, head_dim %d) over %d keys: "
+            "%.1f µs; the F32 cache's %.0f MB at %.0f GB/s (÷ copy %.2f)\n",
+            a.rows, a.heads, a.kv_heads, a.hd, keys, ms * 1e3, 2.0 * nkv * 4 / 1e6,
+            2.0 * nkv * 4 / (ms / 1e3) / 1e9, 2.0 * nkv * 4 / (ms / 1e3) / copy);
+    dfl_cuda_free (dev, a.d_q);
+    dfl_cuda_free (dev, a.d_out);
+    dfl_cuda_free (dev, a.d_k);
+    dfl_cuda_free (dev, a.d_v);
+    dfl_cuda_free (dev, a.d_lo);
+    dfl_cuda_free (dev, a.d_hi);
+  }
+
+  {
+    TopK t = { .rows = 16, .n = 151936, .k = 8 };
+    double ms_top, ms_arg;
+    t.d_x = alloc (sizeof (float) * t.rows * t.n);
+    t.d_vals = alloc (sizeof (float) * t.rows * 64);
+    t.d_idx = alloc (sizeof (int32_t) * t.rows * 64);
+    dfl_cuda_fill_random (dev, t.d_x, DFL_CUDA_F32, (size_t) t.rows * t.n, 6, 8.0f);
+    ms_arg = time_ms (argmax_launch, &t);
+    ms_top = time_ms (top_k_launch, &t);
+    printf ("\n%d rows of %d logits: argmax %.1f µs, top-%d %.1f µs", t.rows, t.n, ms_arg * 1e3,
+            t.k, ms_top * 1e3);
+    t.k = 64;
+    ms_top = time_ms (top_k_launch, &t);
+    printf (", top-%d %.1f µs\n", t.k, ms_top * 1e3);
+    dfl_cuda_free (dev, t.d_x);
+    dfl_cuda_free (dev, t.d_vals);
+    dfl_cuda_free (dev, t.d_idx);
+  }
+
+  dfl_cuda_sync (dev, &error);
+  check (error);
+  dfl_cuda_device_unref (dev);
+  return 0;
+}

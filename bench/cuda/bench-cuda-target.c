@@ -1,0 +1,192 @@
+/* gst-dflash — the CUDA target's step times against the card's bandwidth floor.
+ *
+ *   bench-cuda-target [--context N] [--steps N] [--verify N] [--layers N] [--device N]
+ *
+ * A Qwen3-8B-shaped target (36 layers, hidden 4096, 32 heads over 8,
+ * head_dim 128, intermediate 12288, vocab 151936, untied) with random BF16
+ * weights made on the card, no files. It prefills --context tokens (default
+ * 1024), then times at that context:
+ *   - plain decode: one token a forward, its argmax brought back;
+ *   - verify: --verify rows (default 16) a forward, every row's argmax back,
+ *     the cache truncated back after each, as a speculative round does;
+ * each --steps times (default 32) after a warm-up, and prints the median
+ * against the floor: the weight bytes a step reads over the device-to-device
+ * copy bandwidth measured in the same run (and, apart, with the KV cache the
+ * step's attention reads). A benchmark, not a test: it asserts nothing about
+ * time.
+ */
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench-common.h"
+#include "cuda-target.h"
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+static double
+median (double *v, int n)
+{
+  qsort (v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Median seconds of `steps` forwards of `rows` tokens at position `at`, the
+ * cache truncated back to `at` after each; every row's argmax comes back. */
+static gboolean
+time_steps (DflCudaTarget *t, DflCudaTargetSeq *seq, int at, int rows, int steps,
+            GRand *rng, double *seconds, GError **error)
+{
+  int vocab = dfl_cuda_target_config (t)->vocab;
+  g_autofree int *ids = g_new (int, rows);
+  g_autofree int32_t *argmax = g_new (int32_t, rows);
+  g_autofree double *times = g_new (double, steps);
+  DflCudaForwardOut out = { 0 };
+
+  out.argmax = argmax;
+  for (int s = -3; s < steps; s++) {   /* three warm-up steps */
+    double t0;
+    for (int i = 0; i < rows; i++)
+      ids[i] = g_rand_int_range (rng, 0, vocab);
+    t0 = dfl_bench_now ();
+    if (!dfl_cuda_target_forward (t, seq, ids, rows, &out, error))
+      return FALSE;
+    if (s >= 0)
+      times[s] = dfl_bench_now () - t0;
+    dfl_cuda_target_seq_truncate (seq, at);
+  }
+  *seconds = median (times, steps);
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  int context = 1024, steps = 32, verify = 16, layers = 36, ordinal = 0;
+  GOptionEntry entries[] = {
+    { "context", 0, 0, G_OPTION_ARG_INT, &context, "Tokens in the cache when timing (1024)", "N" },
+    { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed forwards of each kind (32)", "N" },
+    { "verify", 0, 0, G_OPTION_ARG_INT, &verify, "Rows of a verify step (16)", "N" },
+    { "layers", 0, 0, G_OPTION_ARG_INT, &layers, "Layers of the model (36)", "N" },
+    { "device", 0, 0, G_OPTION_ARG_INT, &ordinal, "CUDA device ordinal (0)", "N" },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) octx = g_option_context_new ("— the CUDA target's step times");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflCudaDevice) dev = NULL;
+  g_autoptr (DflCudaTarget) t = NULL;
+  g_autoptr (DflCudaTargetSeq) seq = NULL;
+  g_autoptr (GRand) rng = g_rand_new_with_seed (11);
+  g_autofree int *prompt = NULL;
+  DflQwen3Config c = { 0 };
+  double bw, floor_s, kv_floor_s, t_prefill, t_decode, t_verify;
+  guint64 weight_bytes, kv_bytes;
+
+  g_option_context_add_main_entries (octx, entries, NULL);
+  if (!g_option_context_parse (octx, &argc, &argv, &error)) {
+    fprintf (stderr, "bench-cuda-target: %s\n", error->message);
+    return 2;
+  }
+  if (context < 1 || steps < 1 || verify < 1 || layers < 1) {
+    fprintf (stderr, "bench-cuda-target: --context, --steps, --verify and --layers must be "
+             "positive (got %d, %d, %d, %d)\n", context, steps, verify, layers);
+    return 2;
+  }
+
+  c.hidden = 4096;
+  c.intermediate = 12288;
+  c.layers = layers;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.head_dim = 128;
+  c.vocab = 151936;
+  c.max_positions = 40960;
+  c.rms_eps = 1e-6;
+  c.rope_theta = 1e6;
+  c.tie_word_embeddings = FALSE;
+  c.bos_id = -1;
+  if (context + verify > c.max_positions) {
+    fprintf (stderr, "bench-cuda-target: --context %d and --verify %d pass the model's %d "
+             "positions\n", context, verify, c.max_positions);
+    return 2;
+  }
+
+  if (!(dev = dfl_cuda_device_open (ordinal, &error))) {
+    fprintf (stderr, "bench-cuda-target: %s\n", error->message);
+    return 1;
+  }
+  bw = dfl_cuda_copy_bandwidth (dev, (size_t) 1 << 30, &error);
+  if (bw <= 0 || error)
+    goto fail;
+  if (!(t = dfl_cuda_target_new_random (dev, &c, DFL_CUDA_BF16, 1, &error)))
+    goto fail;
+  if (!(seq = dfl_cuda_target_seq_new (t, &error))
+      || !dfl_cuda_target_seq_reserve (seq, context + verify, &error))
+    goto fail;
+
+  prompt = g_new (int, context);
+  for (int i = 0; i < context; i++)
+    prompt[i] = g_rand_int_range (rng, 0, c.vocab);
+  {
+    /* the prefill, timed once (chunks of 512 rows) after an untimed one that
+     * sizes the scratch and wakes cuBLAS; then the context stays */
+    DflCudaForwardOut out = { 0 };
+    int32_t last;
+    double t0;
+    out.logits_from = context - 1;
+    out.argmax = &last;
+    if (!dfl_cuda_target_forward (t, seq, prompt, context, &out, &error))
+      goto fail;
+    dfl_cuda_target_seq_truncate (seq, 0);
+    t0 = dfl_bench_now ();
+    if (!dfl_cuda_target_forward (t, seq, prompt, context, &out, &error))
+      goto fail;
+    t_prefill = dfl_bench_now () - t0;
+  }
+  if (!time_steps (t, seq, context, 1, steps, rng, &t_decode, &error)
+      || !time_steps (t, seq, context, verify, steps, rng, &t_verify, &error))
+    goto fail;
+
+  weight_bytes = dfl_cuda_target_weight_bytes (t);
+  /* K and V of every layer over the context, F32 */
+  kv_bytes = (guint64) 2 * c.layers * context * c.kv_heads * c.head_dim * sizeof (float);
+  floor_s = weight_bytes / bw;
+  kv_floor_s = (weight_bytes + kv_bytes) / bw;
+
+  printf ("device                     %s\n", dfl_cuda_device_describe (dev));
+  printf ("model                      Qwen3-8B shape, %d layers, BF16 random weights\n",
+          c.layers);
+  printf ("copy bandwidth             %.0f GB/s (device to device, this run; a copy reads\n"
+          "                           and writes each byte, counted once, so a step that only\n"
+          "                           reads can go below this floor)\n", bw / 1e9);
+  printf ("weights per step           %.3f GB\n", weight_bytes / 1e9);
+  printf ("KV read at context %-6d  %.3f GB\n", context, kv_bytes / 1e9);
+  printf ("floor = weights / bw       %.3f ms (with the KV read: %.3f ms)\n", floor_s * 1e3,
+          kv_floor_s * 1e3);
+  printf ("\n");
+  printf ("%-22s %6s %12s %12s %10s %12s\n", "step (median)", "rows", "ms", "rows/s",
+          "× floor", "× floor+KV");
+  printf ("%-22s %6d %12.3f %12.1f %10.2f %12.2f\n", "decode", 1, t_decode * 1e3, 1 / t_decode,
+          t_decode / floor_s, t_decode / kv_floor_s);
+  printf ("%-22s %6d %12.3f %12.1f %10.2f %12.2f\n", "verify", verify, t_verify * 1e3,
+          verify / t_verify, t_verify / floor_s, t_verify / kv_floor_s);
+  printf ("%-22s %6d %12.3f %12.1f %10s %12s\n", "prefill (one run)", context,
+          t_prefill * 1e3, context / t_prefill, "-", "-");
+  printf ("\nverify step / decode step  %.2f×\n", t_verify / t_decode);
+  printf ("goal: verify ≤ 1.3× floor; this run %.2f× (%s)\n", t_verify / floor_s,
+          t_verify / floor_s <= 1.3 ? "met" : "not met");
+  printf ("(decode's rows/s is its tokens/s; a verify step checks its rows, "
+          "not all are accepted)\n");
+  return 0;
+
+fail:
+  fprintf (stderr, "bench-cuda-target: %s\n", error ? error->message : "no bandwidth measured");
+  return 1;
+}

@@ -1,0 +1,702 @@
+/* gst-dflash — the Qwen3 target on a CUDA device: weights on the card, a KV
+ * cache per sequence, the forward pass as launches of kernels/cuda. */
+#include "cuda-target.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dfl-error.h"
+#include "dfl-kernels.h"
+#include "safetensors.h"
+
+/* The head runs over at most this many rows at a time, so a prefill that
+ * asks for every row's logits needs scratch for only this many rows of the
+ * vocabulary. */
+#define HEAD_ROWS 64
+#define DEFAULT_CHUNK_ROWS 512
+
+typedef struct {
+  float *in_norm, *post_norm, *q_norm, *k_norm;   /* F32 [hidden] or [head_dim] */
+  DflCudaWeights q, k, v, o, gate, up, down;
+} Layer;
+
+/* Work space of a forward pass, sized for `rows` rows of one chunk. */
+typedef struct {
+  int rows;
+  float *h;            /* [rows][hidden]: the residual stream */
+  float *x;            /* [rows][hidden]: normed rows */
+  float *q;            /* [rows][heads·head_dim] */
+  float *att;          /* [rows][heads·head_dim] */
+  float *gate, *up;    /* [rows][intermediate] each, so silu_mul is one launch */
+  void *rounded;       /* x rounded to 16 bits for the tensor cores */
+  float *logits;       /* [MIN (rows, HEAD_ROWS)][vocab] when the caller keeps none */
+  int32_t *argmax;     /* [HEAD_ROWS] */
+  void *io;            /* what a chunk uploads: Io, then ids, lo, hi [rows] each */
+} Scratch;
+
+/* The head of the uploaded block; the position is read by rope on the card. */
+typedef struct {
+  int64_t pos0;
+} Io;
+
+struct _DflCudaTarget {
+  DflCudaDevice *dev;
+  DflQwen3Config cfg;
+  char *origin;             /* the checkpoint folder, for messages */
+  GPtrArray *allocations;   /* every weight buffer on the card, freed together */
+  DflCudaWeights embed;     /* [vocab][hidden] */
+  DflCudaWeights head;      /* [vocab][hidden]; the embedding's memory when tied */
+  float *norm;
+  float *inv_freq;          /* [head_dim / 2] */
+  Layer *layers;
+  guint64 weight_bytes;
+
+  GMutex lock;              /* one forward at a time: they share the scratch */
+  int chunk_rows;
+  Scratch scratch;
+  void *host_io;            /* the host side of scratch.io */
+};
+
+struct _DflCudaTargetSeq {
+  DflCudaTarget *t;
+  int len;
+  int cap;        /* positions the caches have room for */
+  float *k, *v;   /* [layers][cap][kv_heads·head_dim] */
+};
+
+static void *
+card_alloc (DflCudaTarget *t, size_t bytes, GError **error)
+{
+  void *d = dfl_cuda_alloc (t->dev, bytes, error);
+
+  if (d)
+    g_ptr_array_add (t->allocations, d);
+  return d;
+}
+
+static size_t
+weights_bytes (const DflCudaWeights *w)
+{
+  return (size_t) w->rows * w->cols * dfl_cuda_type_size (w->type);
+}
+
+static float *
+upload_f32 (DflCudaTarget *t, const float *src, size_t n, GError **error)
+{
+  float *d = card_alloc (t, n * sizeof (float), error);
+
+  if (d && !dfl_cuda_upload (t->dev, d, src, n * sizeof (float), error))
+    return NULL;
+  return d;
+}
+
+/* --- from a loaded CPU target --- */
+
+static const DflTensor *
+expect (const DflSafetensors *st, const char *name, guint n_dims, gint64 d0, gint64 d1,
+        GError **error)
+{
+  gint64 shape[2] = { d0, d1 };
+
+  return dfl_safetensors_expect (st, name, n_dims, shape, error);
+}
+
+static float *
+upload_vector (DflCudaTarget *t, const DflSafetensors *st, const char *name, gint64 n,
+               GError **error)
+{
+  const DflTensor *tensor = expect (st, name, 1, n, 0, error);
+  g_autofree float *host = NULL;
+
+  if (!tensor)
+    return NULL;
+  host = dfl_tensor_dup_f32 (tensor);
+  return upload_f32 (t, host, n, error);
+}
+
+static gboolean
+upload_matrix (DflCudaTarget *t, const DflSafetensors *st, const char *name, gint64 rows,
+               gint64 cols, DflCudaTargetWeights as, DflCudaWeights *w, GError **error)
+{
+  const DflTensor *tensor = expect (st, name, 2, rows, cols, error);
+  void *d;
+
+  if (!tensor)
+    return FALSE;
+  w->rows = rows;
+  w->cols = cols;
+  if (as == DFL_CUDA_TARGET_F32 && tensor->dtype != DFL_DTYPE_F32) {
+    /* widened on the host, exactly as the CPU kernels widen each row */
+    g_autofree float *host = dfl_tensor_dup_f32 (tensor);
+    w->type = DFL_CUDA_F32;
+    if (!(d = upload_f32 (t, host, (size_t) rows * cols, error)))
+      return FALSE;
+  } else {
+    w->type = tensor->dtype == DFL_DTYPE_BF16 ? DFL_CUDA_BF16
+        : tensor->dtype == DFL_DTYPE_F16 ? DFL_CUDA_F16 : DFL_CUDA_F32;
+    if (!(d = card_alloc (t, tensor->n_bytes, error))
+        || !dfl_cuda_upload (t->dev, d, tensor->data, tensor->n_bytes, error))
+      return FALSE;
+  }
+  w->d_data = d;
+  t->weight_bytes += weights_bytes (w);
+  return TRUE;
+}
+
+static gboolean
+upload_layer (DflCudaTarget *t, const DflSafetensors *st, int i, DflCudaTargetWeights as,
+              GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  Layer *l = &t->layers[i];
+  gint64 hs = c->hidden, qd = (gint64) c->heads * c->head_dim;
+  gint64 kd = (gint64) c->kv_heads * c->head_dim;
+  g_autofree char *p = g_strdup_printf ("model.layers.%d.", i);
+  g_autofree char *q = g_strconcat (p, "self_attn.q_proj.weight", NULL);
+  g_autofree char *k = g_strconcat (p, "self_attn.k_proj.weight", NULL);
+  g_autofree char *v = g_strconcat (p, "self_attn.v_proj.weight", NULL);
+  g_autofree char *o = g_strconcat (p, "self_attn.o_proj.weight", NULL);
+  g_autofree char *gate = g_strconcat (p, "mlp.gate_proj.weight", NULL);
+  g_autofree char *up = g_strconcat (p, "mlp.up_proj.weight", NULL);
+  g_autofree char *down = g_strconcat (p, "mlp.down_proj.weight", NULL);
+  g_autofree char *in_norm = g_strconcat (p, "input_layernorm.weight", NULL);
+  g_autofree char *post_norm = g_strconcat (p, "post_attention_layernorm.weight", NULL);
+  g_autofree char *q_norm = g_strconcat (p, "self_attn.q_norm.weight", NULL);
+  g_autofree char *k_norm = g_strconcat (p, "self_attn.k_norm.weight", NULL);
+
+  return (l->in_norm = upload_vector (t, st, in_norm, hs, error))
+      && (l->post_norm = upload_vector (t, st, post_norm, hs, error))
+      && (l->q_norm = upload_vector (t, st, q_norm, c->head_dim, error))
+      && (l->k_norm = upload_vector (t, st, k_norm, c->head_dim, error))
+      && upload_matrix (t, st, q, qd, hs, as, &l->q, error)
+      && upload_matrix (t, st, k, kd, hs, as, &l->k, error)
+      && upload_matrix (t, st, v, kd, hs, as, &l->v, error)
+      && upload_matrix (t, st, o, hs, qd, as, &l->o, error)
+      && upload_matrix (t, st, gate, c->intermediate, hs, as, &l->gate, error)
+      && upload_matrix (t, st, up, c->intermediate, hs, as, &l->up, error)
+      && upload_matrix (t, st, down, hs, c->intermediate, as, &l->down, error);
+}
+
+static DflCudaTarget *
+target_alloc (DflCudaDevice *dev, const DflQwen3Config *c, const char *origin)
+{
+  DflCudaTarget *t = g_new0 (DflCudaTarget, 1);
+
+  t->dev = dfl_cuda_device_ref (dev);
+  t->cfg = *c;
+  t->origin = g_strdup (origin);
+  t->allocations = g_ptr_array_new ();
+  t->layers = g_new0 (Layer, c->layers);
+  t->chunk_rows = DEFAULT_CHUNK_ROWS;
+  g_mutex_init (&t->lock);
+  return t;
+}
+
+/* What the CUDA path does not run, said before anything is uploaded. */
+static gboolean
+check_supported (const DflQwen3Config *c, const char *origin, GError **error)
+{
+  if (c->attention_bias) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "%s: attention_bias is true; the CUDA target runs Qwen3 without biases",
+                 origin);
+    return FALSE;
+  }
+  if (c->head_dim % 2 != 0) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "%s: head_dim %d is odd; rope needs pairs", origin, c->head_dim);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+upload_inv_freq (DflCudaTarget *t, GError **error)
+{
+  int half = t->cfg.head_dim / 2;
+  g_autofree float *host = g_new (float, half);
+
+  dfl_rope_inv_freq (host, t->cfg.head_dim, t->cfg.rope_theta);
+  return (t->inv_freq = upload_f32 (t, host, half, error)) != NULL;
+}
+
+DflCudaTarget *
+dfl_cuda_target_new (DflCudaDevice *dev, const DflTarget *cpu, DflCudaTargetWeights as,
+                     GError **error)
+{
+  const DflQwen3Config *c = dfl_target_config (cpu);
+  const DflSafetensors *st = dfl_target_tensors (cpu);
+  g_autoptr (DflCudaTarget) t = NULL;
+
+  if (!check_supported (c, dfl_target_dir (cpu), error))
+    return NULL;
+  t = target_alloc (dev, c, dfl_target_dir (cpu));
+
+  /* the embedding is gathered, never multiplied, unless it is also the head */
+  if (!upload_matrix (t, st, "model.embed_tokens.weight", c->vocab, c->hidden, as, &t->embed,
+                      error)
+      || !(t->norm = upload_vector (t, st, "model.norm.weight", c->hidden, error)))
+    return NULL;
+  /* read per step: the head whole (tied or not), one embedding row */
+  t->weight_bytes -= weights_bytes (&t->embed);
+  if (c->tie_word_embeddings) {
+    t->head = t->embed;
+    t->weight_bytes += weights_bytes (&t->head);
+  } else if (!upload_matrix (t, st, "lm_head.weight", c->vocab, c->hidden, as, &t->head,
+                             error)) {
+    return NULL;
+  }
+  t->weight_bytes += (guint64) c->hidden * dfl_cuda_type_size (t->embed.type);
+
+  for (int i = 0; i < c->layers; i++)
+    if (!upload_layer (t, st, i, as, error))
+      return NULL;
+  if (!upload_inv_freq (t, error))
+    return NULL;
+  return g_steal_pointer (&t);
+}
+
+/* --- random weights made on the card --- */
+
+static gboolean
+random_matrix (DflCudaTarget *t, int rows, int cols, DflCudaType type, float scale,
+               guint64 seed, DflCudaWeights *w, GError **error)
+{
+  size_t n = (size_t) rows * cols;
+  void *d = card_alloc (t, n * dfl_cuda_type_size (type), error);
+
+  if (!d)
+    return FALSE;
+  dfl_cuda_fill_random (t->dev, d, type, n, seed, scale);
+  w->d_data = d;
+  w->type = type;
+  w->rows = rows;
+  w->cols = cols;
+  t->weight_bytes += weights_bytes (w);
+  return TRUE;
+}
+
+DflCudaTarget *
+dfl_cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c, DflCudaType type,
+                            guint64 seed, GError **error)
+{
+  g_autoptr (DflCudaTarget) t = NULL;
+  int hs = c->hidden, qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
+  int width = MAX (hs, c->head_dim);
+  g_autofree float *ones = g_new (float, width);
+  float *d_ones;
+  guint64 stream = seed * 1000003u;   /* each matrix its own stream of the hash */
+
+  if (!check_supported (c, "random target", error))
+    return NULL;
+  t = target_alloc (dev, c, "random target");
+  for (int i = 0; i < width; i++)
+    ones[i] = 1.0f;
+  /* every norm is one: they share one vector */
+  if (!(d_ones = upload_f32 (t, ones, width, error)))
+    return NULL;
+  t->norm = d_ones;
+
+  if (!random_matrix (t, c->vocab, hs, type, 1.0f, stream++, &t->embed, error))
+    return NULL;
+  t->weight_bytes -= weights_bytes (&t->embed);
+  if (c->tie_word_embeddings) {
+    t->head = t->embed;
+    t->weight_bytes += weights_bytes (&t->head);
+  } else if (!random_matrix (t, c->vocab, hs, type, 1.0f / sqrtf (hs), stream++, &t->head,
+                             error)) {
+    return NULL;
+  }
+  t->weight_bytes += (guint64) hs * dfl_cuda_type_size (type);
+
+  for (int i = 0; i < c->layers; i++) {
+    Layer *l = &t->layers[i];
+    float s_in = 1.0f / sqrtf (hs), s_q = 1.0f / sqrtf (qd);
+    float s_ffn = 1.0f / sqrtf (c->intermediate);
+    l->in_norm = l->post_norm = l->q_norm = l->k_norm = d_ones;
+    if (!random_matrix (t, qd, hs, type, s_in, stream++, &l->q, error)
+        || !random_matrix (t, kd, hs, type, s_in, stream++, &l->k, error)
+        || !random_matrix (t, kd, hs, type, s_in, stream++, &l->v, error)
+        || !random_matrix (t, hs, qd, type, s_q, stream++, &l->o, error)
+        || !random_matrix (t, c->intermediate, hs, type, s_in, stream++, &l->gate, error)
+        || !random_matrix (t, c->intermediate, hs, type, s_in, stream++, &l->up, error)
+        || !random_matrix (t, hs, c->intermediate, type, s_ffn, stream++, &l->down, error))
+      return NULL;
+  }
+  if (!upload_inv_freq (t, error) || !dfl_cuda_sync (t->dev, error))
+    return NULL;
+  return g_steal_pointer (&t);
+}
+
+static void
+scratch_release (DflCudaTarget *t)
+{
+  Scratch *s = &t->scratch;
+  void *bufs[] = { s->h, s->x, s->q, s->att, s->gate, s->up, s->rounded, s->logits,
+                   s->argmax, s->io };
+
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    dfl_cuda_free (t->dev, bufs[i]);
+  memset (s, 0, sizeof *s);
+  g_clear_pointer (&t->host_io, g_free);
+}
+
+void
+dfl_cuda_target_free (DflCudaTarget *t)
+{
+  if (!t)
+    return;
+  scratch_release (t);
+  for (guint i = 0; i < t->allocations->len; i++)
+    dfl_cuda_free (t->dev, t->allocations->pdata[i]);
+  g_ptr_array_unref (t->allocations);
+  g_free (t->layers);
+  g_free (t->origin);
+  g_mutex_clear (&t->lock);
+  dfl_cuda_device_unref (t->dev);
+  g_free (t);
+}
+
+const DflQwen3Config *
+dfl_cuda_target_config (const DflCudaTarget *t)
+{
+  return &t->cfg;
+}
+
+DflCudaDevice *
+dfl_cuda_target_device (const DflCudaTarget *t)
+{
+  return t->dev;
+}
+
+const DflCudaWeights *
+dfl_cuda_target_embedding (const DflCudaTarget *t)
+{
+  return &t->embed;
+}
+
+const DflCudaWeights *
+dfl_cuda_target_head (const DflCudaTarget *t)
+{
+  return &t->head;
+}
+
+const float *
+dfl_cuda_target_final_norm (const DflCudaTarget *t)
+{
+  return t->norm;
+}
+
+guint64
+dfl_cuda_target_weight_bytes (const DflCudaTarget *t)
+{
+  return t->weight_bytes;
+}
+
+void
+dfl_cuda_target_set_chunk_rows (DflCudaTarget *t, int rows)
+{
+  g_return_if_fail (rows > 0);
+  g_mutex_lock (&t->lock);
+  t->chunk_rows = rows;
+  g_mutex_unlock (&t->lock);
+}
+
+/* --- scratch --- */
+
+static size_t
+io_bytes (int rows)
+{
+  return sizeof (Io) + 3 * sizeof (int32_t) * rows;
+}
+
+static int32_t *
+io_ids (void *io)
+{
+  return (int32_t *) ((char *) io + sizeof (Io));
+}
+
+static gboolean
+scratch_reserve (DflCudaTarget *t, int rows, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  Scratch *s = &t->scratch;
+  size_t hs = c->hidden, qd = (size_t) c->heads * c->head_dim, ffn = c->intermediate;
+  size_t widest = MAX (hs, MAX (qd, ffn));
+  int head_rows;
+
+  if (rows <= s->rows)
+    return TRUE;
+  /* grow in powers of two up to the chunk, so decode → verify → prefill
+   * reallocate a few times, not every step */
+  rows = MIN (MAX (rows, (int) MIN (2 * (gint64) s->rows, t->chunk_rows)), t->chunk_rows);
+  head_rows = MIN (rows, HEAD_ROWS);
+  scratch_release (t);
+  if (!(s->h = dfl_cuda_alloc (t->dev, rows * hs * sizeof (float), error))
+      || !(s->x = dfl_cuda_alloc (t->dev, rows * hs * sizeof (float), error))
+      || !(s->q = dfl_cuda_alloc (t->dev, rows * qd * sizeof (float), error))
+      || !(s->att = dfl_cuda_alloc (t->dev, rows * qd * sizeof (float), error))
+      || !(s->gate = dfl_cuda_alloc (t->dev, rows * ffn * sizeof (float), error))
+      || !(s->up = dfl_cuda_alloc (t->dev, rows * ffn * sizeof (float), error))
+      || !(s->rounded = dfl_cuda_alloc (t->dev, rows * widest * 2, error))
+      || !(s->logits = dfl_cuda_alloc (t->dev, (size_t) head_rows * c->vocab * sizeof (float),
+                                       error))
+      || !(s->argmax = dfl_cuda_alloc (t->dev, HEAD_ROWS * sizeof (int32_t), error))
+      || !(s->io = dfl_cuda_alloc (t->dev, io_bytes (rows), error))) {
+    scratch_release (t);
+    return FALSE;
+  }
+  t->host_io = g_malloc (io_bytes (rows));
+  s->rows = rows;
+  return TRUE;
+}
+
+/* --- sequences --- */
+
+DflCudaTargetSeq *
+dfl_cuda_target_seq_new (DflCudaTarget *t, GError **error)
+{
+  DflCudaTargetSeq *s = g_new0 (DflCudaTargetSeq, 1);
+
+  s->t = t;
+  return s;
+}
+
+void
+dfl_cuda_target_seq_free (DflCudaTargetSeq *s)
+{
+  if (!s)
+    return;
+  dfl_cuda_free (s->t->dev, s->k);
+  dfl_cuda_free (s->t->dev, s->v);
+  g_free (s);
+}
+
+int
+dfl_cuda_target_seq_length (const DflCudaTargetSeq *s)
+{
+  return s->len;
+}
+
+void
+dfl_cuda_target_seq_truncate (DflCudaTargetSeq *s, int pos)
+{
+  g_return_if_fail (pos >= 0 && pos <= s->len);
+  s->len = pos;
+}
+
+/* One of K or V moved into a cache of `cap` positions, each layer's held
+ * rows to the start of its new room. */
+static float *
+cache_move (DflCudaTargetSeq *s, float *old, int cap, GError **error)
+{
+  const DflQwen3Config *c = &s->t->cfg;
+  size_t row = (size_t) c->kv_heads * c->head_dim * sizeof (float);
+  char *d = dfl_cuda_alloc (s->t->dev, (size_t) c->layers * cap * row, error);
+
+  for (int li = 0; d && old && li < c->layers; li++)
+    dfl_cuda_copy_d2d (s->t->dev, d + (size_t) li * cap * row,
+                       (char *) old + (size_t) li * s->cap * row, s->len * row);
+  return (float *) d;
+}
+
+gboolean
+dfl_cuda_target_seq_reserve (DflCudaTargetSeq *s, int positions, GError **error)
+{
+  const DflQwen3Config *c = &s->t->cfg;
+  float *k, *v;
+  int cap;
+
+  if (positions <= s->cap)
+    return TRUE;
+  if (positions > c->max_positions) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+                 "a cache of %d positions passes the context of %s "
+                 "(max_position_embeddings %d)", positions, s->t->origin, c->max_positions);
+    return FALSE;
+  }
+  cap = MIN (MAX (positions, MAX (64, 2 * s->cap)), c->max_positions);
+  if (!(k = cache_move (s, s->k, cap, error)))
+    return FALSE;
+  if (!(v = cache_move (s, s->v, cap, error))) {
+    dfl_cuda_free (s->t->dev, k);
+    return FALSE;
+  }
+  /* the copies out of the old caches end before those are freed */
+  if (s->len > 0 && !dfl_cuda_sync (s->t->dev, error)) {
+    dfl_cuda_free (s->t->dev, k);
+    dfl_cuda_free (s->t->dev, v);
+    return FALSE;
+  }
+  dfl_cuda_free (s->t->dev, s->k);
+  dfl_cuda_free (s->t->dev, s->v);
+  s->k = k;
+  s->v = v;
+  s->cap = cap;
+  return TRUE;
+}
+
+/* --- the forward pass --- */
+
+/* The logits rows of one chunk, [from, from + rows) of the forward, normed
+ * in scratch.x: the head in blocks of HEAD_ROWS, each block's argmax and
+ * requested host copies brought back at once. */
+static gboolean
+head_rows (DflCudaTarget *t, DflCudaForwardOut *out, int first, int rows, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  Scratch *s = &t->scratch;
+  int block = MIN (HEAD_ROWS, s->rows);
+
+  for (int b = 0; b < rows; b += block) {
+    int m = MIN (block, rows - b);
+    size_t row0 = (size_t) first + b;   /* row of the caller's arrays */
+    float *dst = out->d_logits ? out->d_logits + row0 * c->vocab : s->logits;
+
+    dfl_cuda_matmul (t->dev, &t->head, s->x + (size_t) b * c->hidden, m, c->hidden, dst,
+                     c->vocab, c->vocab, FALSE, s->rounded);
+    if (out->argmax) {
+      dfl_cuda_argmax (t->dev, dst, m, c->vocab, c->vocab, s->argmax);
+      if (!dfl_cuda_download (t->dev, out->argmax + row0, s->argmax, m * sizeof (int32_t),
+                              error))
+        return FALSE;
+    }
+    if (out->logits
+        && !dfl_cuda_download (t->dev, out->logits + row0 * c->vocab, dst,
+                               (size_t) m * c->vocab * sizeof (float), error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* One chunk: `m` rows of the forward starting at row `r0`, at cache position
+ * `pos` (= the forward's first position + r0). */
+static gboolean
+forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, int m, int pos,
+               DflCudaForwardOut *out, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  Scratch *s = &t->scratch;
+  DflCudaDevice *dev = t->dev;
+  int hs = c->hidden, hd = c->head_dim, nh = c->heads, kv = c->kv_heads;
+  int qd = nh * hd, kd = kv * hd, ffn = c->intermediate;
+  float eps = (float) c->rms_eps, scale = 1.0f / sqrtf ((float) hd);
+  Io *io = t->host_io;
+  int32_t *h_ids = io_ids (t->host_io), *h_lo = h_ids + m, *h_hi = h_lo + m;
+  const int64_t *d_pos = s->io;
+  const int32_t *d_ids = io_ids (s->io), *d_lo = d_ids + m, *d_hi = d_lo + m;
+  int from = MAX (out->logits_from, 0);
+
+  /* the only upload: ids, the position and each row's causal key range */
+  io->pos0 = pos;
+  for (int i = 0; i < m; i++) {
+    h_ids[i] = ids[r0 + i];
+    h_lo[i] = 0;
+    h_hi[i] = pos + i + 1;
+  }
+  if (!dfl_cuda_upload (dev, s->io, t->host_io, io_bytes (m), error))
+    return FALSE;
+
+  dfl_cuda_embed (dev, t->embed.d_data, t->embed.type, hs, d_ids, m, s->h);
+  for (int li = 0; li < c->layers; li++) {
+    const Layer *l = &t->layers[li];
+    float *k_layer = seq->k + (size_t) li * seq->cap * kd;
+    float *v_layer = seq->v + (size_t) li * seq->cap * kd;
+    float *kc = k_layer + (size_t) pos * kd, *vc = v_layer + (size_t) pos * kd;
+
+    dfl_cuda_rmsnorm (dev, s->x, s->h, m, hs, l->in_norm, eps);
+    /* K and V go straight into their cache rows */
+    dfl_cuda_matmul (dev, &l->q, s->x, m, hs, s->q, qd, qd, FALSE, s->rounded);
+    dfl_cuda_matmul (dev, &l->k, s->x, m, hs, kc, kd, kd, FALSE, s->rounded);
+    dfl_cuda_matmul (dev, &l->v, s->x, m, hs, vc, kd, kd, FALSE, s->rounded);
+    /* q and k are normed per head before rope (Qwen3's q_norm/k_norm) */
+    dfl_cuda_rmsnorm (dev, s->q, s->q, m * nh, hd, l->q_norm, eps);
+    dfl_cuda_rmsnorm (dev, kc, kc, m * kv, hd, l->k_norm, eps);
+    dfl_cuda_rope (dev, s->q, m, nh, hd, t->inv_freq, d_pos);
+    dfl_cuda_rope (dev, kc, m, kv, hd, t->inv_freq, d_pos);
+    dfl_cuda_attention (dev, s->q, m, nh, kv, hd, k_layer, v_layer, kd, d_lo, d_hi, scale,
+                        s->att);
+    dfl_cuda_matmul (dev, &l->o, s->att, m, qd, s->h, hs, hs, TRUE, s->rounded);
+
+    dfl_cuda_rmsnorm (dev, s->x, s->h, m, hs, l->post_norm, eps);
+    dfl_cuda_matmul (dev, &l->gate, s->x, m, hs, s->gate, ffn, ffn, FALSE, s->rounded);
+    dfl_cuda_matmul (dev, &l->up, s->x, m, hs, s->up, ffn, ffn, FALSE, s->rounded);
+    dfl_cuda_silu_mul (dev, s->gate, s->up, (size_t) m * ffn);
+    dfl_cuda_matmul (dev, &l->down, s->gate, m, ffn, s->h, hs, hs, TRUE, s->rounded);
+
+    for (int ti = 0; ti < out->n_tap_layers && out->d_taps; ti++)
+      if (out->tap_layers[ti] == li) {
+        size_t pitch = (size_t) out->n_tap_layers * hs * sizeof (float);
+        dfl_cuda_copy_2d (dev, out->d_taps + ((size_t) r0 * out->n_tap_layers + ti) * hs,
+                          pitch, s->h, hs * sizeof (float), hs * sizeof (float), m);
+      }
+  }
+
+  /* this chunk's rows that give logits: [first, r0 + m) of the forward */
+  if (out->d_logits || out->logits || out->argmax || out->hidden) {
+    int first = MAX (from, r0), rows = r0 + m - first;
+    if (rows > 0) {
+      dfl_cuda_rmsnorm (dev, s->x, s->h + (size_t) (first - r0) * hs, rows, hs, t->norm, eps);
+      if (out->hidden
+          && !dfl_cuda_download (dev, out->hidden + (size_t) (first - from) * hs, s->x,
+                                 (size_t) rows * hs * sizeof (float), error))
+        return FALSE;
+      if ((out->d_logits || out->logits || out->argmax)
+          && !head_rows (t, out, first - from, rows, error))
+        return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+gboolean
+dfl_cuda_target_forward (DflCudaTarget *t, DflCudaTargetSeq *s, const int *ids, int n,
+                         DflCudaForwardOut *out, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  int pos0 = s->len, chunk;
+  DflCudaForwardOut none = { 0 };
+  g_autoptr (GMutexLocker) locker = NULL;
+
+  g_return_val_if_fail (s->t == t, FALSE);
+  if (!out)
+    out = &none;
+  if (n <= 0)
+    return TRUE;
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= c->vocab) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                   "token id %d is outside the vocabulary of %s (0 … %d)",
+                   ids[i], t->origin, c->vocab - 1);
+      return FALSE;
+    }
+  if (pos0 + n > c->max_positions) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+                 "%d tokens at position %d pass the context of %s (max_position_embeddings %d)",
+                 n, pos0, t->origin, c->max_positions);
+    return FALSE;
+  }
+  for (int i = 0; i < out->n_tap_layers; i++)
+    if (out->tap_layers[i] < 0 || out->tap_layers[i] >= c->layers) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                   "tap layer %d is outside the %d layers of %s",
+                   out->tap_layers[i], c->layers, t->origin);
+      return FALSE;
+    }
+
+  locker = g_mutex_locker_new (&t->lock);
+  if (!dfl_cuda_target_seq_reserve (s, pos0 + n, error)
+      || !scratch_reserve (t, MIN (n, t->chunk_rows), error))
+    return FALSE;
+  chunk = MIN (t->scratch.rows, t->chunk_rows);
+  for (int r0 = 0; r0 < n; r0 += chunk) {
+    int m = MIN (chunk, n - r0);
+    if (!forward_chunk (t, s, ids, r0, m, pos0 + r0, out, error))
+      return FALSE;
+  }
+  /* a fault anywhere in the pass shows here; only then does the cache grow */
+  if (!dfl_cuda_sync (t->dev, error))
+    return FALSE;
+  s->len = pos0 + n;
+  return TRUE;
+}

@@ -1,0 +1,789 @@
+/* gst-dflash — the CUDA kernels of dfl-cuda.h and their launchers.
+ *
+ * Compute only. Products go to cuBLAS; the rest are small kernels whose
+ * arithmetic follows the CPU kernels' (kernels/cpu, core/drafter-select.c)
+ * closely enough that the GPU path can be tested against them: the same
+ * sums in double where the CPU sums in double, the same float operations
+ * in the same order where a choice (the selector) depends on them.
+ */
+#include "dfl-cuda-private.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+#define BLOCK 256
+
+static unsigned
+grid_for (size_t n, unsigned block)
+{
+  size_t blocks = (n + block - 1) / block;
+  /* grid-stride loops cover the rest */
+  return (unsigned) MIN (blocks, (size_t) 65535 * 8);
+}
+
+__device__ static inline float
+load_elem (const void *p, DflCudaType type, size_t i)
+{
+  switch (type) {
+  case DFL_CUDA_F16:
+    return __half2float (__ushort_as_half (((const unsigned short *) p)[i]));
+  case DFL_CUDA_BF16:
+    return __bfloat162float (__ushort_as_bfloat16 (((const unsigned short *) p)[i]));
+  default:
+    return ((const float *) p)[i];
+  }
+}
+
+__device__ static inline void
+store_elem (void *p, DflCudaType type, size_t i, float v)
+{
+  switch (type) {
+  case DFL_CUDA_F16:
+    ((unsigned short *) p)[i] = __half_as_ushort (__float2half_rn (v));
+    break;
+  case DFL_CUDA_BF16:
+    ((unsigned short *) p)[i] = __bfloat16_as_ushort (__float2bfloat16_rn (v));
+    break;
+  default:
+    ((float *) p)[i] = v;
+  }
+}
+
+/* --- matmul --- */
+
+/* x [rows][ldx] F32 → packed [rows][in] of `type`, rounded to nearest even */
+__global__ static void
+round_rows_kernel (const float *x, int rows, int in, int ldx, void *dst, DflCudaType type)
+{
+  size_t n = (size_t) rows * in;
+
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x) {
+    size_t r = i / in, c = i % in;
+    store_elem (dst, type, i, x[r * ldx + c]);
+  }
+}
+
+extern "C" void
+dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, int rows,
+                 int ldx, float *d_y, int ldy, int n_out, gboolean accumulate, void *d_scratch)
+{
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  cublasStatus_t status;
+
+  if (rows <= 0 || n_out <= 0)
+    return;
+  if (n_out > w->rows || ldx < w->cols || ldy < n_out) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_matmul",
+                           "n_out %d of a %d×%d matrix with ldx %d, ldy %d", n_out, w->rows,
+                           w->cols, ldx, ldy);
+    return;
+  }
+  /* Row-major y = x · Wᵀ is, read column-major, yᵀ [n_out × rows] =
+   * W' [n_out × in] · xᵀ [in × rows], where W' is the column-major [in ×
+   * rows_w] view of W transposed (op T, lda = in) and xᵀ is x's column-major
+   * view (op N, ldb = ldx). */
+  if (w->type == DFL_CUDA_F32) {
+    status = cublasSgemm (dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, w->cols, &alpha,
+                          (const float *) w->d_data, w->cols, d_x, ldx, &beta, d_y, ldy);
+  } else {
+    cudaDataType dt = w->type == DFL_CUDA_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    if (!d_scratch) {
+      dfl_cuda_note_invalid (dev, "dfl_cuda_matmul",
+                             "16-bit weights need a scratch of rows × in 16-bit values");
+      return;
+    }
+    round_rows_kernel<<<grid_for ((size_t) rows * w->cols, BLOCK), BLOCK, 0, dev->stream>>> (
+      d_x, rows, w->cols, ldx, d_scratch, w->type);
+    dfl_cuda_launched (dev, "dfl_cuda_matmul (rounding x)");
+    status = cublasGemmEx (dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, w->cols, &alpha,
+                           w->d_data, dt, w->cols, d_scratch, dt, w->cols, &beta, d_y,
+                           CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  }
+  if (status != CUBLAS_STATUS_SUCCESS)
+    dfl_cuda_note_cublas (dev, "dfl_cuda_matmul", status);
+}
+
+/* --- gathers and element-wise work --- */
+
+__global__ static void
+embed_kernel (const void *table, DflCudaType type, int dim, const int32_t *ids, float *out)
+{
+  size_t row = (size_t) ids[blockIdx.x] * dim;
+  float *o = out + (size_t) blockIdx.x * dim;
+
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    o[i] = load_elem (table, type, row + i);
+}
+
+extern "C" void
+dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflCudaType type, int dim,
+                const int32_t *d_ids, int n, float *d_out)
+{
+  if (n <= 0 || dim <= 0)
+    return;
+  embed_kernel<<<n, BLOCK, 0, dev->stream>>> (d_table, type, dim, d_ids, d_out);
+  dfl_cuda_launched (dev, "dfl_cuda_embed");
+}
+
+/* One block per row. The sum of squares is in double as on the CPU, so a
+ * wide row's norm does not depend on the order of the sum. */
+__global__ static void
+rmsnorm_kernel (float *dst, const float *src, int dim, const float *w, float eps)
+{
+  __shared__ double partial[BLOCK / 32];
+  __shared__ float scale;
+  const float *x = src + (size_t) blockIdx.x * dim;
+  float *y = dst + (size_t) blockIdx.x * dim;
+  double ss = 0.0;
+
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    ss += (double) x[i] * x[i];
+  for (int off = 16; off > 0; off >>= 1)
+    ss += __shfl_down_sync (0xffffffffu, ss, off);
+  if ((threadIdx.x & 31) == 0)
+    partial[threadIdx.x >> 5] = ss;
+  __syncthreads ();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int i = 0; i < BLOCK / 32; i++)
+      total += partial[i];
+    scale = 1.0f / sqrtf ((float) (total / dim) + eps);
+  }
+  /* every read of the row is done before any write (dst may be src) */
+  __syncthreads ();
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    y[i] = x[i] * scale * w[i];
+}
+
+extern "C" void
+dfl_cuda_rmsnorm (DflCudaDevice *dev, float *d_dst, const float *d_src, int rows, int dim,
+                  const float *d_w, float eps)
+{
+  if (rows <= 0 || dim <= 0)
+    return;
+  rmsnorm_kernel<<<rows, BLOCK, 0, dev->stream>>> (d_dst, d_src, dim, d_w, eps);
+  dfl_cuda_launched (dev, "dfl_cuda_rmsnorm");
+}
+
+/* One block per (row, head); the angle is the float product position ×
+ * inv_freq, as on the CPU and in the checkpoints' own code. */
+__global__ static void
+rope_kernel (float *x, int heads, int head_dim, const float *inv_freq, const int64_t *pos0)
+{
+  int r = blockIdx.x / heads, half = head_dim / 2;
+  float p = (float) (*pos0 + r);
+  float *lo = x + (size_t) blockIdx.x * head_dim, *hi = lo + half;
+
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float a = p * inv_freq[i], c = cosf (a), s = sinf (a);
+    float u = lo[i], v = hi[i];
+    lo[i] = u * c - v * s;
+    hi[i] = v * c + u * s;
+  }
+}
+
+extern "C" void
+dfl_cuda_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
+               const float *d_inv_freq, const int64_t *d_pos0)
+{
+  if (rows <= 0 || heads <= 0 || head_dim < 2)
+    return;
+  if (head_dim % 2) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_rope", "head_dim %d is odd", head_dim);
+    return;
+  }
+  rope_kernel<<<rows * heads, MIN (BLOCK, head_dim / 2), 0, dev->stream>>> (
+    d_x, heads, head_dim, d_inv_freq, d_pos0);
+  dfl_cuda_launched (dev, "dfl_cuda_rope");
+}
+
+__global__ static void
+silu_mul_kernel (float *gate, const float *up, size_t n)
+{
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x) {
+    float g = gate[i];
+    gate[i] = g / (1.0f + expf (-g)) * up[i];
+  }
+}
+
+extern "C" void
+dfl_cuda_silu_mul (DflCudaDevice *dev, float *d_gate, const float *d_up, size_t n)
+{
+  if (n == 0)
+    return;
+  silu_mul_kernel<<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (d_gate, d_up, n);
+  dfl_cuda_launched (dev, "dfl_cuda_silu_mul");
+}
+
+__global__ static void
+add_kernel (float *x, const float *y, size_t n)
+{
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    x[i] += y[i];
+}
+
+extern "C" void
+dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n)
+{
+  if (n == 0)
+    return;
+  add_kernel<<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (d_x, d_y, n);
+  dfl_cuda_launched (dev, "dfl_cuda_add");
+}
+
+/* --- attention --- */
+
+#define ATT_THREADS 128
+#define ATT_TILE 64
+#define ATT_MAX_HEAD_DIM 256
+#define ATT_DIMS_PER_THREAD (ATT_MAX_HEAD_DIM / ATT_THREADS)
+#define ATT_MAX_SPLITS 32
+
+/* One block per (query row, head, split of the keys), walking its keys in
+ * tiles with an online softmax: the running maximum m, the running sum l of
+ * exp(s − m) and the output accumulated against m, all rescaled when m
+ * grows. Each warp scores a quarter of a tile (lanes across head_dim, a
+ * shuffle sum); then every thread owns a few output dims and sums the
+ * tile's values into them, reading V rows coalesced.
+ *
+ * With one split the block writes the output. With several (few rows and
+ * heads would leave most of the card idle on a long context) split s takes
+ * the s-th of `splits` equal parts of the row's range and leaves (m, l,
+ * acc) in `partial` for attention_combine_kernel. */
+__global__ static void
+attention_kernel (const float *q, int heads, int kv_heads, int head_dim, const float *k,
+                  const float *v, int kv_stride, const int32_t *lo_arr, const int32_t *hi_arr,
+                  float scale, float *out, float *partial)
+{
+  __shared__ float q_sh[ATT_MAX_HEAD_DIM];
+  __shared__ float s_sh[ATT_TILE];
+  __shared__ float p_sh[ATT_TILE];
+  int r = blockIdx.x / heads, h = blockIdx.x % heads;
+  int g = h / (heads / kv_heads), split = blockIdx.y, splits = gridDim.y;
+  int lo = lo_arr[r], hi = hi_arr[r], part = hi > lo ? (hi - lo + splits - 1) / splits : 0;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float *qr = q + (size_t) blockIdx.x * head_dim;
+  float acc[ATT_DIMS_PER_THREAD];
+  float m = -INFINITY, l = 0.0f;
+
+  lo += split * part;
+  hi = MIN (hi, lo + part);
+  for (int d = threadIdx.x; d < head_dim; d += ATT_THREADS)
+    q_sh[d] = qr[d];
+  for (int i = 0; i < ATT_DIMS_PER_THREAD; i++)
+    acc[i] = 0.0f;
+  __syncthreads ();
+
+  for (int base = lo; base < hi; base += ATT_TILE) {
+    int count = MIN (ATT_TILE, hi - base);
+    float tile_max = -INFINITY, m_new, alpha, sum = 0.0f;
+
+    for (int j = warp; j < count; j += ATT_THREADS / 32) {
+      const float *kj = k + (size_t) (base + j) * kv_stride + (size_t) g * head_dim;
+      float dot = 0.0f;
+      for (int d = lane; d < head_dim; d += 32)
+        dot += q_sh[d] * kj[d];
+      for (int off = 16; off > 0; off >>= 1)
+        dot += __shfl_xor_sync (0xffffffffu, dot, off);
+      if (lane == 0)
+        s_sh[j] = dot * scale;
+    }
+    __syncthreads ();
+    for (int j = 0; j < count; j++)
+      tile_max = fmaxf (tile_max, s_sh[j]);
+    m_new = fmaxf (m, tile_max);
+    /* scores of −inf everywhere so far (a −inf query, say): nothing to rescale */
+    alpha = m_new == -INFINITY ? 1.0f : expf (m - m_new);
+    if (threadIdx.x < count)
+      p_sh[threadIdx.x] = m_new == -INFINITY ? 0.0f : expf (s_sh[threadIdx.x] - m_new);
+    __syncthreads ();
+    for (int j = 0; j < count; j++)
+      sum += p_sh[j];
+    l = l * alpha + sum;
+    for (int i = 0; i < ATT_DIMS_PER_THREAD; i++) {
+      int d = threadIdx.x + i * ATT_THREADS;
+      float a = acc[i] * alpha;
+      if (d < head_dim)
+        for (int j = 0; j < count; j++)
+          a += p_sh[j] * v[(size_t) (base + j) * kv_stride + (size_t) g * head_dim + d];
+      acc[i] = a;
+    }
+    m = m_new;
+    /* s_sh and p_sh are read to the end before the next tile writes them */
+    __syncthreads ();
+  }
+
+  if (splits == 1) {
+    float *o = out + (size_t) blockIdx.x * head_dim;
+    for (int i = 0; i < ATT_DIMS_PER_THREAD; i++) {
+      int d = threadIdx.x + i * ATT_THREADS;
+      if (d < head_dim)
+        o[d] = l > 0.0f ? acc[i] / l : 0.0f;
+    }
+  } else {
+    /* [row·head][split][m, l, acc[head_dim]] */
+    float *p = partial + ((size_t) blockIdx.x * splits + split) * (head_dim + 2);
+    if (threadIdx.x == 0) {
+      p[0] = m;
+      p[1] = l;
+    }
+    for (int i = 0; i < ATT_DIMS_PER_THREAD; i++) {
+      int d = threadIdx.x + i * ATT_THREADS;
+      if (d < head_dim)
+        p[2 + d] = acc[i];
+    }
+  }
+}
+
+/* The splits of one (row, head) merged: each rescaled to the largest m. */
+__global__ static void
+attention_combine_kernel (const float *partial, int splits, int head_dim, float *out)
+{
+  const float *p = partial + (size_t) blockIdx.x * splits * (head_dim + 2);
+  float *o = out + (size_t) blockIdx.x * head_dim;
+  float top = -INFINITY, total = 0.0f;
+
+  /* every thread forms the same m and l from the few splits */
+  for (int s = 0; s < splits; s++)
+    if (p[(size_t) s * (head_dim + 2) + 1] > 0.0f)
+      top = fmaxf (top, p[(size_t) s * (head_dim + 2)]);
+  for (int s = 0; s < splits; s++) {
+    const float *ps = p + (size_t) s * (head_dim + 2);
+    if (ps[1] > 0.0f)
+      total += ps[1] * expf (ps[0] - top);
+  }
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float a = 0.0f;
+    for (int s = 0; s < splits; s++) {
+      const float *ps = p + (size_t) s * (head_dim + 2);
+      if (ps[1] > 0.0f)
+        a += ps[2 + d] * expf (ps[0] - top);
+    }
+    o[d] = total > 0.0f ? a / total : 0.0f;
+  }
+}
+
+extern "C" void
+dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, int kv_heads,
+                    int head_dim, const float *d_k, const float *d_v, int kv_stride,
+                    const int32_t *d_lo, const int32_t *d_hi, float scale, float *d_out)
+{
+  int pairs = rows * heads, splits;
+
+  if (rows <= 0 || heads <= 0)
+    return;
+  if (head_dim <= 0 || head_dim > ATT_MAX_HEAD_DIM || kv_heads <= 0 || heads % kv_heads) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_attention",
+                           "head_dim %d (at most %d), %d heads over %d kv heads", head_dim,
+                           ATT_MAX_HEAD_DIM, heads, kv_heads);
+    return;
+  }
+  /* Enough blocks for two per multiprocessor, where the partials fit the
+   * device's scratch. The ranges are on the device, so the split cannot
+   * depend on their length: a short range leaves some splits empty, which
+   * the combine skips. */
+  splits = MIN ((2 * dev->multiprocessors + pairs - 1) / pairs, ATT_MAX_SPLITS);
+  splits = MIN ((size_t) splits, dev->att_partial_floats / ((size_t) pairs * (head_dim + 2)));
+  splits = MAX (splits, 1);
+  attention_kernel<<<dim3 (pairs, splits), ATT_THREADS, 0, dev->stream>>> (
+    d_q, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale, d_out,
+    dev->d_att_partial);
+  dfl_cuda_launched (dev, "dfl_cuda_attention");
+  if (splits > 1) {
+    attention_combine_kernel<<<pairs, ATT_THREADS, 0, dev->stream>>> (dev->d_att_partial, splits,
+                                                                     head_dim, d_out);
+    dfl_cuda_launched (dev, "dfl_cuda_attention (combining the splits)");
+  }
+}
+
+/* --- the drafter's row convolution --- */
+
+__global__ static void
+row_conv_kernel (const float *x, int dim, int group, int kernel, const float *base,
+                 const float *dyn, int dyn_stride, float *y)
+{
+  int r = blockIdx.y, taps = MIN (kernel, r + 1), groups = dim / group;
+  const float *dr = dyn + (size_t) r * dyn_stride;
+
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < dim; i += gridDim.x * blockDim.x) {
+    float s = 0.0f;
+    for (int o = 0; o < taps; o++)
+      s += (base[(size_t) o * dim + i] + dr[o * groups + i / group])
+           * x[(size_t) (r - o) * dim + i];
+    y[(size_t) r * dim + i] = s;
+  }
+}
+
+extern "C" void
+dfl_cuda_row_conv (DflCudaDevice *dev, const float *d_x, int rows, int dim, int group,
+                   int kernel, const float *d_base, const float *d_dyn, int dyn_stride,
+                   float *d_y)
+{
+  dim3 grid;
+
+  if (rows <= 0 || dim <= 0 || kernel <= 0)
+    return;
+  if (group <= 0 || dim % group || rows > 65535) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_row_conv", "dim %d in groups of %d, %d rows", dim,
+                           group, rows);
+    return;
+  }
+  grid = dim3 ((dim + BLOCK - 1) / BLOCK, rows);
+  row_conv_kernel<<<grid, BLOCK, 0, dev->stream>>> (d_x, dim, group, kernel, d_base, d_dyn,
+                                                    dyn_stride, d_y);
+  dfl_cuda_launched (dev, "dfl_cuda_row_conv");
+}
+
+/* --- choices: argmax, top-k, the selector --- */
+
+/* (value, index) pairs: the larger value wins, then the smaller index;
+ * index −1 is no value at all */
+__device__ static inline void
+better_of (float &v, int &i, float v2, int i2)
+{
+  if (i2 < 0)
+    return;
+  if (i < 0 || v2 > v || (v2 == v && i2 < i)) {
+    v = v2;
+    i = i2;
+  }
+}
+
+/* The CPU's argmax keeps index 0 unless a later value is strictly above the
+ * best so far, so NaNs never win and a NaN first gives 0: the same as the
+ * first index of the largest non-NaN value, unless x[0] is NaN. */
+__global__ static void
+argmax_kernel (const float *x, int n, int ld, int32_t *out)
+{
+  __shared__ float v_sh[BLOCK / 32];
+  __shared__ int i_sh[BLOCK / 32];
+  const float *row = x + (size_t) blockIdx.x * ld;
+  float best = -INFINITY;
+  int at = -1;
+
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = row[i];
+    if (!isnan (v) && (at < 0 || v > best)) {
+      best = v;
+      at = i;
+    }
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    float v2 = __shfl_down_sync (0xffffffffu, best, off);
+    int i2 = __shfl_down_sync (0xffffffffu, at, off);
+    better_of (best, at, v2, i2);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    v_sh[threadIdx.x >> 5] = best;
+    i_sh[threadIdx.x >> 5] = at;
+  }
+  __syncthreads ();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < BLOCK / 32; w++)
+      better_of (best, at, v_sh[w], i_sh[w]);
+    out[blockIdx.x] = (at < 0 || isnan (row[0])) ? 0 : at;
+  }
+}
+
+extern "C" void
+dfl_cuda_argmax (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, int32_t *d_out)
+{
+  if (rows <= 0)
+    return;
+  if (n <= 0) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_argmax", "rows of %d values", n);
+    return;
+  }
+  argmax_kernel<<<rows, BLOCK, 0, dev->stream>>> (d_x, n, ld, d_out);
+  dfl_cuda_launched (dev, "dfl_cuda_argmax");
+}
+
+#define TOPK_MAX 64
+
+/* A float's bits as an unsigned key in the float order, −0 and +0 one key
+ * (the CPU compares them equal, so their indices order them). */
+__device__ static inline unsigned
+order_key (float v)
+{
+  unsigned u = __float_as_uint (v == 0.0f ? 0.0f : v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* One block per row. The k-th largest key is found a byte at a time (a
+ * radix select: four passes, each a histogram of the next byte among the
+ * keys that share the bytes found so far); then every key above it is
+ * taken, and of the keys equal to it the first ones by index, as many as
+ * are missing; the ≤ k taken are ranked by (value down, index up). That is
+ * the CPU's dfl_top_k: the k largest, equals in index order, NaN skipped.
+ * Slots past the row's non-NaN values get value NaN and index −1. */
+__global__ static void
+top_k_kernel (const float *x, int n, int ld, int k, float *values, int32_t *indices)
+{
+  __shared__ unsigned hist[256];
+  __shared__ unsigned prefix_sh, need_sh, valid_sh, taken_sh, eq_seen_sh;
+  __shared__ unsigned warp_eq[BLOCK / 32];
+  __shared__ unsigned key_sh[TOPK_MAX];
+  __shared__ float val_sh[TOPK_MAX];
+  __shared__ int idx_sh[TOPK_MAX];
+  const float *row = x + (size_t) blockIdx.x * ld;
+  unsigned prefix = 0, mask = 0, threshold, need, gt_count;
+  int take_all, count;
+
+  if (threadIdx.x == 0) {
+    prefix_sh = 0;
+    need_sh = k;
+    taken_sh = 0;
+    eq_seen_sh = 0;
+  }
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x)
+      hist[i] = 0;
+    __syncthreads ();
+    /* Logits crowd into a few bins (their top bytes are alike), so the
+     * lanes of a warp that share a bin add once for all of them; the
+     * whole warp takes every step (sentinel bin 256 for no value). */
+    for (int base = 0; base < n; base += blockDim.x) {
+      int i = base + threadIdx.x;
+      float v = i < n ? row[i] : NAN;
+      unsigned key = order_key (v);
+      unsigned bin = !isnan (v) && (key & mask) == prefix ? (key >> shift) & 0xff : 256;
+      unsigned peers = __match_any_sync (0xffffffffu, bin);
+      if (bin < 256 && (int) (threadIdx.x & 31) == __ffs (peers) - 1)
+        atomicAdd (&hist[bin], (unsigned) __popc (peers));
+    }
+    __syncthreads ();
+    if (threadIdx.x == 0) {
+      unsigned cum = 0, want = need_sh;
+      if (shift == 24) {
+        unsigned total = 0;
+        for (int d = 0; d < 256; d++)
+          total += hist[d];
+        valid_sh = total;
+      }
+      if (valid_sh > (unsigned) k) {
+        int d = 255;
+        for (; d > 0 && cum + hist[d] < want; d--)
+          cum += hist[d];
+        need_sh = want - cum;
+        prefix_sh |= (unsigned) d << shift;
+      }
+    }
+    __syncthreads ();
+    take_all = valid_sh <= (unsigned) k;
+    if (take_all)
+      break;
+    prefix = prefix_sh;
+    mask |= 0xffu << shift;
+  }
+
+  threshold = prefix_sh;
+  need = need_sh;
+  gt_count = take_all ? 0 : k - need;
+  /* keys above the threshold (or every non-NaN value when there are no
+   * more than k): order does not matter, the ranking below sorts them */
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = row[i];
+    unsigned key = order_key (v);
+    if (!isnan (v) && (take_all || key > threshold)) {
+      unsigned slot = atomicAdd (&taken_sh, 1u);
+      key_sh[slot] = key;
+      val_sh[slot] = v;
+      idx_sh[slot] = i;
+    }
+  }
+  /* keys equal to the threshold: the first `need` by index, a block-wide
+   * tile of indices at a time, each ranked by a ballot */
+  if (!take_all) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int base = 0; base < n; base += blockDim.x) {
+      int i = base + threadIdx.x;
+      float v = i < n ? row[i] : 0.0f;
+      int eq = i < n && !isnan (v) && order_key (v) == threshold;
+      unsigned ballot = __ballot_sync (0xffffffffu, eq);
+      unsigned before = eq_seen_sh, rank;
+      if (lane == 0)
+        warp_eq[warp] = __popc (ballot);
+      __syncthreads ();
+      rank = before + __popc (ballot & ((1u << lane) - 1));
+      for (int w = 0; w < warp; w++)
+        rank += warp_eq[w];
+      if (eq && rank < need) {
+        key_sh[gt_count + rank] = threshold;
+        val_sh[gt_count + rank] = v;
+        idx_sh[gt_count + rank] = i;
+      }
+      __syncthreads ();
+      if (threadIdx.x == 0)
+        for (int w = 0; w < BLOCK / 32; w++)
+          eq_seen_sh += warp_eq[w];
+      __syncthreads ();
+      if (eq_seen_sh >= need)
+        break;
+    }
+  }
+  __syncthreads ();
+
+  count = take_all ? (int) taken_sh : k;
+  if (threadIdx.x < (unsigned) k) {
+    float *vo = values + (size_t) blockIdx.x * k;
+    int32_t *io = indices + (size_t) blockIdx.x * k;
+    int t = threadIdx.x;
+    if (t < count) {
+      int rank = 0;
+      for (int j = 0; j < count; j++)
+        rank += key_sh[j] > key_sh[t] || (key_sh[j] == key_sh[t] && idx_sh[j] < idx_sh[t]);
+      vo[rank] = val_sh[t];
+      io[rank] = idx_sh[t];
+    } else {
+      vo[t] = NAN;
+      io[t] = -1;
+    }
+  }
+}
+
+extern "C" void
+dfl_cuda_top_k (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, int k,
+                float *d_values, int32_t *d_indices)
+{
+  if (rows <= 0)
+    return;
+  if (k < 1 || k > TOPK_MAX || n < 0) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_top_k", "k %d (from 1 to %d) of rows of %d values", k,
+                           TOPK_MAX, n);
+    return;
+  }
+  top_k_kernel<<<rows, BLOCK, 0, dev->stream>>> (d_x, n, ld, k, d_values, d_indices);
+  dfl_cuda_launched (dev, "dfl_cuda_top_k");
+}
+
+__device__ static inline float
+f16_at (const uint16_t *book, size_t i)
+{
+  return __half2float (__ushort_as_half (book[i]));
+}
+
+/* One block walks the chain. The score is formed with the CPU's float
+ * operations in the CPU's order (pc = pred ⊙ hp; s = Σ pc·succ from 0;
+ * s += logit), each rounded on its own (no fused multiply-add), so the
+ * choice is the CPU's bit for bit, ties included. */
+__global__ static void
+select_rescore_kernel (const int32_t *cand, const float *cand_logit, int rows, int k,
+                       const float *hp, int rank, const uint16_t *pred_book,
+                       const uint16_t *succ_book, int32_t anchor, int32_t *chosen)
+{
+  extern __shared__ float pc_sh[];   /* [rank] */
+  __shared__ float score_sh[TOPK_MAX];
+  __shared__ int32_t prev_sh;
+
+  if (threadIdx.x == 0)
+    prev_sh = anchor;
+  __syncthreads ();
+  for (int r = 0; r < rows; r++) {
+    const int32_t *cr = cand + (size_t) r * k;
+    size_t prev_row = (size_t) prev_sh * rank;
+
+    for (int i = threadIdx.x; i < rank; i += blockDim.x)
+      pc_sh[i] = __fmul_rn (f16_at (pred_book, prev_row + i), hp[(size_t) r * rank + i]);
+    __syncthreads ();
+    for (int c = threadIdx.x; c < k; c += blockDim.x) {
+      int32_t tok = cr[c];
+      if (tok >= 0) {
+        size_t row = (size_t) tok * rank;
+        float s = 0.0f;
+        for (int i = 0; i < rank; i++)
+          s = __fadd_rn (s, __fmul_rn (pc_sh[i], f16_at (succ_book, row + i)));
+        score_sh[c] = __fadd_rn (s, cand_logit[(size_t) r * k + c]);
+      }
+    }
+    __syncthreads ();
+    if (threadIdx.x == 0) {
+      /* the candidates are top_k's: the valid ones first; none gives 0 */
+      int32_t best_tok = cr[0] >= 0 ? cr[0] : 0;
+      float best = -INFINITY;
+      for (int c = 0; c < k && cr[c] >= 0; c++)
+        if (score_sh[c] > best) {
+          best = score_sh[c];
+          best_tok = cr[c];
+        }
+      chosen[r] = best_tok;
+      prev_sh = best_tok;
+    }
+    /* prev_sh is written before the next row reads it, and pc_sh and
+     * score_sh are read before they are rewritten */
+    __syncthreads ();
+  }
+}
+
+extern "C" void
+dfl_cuda_select_rescore (DflCudaDevice *dev, const int32_t *d_cand, const float *d_cand_logit,
+                         int rows, int k, const float *d_hp, int rank,
+                         const uint16_t *d_pred_book, const uint16_t *d_succ_book,
+                         int32_t anchor, int32_t *d_chosen)
+{
+  if (rows <= 0)
+    return;
+  if (k < 1 || k > TOPK_MAX || rank < 1 || rank > 8192) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_select_rescore",
+                           "k %d (from 1 to %d), rank %d (from 1 to 8192)", k, TOPK_MAX, rank);
+    return;
+  }
+  select_rescore_kernel<<<1, 128, sizeof (float) * rank, dev->stream>>> (
+    d_cand, d_cand_logit, rows, k, d_hp, rank, d_pred_book, d_succ_book, anchor, d_chosen);
+  dfl_cuda_launched (dev, "dfl_cuda_select_rescore");
+}
+
+/* --- conversions and random fills --- */
+
+__global__ static void
+convert_kernel (const void *src, DflCudaType src_type, void *dst, DflCudaType dst_type, size_t n)
+{
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    store_elem (dst, dst_type, i, load_elem (src, src_type, i));
+}
+
+extern "C" void
+dfl_cuda_convert (DflCudaDevice *dev, const void *d_src, DflCudaType src_type, void *d_dst,
+                  DflCudaType dst_type, size_t n)
+{
+  if (n == 0)
+    return;
+  convert_kernel<<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (d_src, src_type, d_dst,
+                                                                  dst_type, n);
+  dfl_cuda_launched (dev, "dfl_cuda_convert");
+}
+
+/* splitmix64's finaliser: a good 64-bit mix of (seed, index) */
+__device__ static inline uint64_t
+mix64 (uint64_t z)
+{
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ static void
+fill_random_kernel (void *dst, DflCudaType type, size_t n, uint64_t seed, float scale)
+{
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x) {
+    uint64_t h = mix64 (seed * 0x9e3779b97f4a7c15ull + i + 1);
+    float u = (float) (h >> 40) * (1.0f / 16777216.0f);   /* [0, 1) in 24 bits */
+    store_elem (dst, type, i, (2.0f * u - 1.0f) * scale);
+  }
+}
+
+extern "C" void
+dfl_cuda_fill_random (DflCudaDevice *dev, void *d_dst, DflCudaType type, size_t n,
+                      uint64_t seed, float scale)
+{
+  if (n == 0)
+    return;
+  fill_random_kernel<<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (d_dst, type, n, seed,
+                                                                      scale);
+  dfl_cuda_launched (dev, "dfl_cuda_fill_random");
+}

@@ -1,0 +1,42 @@
+/* gst-dflash — what the CUDA device file and the kernel files share: the
+ * device's fields and the bookkeeping of launch errors. C++ (nvcc) only. */
+#pragma once
+
+#include "dfl-cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+struct _DflCudaDevice {
+  gint ref_count;
+  int ordinal;
+  char *description;
+  cudaStream_t stream;
+  cublasHandle_t cublas;
+  void *d_cublas_workspace;
+  int multiprocessors;
+  /* attention's per-split partial results (the launches on the one stream
+   * take turns with it, graphs included) */
+  float *d_att_partial;
+  size_t att_partial_floats;
+  /* The first failure a launcher met (a launch error, a cuBLAS status, an
+   * argument no kernel here takes): launchers cannot return errors, so it
+   * waits here for the next dfl_cuda_sync / dfl_cuda_check. */
+  GError *pending;
+};
+
+/* Record `what` failing with a CUDA status, unless an earlier failure is
+ * already waiting. */
+void dfl_cuda_note_cuda (DflCudaDevice *dev, const char *what, cudaError_t status);
+void dfl_cuda_note_cublas (DflCudaDevice *dev, const char *what, cublasStatus_t status);
+/* An argument a launcher cannot run with; the launch is skipped. */
+void dfl_cuda_note_invalid (DflCudaDevice *dev, const char *what, const char *format, ...)
+  G_GNUC_PRINTF (3, 4);
+/* After a kernel launch: pick up a launch error without waiting. */
+static inline void
+dfl_cuda_launched (DflCudaDevice *dev, const char *what)
+{
+  cudaError_t status = cudaGetLastError ();
+  if (status != cudaSuccess)
+    dfl_cuda_note_cuda (dev, what, status);
+}

@@ -3,6 +3,7 @@
  */
 #include "drafter-private.h"
 #include "dfl-error.h"
+#include "dfl-json.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -10,6 +11,22 @@
 
 /* Sizes past this are not a drafter (and would overflow products in int). */
 #define GEOMETRY_MAX (1 << 24)
+/* Sane bounds of each size, refused before anything is sized by them: the
+ * target's own bounds (qwen3-config.c) where the drafter shares a meaning,
+ * and for the block and the selector far past any published drafter (block
+ * 16, rank 64) while keeping a round's buffers (block × vocab logits) a
+ * few GiB at most. */
+#define GEOMETRY_MAX_HIDDEN 65536
+#define GEOMETRY_MAX_INTERMEDIATE 1048576
+#define GEOMETRY_MAX_LAYERS 1024
+#define GEOMETRY_MAX_HEADS 1024
+#define GEOMETRY_MAX_HEAD_DIM 1024
+#define GEOMETRY_MAX_VOCAB (4 * 1024 * 1024)
+#define GEOMETRY_MAX_BLOCK 256
+#define GEOMETRY_MAX_CONV_KERNEL 64
+#define GEOMETRY_MAX_SELECTOR_RANK 4096
+#define GEOMETRY_MAX_SELECTOR_TOP 65536
+#define GEOMETRY_MAX_TAPS 1024
 
 static gboolean
 fail (GError **error, int code, const char *origin, const char *fmt, ...) G_GNUC_PRINTF (4, 5);
@@ -62,13 +79,17 @@ get_size (const cJSON *rec, const char *key, const char *what, double max, int *
 
   if (!item)
     return fail (error, DFL_ERROR_FORMAT, origin, "%s has no \"%s\"", what, key);
-  if (!whole (item, max, &v)) {
+  if (!whole (item, G_MAXINT, &v)) {
     char *t = json_text (item);
     fail (error, DFL_ERROR_FORMAT, origin, "%s: \"%s\" is %s; expected a whole number from 0 to %.0f",
           what, key, t, max);
     g_free (t);
     return FALSE;
   }
+  /* a size we will not run is refused here, before anything is sized by it */
+  if (v > max)
+    return fail (error, DFL_ERROR_LIMIT, origin, "%s: \"%s\" is %" G_GINT64_FORMAT
+                 "; accepted: 0 to %.0f", what, key, v, max);
   *out = (int) v;
   return TRUE;
 }
@@ -93,7 +114,7 @@ get_real (const cJSON *rec, const char *key, const char *what, double *out,
 
 /* A list of whole numbers; absent or null is the empty list when `optional`. */
 static gboolean
-get_list (const cJSON *rec, const char *key, const char *what, gboolean optional,
+get_list (const cJSON *rec, const char *key, const char *what, gboolean optional, int max_n,
           int **out, int *n_out, const char *origin, GError **error)
 {
   const cJSON *item = cJSON_GetObjectItemCaseSensitive (rec, key);
@@ -115,8 +136,9 @@ get_list (const cJSON *rec, const char *key, const char *what, gboolean optional
     return FALSE;
   }
   n = cJSON_GetArraySize (item);
-  if (n > GEOMETRY_MAX)
-    return fail (error, DFL_ERROR_LIMIT, origin, "%s: \"%s\" has %d entries", what, key, n);
+  if (n > max_n)
+    return fail (error, DFL_ERROR_LIMIT, origin, "%s: \"%s\" has %d entries; accepted: at most %d",
+                 what, key, n, max_n);
   *out = n ? g_new0 (int, n) : NULL;
   cJSON_ArrayForEach (e, item) {
     gint64 v;
@@ -182,6 +204,31 @@ check (const DflDrafterGeometry *g, int n_windows, const char *origin, GError **
   const int bad = DFL_ERROR_UNSUPPORTED;
   const char *pre = "unsupported DFlash geometry";
   gboolean any_rotary = FALSE;
+
+  /* absurd sizes first: nothing downstream is sized by them */
+  {
+    const struct { const char *key; int value, max; } bounds[] = {
+      { "hidden", g->hidden, GEOMETRY_MAX_HIDDEN },
+      { "intermediate", g->intermediate, GEOMETRY_MAX_INTERMEDIATE },
+      { "layers", g->layers, GEOMETRY_MAX_LAYERS },
+      { "heads", g->heads, GEOMETRY_MAX_HEADS },
+      { "kv_heads", g->kv_heads, GEOMETRY_MAX_HEADS },
+      { "head_dim", g->head_dim, GEOMETRY_MAX_HEAD_DIM },
+      { "vocab", g->vocab, GEOMETRY_MAX_VOCAB },
+      { "block", g->block, GEOMETRY_MAX_BLOCK },
+      { "conv_kernel", g->conv_kernel, GEOMETRY_MAX_CONV_KERNEL },
+      { "selector_rank", g->selector_rank, GEOMETRY_MAX_SELECTOR_RANK },
+      { "selector_top", g->selector_top, GEOMETRY_MAX_SELECTOR_TOP },
+      { "target_layers", g->target_layers, GEOMETRY_MAX_LAYERS },
+      { "the number of taps", g->n_taps, GEOMETRY_MAX_TAPS },
+      { "the number of no_rope layers", g->n_no_rope, GEOMETRY_MAX_LAYERS },
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS (bounds); i++)
+      if (bounds[i].value < 0 || bounds[i].value > bounds[i].max)
+        return fail (error, DFL_ERROR_LIMIT, origin, "%s: %s is %d; accepted: 0 to %d", pre,
+                     bounds[i].key, bounds[i].value, bounds[i].max);
+  }
 
   /* the reference's checks (Geometry::of), in its order */
   if (g->layers == 0)
@@ -253,31 +300,35 @@ dfl_drafter_geometry_parse (DflDrafterGeometry *g, const char *json, const char 
   cJSON *rec;
   gboolean ok = FALSE;
   int n_windows = 0;
-  static const struct { const char *key; gsize offset; } sizes[] = {
-    { "hidden", G_STRUCT_OFFSET (DflDrafterGeometry, hidden) },
-    { "intermediate", G_STRUCT_OFFSET (DflDrafterGeometry, intermediate) },
-    { "layers", G_STRUCT_OFFSET (DflDrafterGeometry, layers) },
-    { "heads", G_STRUCT_OFFSET (DflDrafterGeometry, heads) },
-    { "kv_heads", G_STRUCT_OFFSET (DflDrafterGeometry, kv_heads) },
-    { "head_dim", G_STRUCT_OFFSET (DflDrafterGeometry, head_dim) },
-    { "vocab", G_STRUCT_OFFSET (DflDrafterGeometry, vocab) },
-    { "block", G_STRUCT_OFFSET (DflDrafterGeometry, block) },
-    { "conv_group", G_STRUCT_OFFSET (DflDrafterGeometry, conv_group) },
-    { "conv_kernel", G_STRUCT_OFFSET (DflDrafterGeometry, conv_kernel) },
-    { "selector_rank", G_STRUCT_OFFSET (DflDrafterGeometry, selector_rank) },
-    { "selector_top", G_STRUCT_OFFSET (DflDrafterGeometry, selector_top) },
-    { "target_layers", G_STRUCT_OFFSET (DflDrafterGeometry, target_layers) },
-    { "window", G_STRUCT_OFFSET (DflDrafterGeometry, window) },
+  static const struct { const char *key; gsize offset; double max; } sizes[] = {
+    { "hidden", G_STRUCT_OFFSET (DflDrafterGeometry, hidden), GEOMETRY_MAX_HIDDEN },
+    { "intermediate", G_STRUCT_OFFSET (DflDrafterGeometry, intermediate),
+      GEOMETRY_MAX_INTERMEDIATE },
+    { "layers", G_STRUCT_OFFSET (DflDrafterGeometry, layers), GEOMETRY_MAX_LAYERS },
+    { "heads", G_STRUCT_OFFSET (DflDrafterGeometry, heads), GEOMETRY_MAX_HEADS },
+    { "kv_heads", G_STRUCT_OFFSET (DflDrafterGeometry, kv_heads), GEOMETRY_MAX_HEADS },
+    { "head_dim", G_STRUCT_OFFSET (DflDrafterGeometry, head_dim), GEOMETRY_MAX_HEAD_DIM },
+    { "vocab", G_STRUCT_OFFSET (DflDrafterGeometry, vocab), GEOMETRY_MAX_VOCAB },
+    { "block", G_STRUCT_OFFSET (DflDrafterGeometry, block), GEOMETRY_MAX_BLOCK },
+    { "conv_group", G_STRUCT_OFFSET (DflDrafterGeometry, conv_group), GEOMETRY_MAX_HIDDEN },
+    { "conv_kernel", G_STRUCT_OFFSET (DflDrafterGeometry, conv_kernel),
+      GEOMETRY_MAX_CONV_KERNEL },
+    { "selector_rank", G_STRUCT_OFFSET (DflDrafterGeometry, selector_rank),
+      GEOMETRY_MAX_SELECTOR_RANK },
+    { "selector_top", G_STRUCT_OFFSET (DflDrafterGeometry, selector_top),
+      GEOMETRY_MAX_SELECTOR_TOP },
+    { "target_layers", G_STRUCT_OFFSET (DflDrafterGeometry, target_layers), GEOMETRY_MAX_LAYERS },
+    { "window", G_STRUCT_OFFSET (DflDrafterGeometry, window), GEOMETRY_MAX },
   };
 
   memset (g, 0, sizeof *g);
-  rec = cJSON_Parse (json);
+  rec = dfl_json_parse (json, strlen (json) + 1, NULL, FALSE);
   if (!rec || !cJSON_IsObject (rec)) {
     fail (error, DFL_ERROR_FORMAT, origin, "%s is not a JSON object", what);
     goto out;
   }
   for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
-    if (!get_size (rec, sizes[i].key, what, GEOMETRY_MAX,
+    if (!get_size (rec, sizes[i].key, what, sizes[i].max,
                    G_STRUCT_MEMBER_P (g, sizes[i].offset), origin, error))
       goto out;
   if (!cJSON_GetObjectItemCaseSensitive (rec, "mask_token")) {
@@ -295,9 +346,12 @@ dfl_drafter_geometry_parse (DflDrafterGeometry *g, const char *json, const char 
     }
     g->mask_token = (guint32) v;
   }
-  if (!get_list (rec, "taps", what, FALSE, &g->taps, &g->n_taps, origin, error)
-      || !get_list (rec, "windows", what, TRUE, &g->windows, &n_windows, origin, error)
-      || !get_list (rec, "no_rope", what, TRUE, &g->no_rope, &g->n_no_rope, origin, error)
+  if (!get_list (rec, "taps", what, FALSE, GEOMETRY_MAX_TAPS, &g->taps, &g->n_taps, origin,
+                 error)
+      || !get_list (rec, "windows", what, TRUE, GEOMETRY_MAX_LAYERS, &g->windows, &n_windows,
+                    origin, error)
+      || !get_list (rec, "no_rope", what, TRUE, GEOMETRY_MAX_LAYERS, &g->no_rope, &g->n_no_rope,
+                    origin, error)
       || !get_real (rec, "rope_theta", what, &g->rope_theta, origin, error)
       || !get_real (rec, "eps", what, &g->eps, origin, error))
     goto out;
@@ -354,7 +408,7 @@ dfl_drafter_geometry_from_v1_config (DflDrafterGeometry *g, const char *json, gs
   gint64 v;
 
   memset (g, 0, sizeof *g);
-  cfg = cJSON_ParseWithLength (json, len);
+  cfg = dfl_json_parse (json, len, NULL, FALSE);
   if (!cfg || !cJSON_IsObject (cfg)) {
     fail (error, DFL_ERROR_FORMAT, origin, "not a JSON object");
     goto out;
@@ -373,21 +427,21 @@ dfl_drafter_geometry_from_v1_config (DflDrafterGeometry *g, const char *json, gs
     goto out;
   }
   dc = child (cfg, "dflash_config");
-  if (!get_size (cfg, "hidden_size", what, GEOMETRY_MAX, &g->hidden, origin, error)
-      || !get_size (cfg, "intermediate_size", what, GEOMETRY_MAX, &g->intermediate, origin, error)
-      || !get_size (cfg, "num_hidden_layers", what, GEOMETRY_MAX, &g->layers, origin, error)
-      || !get_size (cfg, "num_attention_heads", what, GEOMETRY_MAX, &g->heads, origin, error)
-      || !get_size (cfg, "vocab_size", what, GEOMETRY_MAX, &g->vocab, origin, error)
-      || !get_size (cfg, "num_target_layers", what, GEOMETRY_MAX, &g->target_layers, origin, error))
+  if (!get_size (cfg, "hidden_size", what, GEOMETRY_MAX_HIDDEN, &g->hidden, origin, error)
+      || !get_size (cfg, "intermediate_size", what, GEOMETRY_MAX_INTERMEDIATE, &g->intermediate, origin, error)
+      || !get_size (cfg, "num_hidden_layers", what, GEOMETRY_MAX_LAYERS, &g->layers, origin, error)
+      || !get_size (cfg, "num_attention_heads", what, GEOMETRY_MAX_HEADS, &g->heads, origin, error)
+      || !get_size (cfg, "vocab_size", what, GEOMETRY_MAX_VOCAB, &g->vocab, origin, error)
+      || !get_size (cfg, "num_target_layers", what, GEOMETRY_MAX_LAYERS, &g->target_layers, origin, error))
     goto out;
   /* Hugging Face's defaults where a key is absent */
   g->kv_heads = g->heads;
   if (child (cfg, "num_key_value_heads")
-      && !get_size (cfg, "num_key_value_heads", what, GEOMETRY_MAX, &g->kv_heads, origin, error))
+      && !get_size (cfg, "num_key_value_heads", what, GEOMETRY_MAX_HEADS, &g->kv_heads, origin, error))
     goto out;
   g->head_dim = g->heads ? g->hidden / g->heads : 0;
   if (child (cfg, "head_dim")
-      && !get_size (cfg, "head_dim", what, GEOMETRY_MAX, &g->head_dim, origin, error))
+      && !get_size (cfg, "head_dim", what, GEOMETRY_MAX_HEAD_DIM, &g->head_dim, origin, error))
     goto out;
   g->eps = 1e-6;
   if (child (cfg, "rms_norm_eps") && !get_real (cfg, "rms_norm_eps", what, &g->eps, origin, error))
@@ -419,10 +473,10 @@ dfl_drafter_geometry_from_v1_config (DflDrafterGeometry *g, const char *json, gs
   }
   /* block_size: top level in v1, in dflash_config in later drafters */
   if (child (cfg, "block_size")) {
-    if (!get_size (cfg, "block_size", what, GEOMETRY_MAX, &g->block, origin, error))
+    if (!get_size (cfg, "block_size", what, GEOMETRY_MAX_BLOCK, &g->block, origin, error))
       goto out;
   } else if (!get_size (dc, "block_size", "config.json's dflash_config (and its top level)",
-                        GEOMETRY_MAX, &g->block, origin, error)) {
+                        GEOMETRY_MAX_BLOCK, &g->block, origin, error)) {
     goto out;
   }
   item = child (dc, "mask_token_id");
@@ -438,8 +492,8 @@ dfl_drafter_geometry_from_v1_config (DflDrafterGeometry *g, const char *json, gs
   }
   g->mask_token = (guint32) v;
   if (child (dc, "target_layer_ids")) {
-    if (!get_list (dc, "target_layer_ids", "config.json's dflash_config", FALSE, &g->taps,
-                   &g->n_taps, origin, error))
+    if (!get_list (dc, "target_layer_ids", "config.json's dflash_config", FALSE,
+                   GEOMETRY_MAX_TAPS, &g->taps, &g->n_taps, origin, error))
       goto out;
   } else if (g->layers > 0) {
     g->n_taps = g->layers;

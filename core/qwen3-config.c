@@ -185,7 +185,7 @@ dfl_cfg_parse_object (const char *json, gsize len, const char *origin, GError **
   gboolean trailing = FALSE;
   cJSON *root;
 
-  root = cJSON_ParseWithLengthOpts (json, len, &end, FALSE);
+  root = dfl_json_parse (json, len, &end, FALSE);
   if (root != NULL) {
     for (; end < json + len; end++) {
       if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')

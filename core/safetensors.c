@@ -628,7 +628,8 @@ dfl_st_load_file (DflSafetensors *st, const char *path, GError **error)
     return FALSE;
   }
   if (fstat (fd, &sb) != 0 || !S_ISREG (sb.st_mode)) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "%s: not a regular file", path);
+    g_set_error (error, DFL_ERROR, DFL_ERROR_IO,
+                 "%s: not a regular file (expected a .safetensors file)", path);
     close (fd);
     return FALSE;
   }
@@ -690,7 +691,7 @@ dfl_st_load_file (DflSafetensors *st, const char *path, GError **error)
   }
 
   end = NULL;
-  root = cJSON_ParseWithLengthOpts (hdr, header_len, &end, FALSE);
+  root = dfl_json_parse (hdr, header_len, &end, FALSE);
   if (root == NULL) {
     gsize at = end ? (gsize) (end - hdr) : 0;
 
@@ -837,7 +838,7 @@ dfl_st_load_index (DflSafetensors *st, const char *index_path, GError **error)
   text = dfl_st_read_small (index_path, DFL_ST_MAX_INDEX, &len, error);
   if (text == NULL)
     return FALSE;
-  root = cJSON_ParseWithLength (text, len);
+  root = dfl_json_parse (text, len, NULL, FALSE);
   if (root == NULL || !cJSON_IsObject (root)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: %s", index_path,
                  root == NULL ? "not valid JSON" : "not a JSON object");

@@ -4,6 +4,7 @@
  */
 #include "drafter-private.h"
 #include "dfl-error.h"
+#include "dfl-json.h"
 
 #include <cjson/cJSON.h>
 #include <string.h>
@@ -296,7 +297,7 @@ dfl_drafter_free (DflDrafter *d)
 static gboolean
 parse_binding (DflDrafter *d, const char *json, GError **error)
 {
-  cJSON *b = cJSON_Parse (json);
+  cJSON *b = dfl_json_parse (json, strlen (json) + 1, NULL, FALSE);
   const cJSON *h = b ? cJSON_GetObjectItemCaseSensitive (b, "trunk_hash64") : NULL;
   gboolean ok = cJSON_IsString (h) && strlen (h->valuestring) == 16;
 

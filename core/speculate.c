@@ -15,6 +15,7 @@ struct _DflSpec {
   int prompt_len;
   int block;             /* rows of a round's verification at most: 1 + drafts */
   gboolean done;
+  DflSpecEnd end;
   DflVerifier *verifier;
   /* a round's buffers */
   int *drafts;
@@ -195,8 +196,10 @@ dfl_spec_new (const DflTarget *target, DflDrafter *drafter, const DflSpecParams 
   s->head_width = params->head_width > 0 ? MIN (params->head_width, c->vocab) : c->vocab;
   if (drafter && s->head_width < dfl_drafter_geometry (drafter)->selector_top) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "a head shortlist of %d rows is narrower than the selector's %d candidates",
-                 s->head_width, dfl_drafter_geometry (drafter)->selector_top);
+                 "a head shortlist of %d rows is narrower than the selector's %d candidates "
+                 "(head width: 0 for the whole head, or %d to %d)",
+                 s->head_width, dfl_drafter_geometry (drafter)->selector_top,
+                 dfl_drafter_geometry (drafter)->selector_top, c->vocab);
     return NULL;
   }
   s->tap_width = drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_geometry (drafter)) : 0;
@@ -251,6 +254,24 @@ dfl_spec_done (const DflSpec *s)
   return s->done;
 }
 
+DflSpecEnd
+dfl_spec_end (const DflSpec *s)
+{
+  return s->end;
+}
+
+char *
+dfl_spec_end_message (const DflSpec *s)
+{
+  if (s->end != DFL_SPEC_END_CONTEXT)
+    return NULL;
+  return g_strdup_printf ("the sequence reached the context of %s (max_position_embeddings %d) "
+                          "after %d new tokens, before max-new %d; a shorter prompt leaves "
+                          "room for more", dfl_target_dir (s->target),
+                          dfl_target_config (s->target)->max_positions, s->stats.new_tokens,
+                          s->p.max_new);
+}
+
 const int *
 dfl_spec_tokens (const DflSpec *s, int *n)
 {
@@ -271,9 +292,15 @@ emit (DflSpec *s, int token, GArray *emitted)
   g_array_append_val (s->tokens, token);
   g_array_append_val (emitted, token);
   s->stats.new_tokens++;
-  if (s->stats.new_tokens >= s->p.max_new
-      || dfl_qwen3_config_is_eos (dfl_target_config (s->target), token))
-    s->done = TRUE;
+  if (dfl_qwen3_config_is_eos (dfl_target_config (s->target), token))
+    s->end = DFL_SPEC_END_EOS;
+  else if (s->stats.new_tokens >= s->p.max_new)
+    s->end = DFL_SPEC_END_MAX_NEW;
+  /* the token just emitted is the next anchor: a round runs it at position
+   * len − 1, which must be inside the context */
+  else if ((gint64) s->tokens->len - 1 >= dfl_target_config (s->target)->max_positions)
+    s->end = DFL_SPEC_END_CONTEXT;
+  s->done = s->end != DFL_SPEC_RUNNING;
   return !s->done;
 }
 
@@ -289,11 +316,15 @@ dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **e
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the prompt is empty");
     return FALSE;
   }
-  if ((gint64) n + s->p.max_new + s->block > c->max_positions) {
+  if (n > c->max_positions) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
-                 "a prompt of %d tokens and %d new ones (and a block of %d) pass the context "
-                 "of %s (max_position_embeddings %d)",
-                 n, s->p.max_new, s->block, dfl_target_dir (s->target), c->max_positions);
+                 "the prompt has %d tokens, more than the context of %s holds "
+                 "(max_position_embeddings %d)", n, dfl_target_dir (s->target), c->max_positions);
+    return FALSE;
+  }
+  if (s->tokens->len > 0) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the sequence already has its prompt; a DflSpec runs one sequence");
     return FALSE;
   }
   if (s->drafter) {
@@ -363,6 +394,9 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
       s->stats.block_rounds++;
     }
   }
+  /* near the end of the context only the drafts that fit are verified: the
+   * anchor and m drafts take positions a … a + m */
+  m = (int) MIN ((gint64) m, dfl_target_config (s->target)->max_positions - a - 1);
   t1 = g_get_monotonic_time ();
   s->stats.draft_s += (t1 - t0) / 1e6;
 

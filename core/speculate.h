@@ -107,8 +107,24 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflSpec, dfl_spec_free)
 gboolean dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **error);
 /* One round; the tokens it emits are appended to `emitted`. */
 gboolean dfl_spec_round (DflSpec *s, GArray *emitted, GError **error);
-/* max_new reached or an EOS emitted. */
+/* Why a sequence is over (DFL_SPEC_RUNNING while it is not). */
+typedef enum {
+  DFL_SPEC_RUNNING,
+  DFL_SPEC_END_MAX_NEW,   /* max_new tokens emitted */
+  DFL_SPEC_END_EOS,       /* an EOS emitted */
+  DFL_SPEC_END_CONTEXT,   /* the next anchor would sit at max_position_embeddings */
+} DflSpecEnd;
+
+/* max_new reached, an EOS emitted, or the context full. A prompt longer
+ * than the context is refused by dfl_spec_prefill (DFL_ERROR_LIMIT, naming
+ * both numbers); one that fits runs until the context is full, and rounds
+ * near the end verify only the drafts that still fit. */
 gboolean dfl_spec_done (const DflSpec *s);
+DflSpecEnd dfl_spec_end (const DflSpec *s);
+/* Where the sequence ended at the context: a sentence saying so (naming the
+ * target, max_position_embeddings and the tokens emitted) for the user;
+ * else NULL. g_free() it. */
+char *dfl_spec_end_message (const DflSpec *s);
 const DflSpecStats *dfl_spec_stats (const DflSpec *s);
 /* Every token so far: the prompt, then what was emitted. */
 const int *dfl_spec_tokens (const DflSpec *s, int *n);

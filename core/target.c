@@ -312,10 +312,11 @@ dfl_target_forward (const DflTarget *t, DflTargetSeq *s, const int *ids, int n,
                    ids[i], t->dir, c->vocab - 1);
       return FALSE;
     }
-  if (pos0 + n > c->max_positions) {
+  if ((gint64) pos0 + n > c->max_positions) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
-                 "%d tokens at position %d pass the context of %s (max_position_embeddings %d)",
-                 n, pos0, t->dir, c->max_positions);
+                 "%d tokens at position %d pass the context of %s: max_position_embeddings "
+                 "is %d, so positions 0 … %d", n, pos0, t->dir, c->max_positions,
+                 c->max_positions - 1);
     return FALSE;
   }
   for (int i = 0; i < out->n_tap_layers; i++)

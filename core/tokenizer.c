@@ -554,9 +554,17 @@ dfl_tok_id (const cJSON *item, const char *origin, const char *what, int *out, G
     return FALSE;
   }
   d = item->valuedouble;
-  if (isnan (d) || d != floor (d) || d < 0 || d >= DFL_TOK_MAX_IDS) {
+  if (isnan (d) || d != floor (d) || d < 0) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: %s: id %.17g is not an integer in [0, %d)", origin, what, d, DFL_TOK_MAX_IDS);
+                 "%s: %s: id %.17g is not a token id (expected an integer from 0 to %d)",
+                 origin, what, d, DFL_TOK_MAX_IDS - 1);
+    return FALSE;
+  }
+  /* ids size the id tables: a huge one is refused before they are made */
+  if (d >= DFL_TOK_MAX_IDS) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+                 "%s: %s: id %.17g is past the largest vocabulary accepted (ids 0 to %d)",
+                 origin, what, d, DFL_TOK_MAX_IDS - 1);
     return FALSE;
   }
   *out = (int) d;
@@ -670,7 +678,7 @@ dfl_tok_parse_pre_tokenizer (DflTokenizer *tok, const cJSON *p, guint *byte_leve
     }
     if (tok->n_steps == G_N_ELEMENTS (tok->steps)) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                   "%s: pre_tokenizer: more than %u splits", tok->origin,
+                   "%s: pre_tokenizer has more splits than the %u accepted", tok->origin,
                    (guint) G_N_ELEMENTS (tok->steps));
       return FALSE;
     }
@@ -704,7 +712,7 @@ dfl_tok_parse_pre_tokenizer (DflTokenizer *tok, const cJSON *p, guint *byte_leve
     if (use_regex) {
       if (tok->n_steps == G_N_ELEMENTS (tok->steps)) {
         g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                     "%s: pre_tokenizer: more than %u splits", tok->origin,
+                     "%s: pre_tokenizer has more splits than the %u accepted", tok->origin,
                      (guint) G_N_ELEMENTS (tok->steps));
         return FALSE;
       }
@@ -792,6 +800,13 @@ dfl_tok_parse_merges (DflTokenizer *tok, const cJSON *merges, GError **error)
     return FALSE;
   }
   n = cJSON_GetArraySize (merges);
+  /* each merge makes a vocabulary entry: more merges than ids is no BPE */
+  if (n > DFL_TOK_MAX_IDS) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+                 "%s: model: 'merges' has %u entries; accepted: at most %d", tok->origin, n,
+                 DFL_TOK_MAX_IDS);
+    return FALSE;
+  }
   while (cap < 2 * (guint64) n + 16)
     cap *= 2;
   tok->merges = g_new (DflTokMerge, cap);
@@ -1202,7 +1217,7 @@ dfl_tokenizer_parse (const char *json, gsize len, const char *origin, GError **e
   tok->unk_id = -1;
   by_id = g_ptr_array_new ();
 
-  root = cJSON_ParseWithLengthOpts (json, len, &end, FALSE);
+  root = dfl_json_parse (json, len, &end, FALSE);
   if (root == NULL || !cJSON_IsObject (root)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                  root ? "%s: not a JSON object" : "%s: not valid JSON (error near byte %zu)",
@@ -1270,7 +1285,8 @@ dfl_tokenizer_parse (const char *json, gsize len, const char *origin, GError **e
     }
     if (pool->len > G_MAXINT32) {
       g_string_free (pool, TRUE);
-      g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "%s: the tokens are too long", tok->origin);
+      g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+                   "%s: the tokens' bytes pass 2 GiB together, the most accepted", tok->origin);
       return NULL;
     }
     tok->tok_off[i] = pool->len;
@@ -1298,7 +1314,8 @@ dfl_tokenizer_load (const char *path, GError **error)
   }
   if (g_mapped_file_get_length (file) > DFL_TOK_MAX_FILE) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "%s: %zu bytes, more than a tokenizer.json "
-                 "can sensibly be", path, g_mapped_file_get_length (file));
+                 "can sensibly be (accepted: at most %u)", path, g_mapped_file_get_length (file),
+                 DFL_TOK_MAX_FILE);
     return NULL;
   }
   return dfl_tokenizer_parse (g_mapped_file_get_contents (file) ? g_mapped_file_get_contents (file) : "",

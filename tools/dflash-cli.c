@@ -1,11 +1,11 @@
 /* gst-dflash — the `dflash` command's shared helpers: messages, option
  * parsing, token lists, finding the drafter. */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "dfl-error.h"
 #include "dflash-cli.h"
+#include "token-list.h"
 
 int
 dfl_cli_fail (int status, const char *fmt, ...)
@@ -41,32 +41,12 @@ dfl_cli_parse (GOptionContext *ctx, int *argc, char ***argv)
   return TRUE;
 }
 
-
 gboolean
 dfl_cli_parse_tokens (const char *text, GArray *ids, GError **error)
 {
-  g_auto (GStrv) parts = g_strsplit (text, ",", -1);
-
-  for (int i = 0; parts[i]; i++) {
-    const char *s = g_strstrip (parts[i]);
-    char *end = NULL;
-    gint64 v;
-    errno = 0;
-    v = g_ascii_strtoll (s, &end, 10);
-    if (!*s || *end || errno || v < G_MININT || v > G_MAXINT) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                   "--tokens: '%s' is not a token id (expected a comma-separated list of integers)", s);
-      return FALSE;
-    }
-    g_array_append_val (ids, (int) { (int) v });
-  }
-  if (ids->len == 0) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "--tokens: the list is empty");
-    return FALSE;
-  }
-  return TRUE;
+  /* the ids are checked against the vocabulary once the target is loaded */
+  return dfl_token_list_parse (text, "--tokens", 0, NULL, ids, error);
 }
-
 
 DflDrafter *
 dfl_cli_open_drafter (const char *drafter_path, const DflTarget *target, GError **error)

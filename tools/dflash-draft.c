@@ -50,7 +50,8 @@ dfl_cmd_draft (int argc, char **argv)
   if (!dfl_cli_parse_tokens (tokens, ids, &error))
     return dfl_cli_fail (DFL_EXIT_USAGE, "%s", error->message);
   if (ids->len < 2)
-    return dfl_cli_fail (DFL_EXIT_USAGE, "draft: --tokens needs the context and the anchor: 2 ids at least");
+    return dfl_cli_fail (DFL_EXIT_USAGE, "draft: --tokens has %u id; it needs the context and the "
+                         "anchor: 2 ids at least", ids->len);
 
   if (!(target = dfl_target_load (target_dir, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));

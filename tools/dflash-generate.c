@@ -291,11 +291,26 @@ dfl_cmd_generate (int argc, char **argv)
     return dfl_cli_fail_error (g_steal_pointer (&error));
   }
   if (ids->len == 0)
-    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: the prompt is empty");
-  if ((gint64) ids->len + max_new + (drafter ? dfl_drafter_geometry (drafter)->block : 1) > c->max_positions)
-    return dfl_cli_fail (DFL_EXIT_ERROR,
-                         "the prompt's %u tokens and --max-new %d pass the context of %s (max_position_embeddings %d)",
-                         ids->len, max_new, target_dir, c->max_positions);
+    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: the prompt is empty (give --prompt some text, "
+                         "or --tokens)");
+  {
+    /* tapsource wants room for the prompt, every new token and one block */
+    int block = drafter ? dfl_drafter_geometry (drafter)->block : 1;
+    gint64 room = (gint64) c->max_positions - block - ids->len;
+
+    if (room < 1)
+      return dfl_cli_fail (DFL_EXIT_ERROR,
+                           "the prompt has %u tokens, more than the context of %s holds "
+                           "(max_position_embeddings %d, less a block of %d: at most %d prompt "
+                           "tokens)", ids->len, target_dir, c->max_positions, block,
+                           MAX (c->max_positions - block - 1, 0));
+    if (max_new > room)
+      return dfl_cli_fail (DFL_EXIT_ERROR,
+                           "the prompt's %u tokens and --max-new %d pass the context of %s "
+                           "(max_position_embeddings %d); with this prompt --max-new may be at "
+                           "most %" G_GINT64_FORMAT, ids->len, max_new, target_dir,
+                           c->max_positions, room);
+  }
 
   /* drafting happens whenever a drafter is there, unless --no-draft; the
    * chain needs none */

@@ -64,6 +64,9 @@ record_prompt (const DflTarget *target, DflDrafter *drafter, const DflNgram *ngr
     if (!dfl_spec_round (plain, out, error))
       return FALSE;
   truth = dfl_spec_tokens (plain, &n);
+  /* a sequence that ran to the context's end has one token past it (chosen
+   * at the last position); the pass below runs every token it keeps */
+  n = MIN (n, c->max_positions);
 
   /* every row's taps and final hidden row in one pass: the batch-invariant
    * target gives what the rounds would have seen */

@@ -143,6 +143,32 @@ def corrupt_tests(tmp):
     open(os.path.join(d, "config.json"), "w").write("{\"hidden_size\": 64,")
     expect_error("config not JSON", ["generate", "--target", d], "config.json")
 
+    # absurd sizes: refused with the file, the value and what is accepted
+    d = copy_checkpoint(tmp, "vocab-absurd")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg["vocab_size"] = 5000000
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    expect_error("absurd vocab_size", ["generate", "--target", d], "config.json",
+                 "'vocab_size' is 5000000; accepted: 1 to 4194304")
+
+    d = copy_checkpoint(tmp, "geometry-absurd")
+    p = os.path.join(d, "dflash.safetensors")
+    h, body = read_st(p)
+    g = json.loads(h["__metadata__"]["dflash"])
+    g["block"] = 300
+    h["__metadata__"]["dflash"] = json.dumps(g)
+    write_st(p, h, body)
+    expect_error("absurd drafter block", ["generate", "--target", d], "dflash.safetensors",
+                 "\"block\" is 300; accepted: 0 to 256")
+
+    d = copy_checkpoint(tmp, "tokenizer-absurd")
+    p = os.path.join(d, "tokenizer.json")
+    t = json.load(open(p))
+    t["model"]["vocab"]["absurd"] = 5000000
+    json.dump(t, open(p, "w"))
+    expect_error("absurd tokenizer id", ["generate", "--target", d], "tokenizer.json", "id 5000000",
+                 "ids 0 to 4194303")
+
     expect_error("no such target folder", ["generate", "--target", os.path.join(tmp, "nowhere")], "nowhere")
     expect_error("inspect of a truncated file", ["inspect", os.path.join(tmp, "truncated", st)], st)
 
@@ -154,8 +180,19 @@ def main():
     expect_error("unknown option", ["generate", "--frobnicate"], "frobnicate", status=2)
     expect_error("unknown command", ["frobnicate"], "frobnicate", status=2)
     expect_error("--max-new 0", ["generate", "--target", GOOD, "--max-new", "0"], "--max-new", status=2)
-    expect_error("prompt past the context", ["generate", "--target", GOOD, "--max-new", "600"],
-                 "max_position_embeddings", "512")
+    expect_error("prompt and --max-new past the context", ["generate", "--target", GOOD, "--max-new", "600"],
+                 "max_position_embeddings 512", "--max-new 600", "--max-new may be at most")
+    expect_error("prompt longer than the context",
+                 ["generate", "--target", GOOD, "--tokens", ",".join(["5"] * 600)],
+                 "the prompt has 600 tokens", "max_position_embeddings 512", "at most 503 prompt tokens")
+    expect_error("empty --prompt", ["generate", "--target", GOOD, "--prompt", ""],
+                 "the prompt is empty", "--prompt", status=2)
+    expect_error("empty --tokens", ["generate", "--target", GOOD, "--tokens", ""],
+                 "--tokens: the list is empty", status=2)
+    expect_error("empty entry in --tokens", ["generate", "--target", GOOD, "--tokens", "1,,2"],
+                 "--tokens: entry 2 is empty", status=2)
+    expect_error("--tokens past an int", ["generate", "--target", GOOD, "--tokens", "1,99999999999"],
+                 "entry 2, '99999999999', is not a token id", status=2)
 
     rc, out, err = run("generate", "--target", GOOD, "--prompt", "func main() {", "--max-new", "12", "--json")
     try:
@@ -208,10 +245,16 @@ def main():
     expect_error("--temperature below 0", ["generate", "--target", GOOD, "--temperature", "-1"],
                  "--temperature", status=2)
     expect_error("draft without an anchor", ["draft", "--target", GOOD, "--tokens", "5", "--dump", "/dev/null"],
-                 "--tokens", status=2)
+                 "--tokens has 1 id", "2 ids at least", status=2)
     with tempfile.TemporaryDirectory() as tmp:
         prompts = os.path.join(tmp, "prompts.txt")
         open(prompts, "w").write("func main() {\\n\\tx := 1\n")
+        expect_error("route-fit without its prompts file",
+                     ["route-fit", "--target", GOOD, "--prompts", os.path.join(tmp, "none.txt"),
+                      "--out", os.path.join(tmp, "out.safetensors")], "none.txt", "cannot open")
+        expect_error("route-fit on a device, not a file",
+                     ["route-fit", "--target", GOOD, "--prompts", "/dev/zero",
+                      "--out", os.path.join(tmp, "out.safetensors")], "/dev/zero: not a regular file")
         expect_error("route-fit where the block never wins",
                      ["route-fit", "--target", GOOD, "--prompts", prompts, "--max-new", "24",
                       "--out", os.path.join(tmp, "out.safetensors")], "prompts.txt", "won")

@@ -312,7 +312,7 @@ test_bad_files (void)
     { "{\"type\":\"BPE\",\"vocab\":{\"a\xff\":0},\"merges\":[]}", "null", MINIMAL_PRE,
       MINIMAL_DEC, "null", "[]", DFL_ERROR_FORMAT, "id 0 is not valid UTF-8" },
     { "{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]}", "null", MINIMAL_PRE,
-      MINIMAL_DEC, "null", "[]", DFL_ERROR_FORMAT, "id -1 is not an integer" },
+      MINIMAL_DEC, "null", "[]", DFL_ERROR_FORMAT, "id -1 is not a token id (expected an integer from 0 to 4194303)" },
     { "{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{},\"merges\":[]}", "null", MINIMAL_PRE,
       MINIMAL_DEC, "null", "[]", DFL_ERROR_UNSUPPORTED, "byte_fallback=true is not supported" },
     { "{\"type\":\"BPE\",\"dropout\":0.1,\"vocab\":{},\"merges\":[]}", "null", MINIMAL_PRE,

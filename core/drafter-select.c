@@ -4,6 +4,7 @@
  */
 #include "drafter-private.h"
 #include "dfl-error.h"
+#include "dfl-json.h"
 #include "dfl-kernels.h"
 
 #include <cjson/cJSON.h>
@@ -195,7 +196,7 @@ out:
 DflRoute *
 dfl_route_parse (const char *json, int hidden, const char *origin, GError **error)
 {
-  cJSON *root = cJSON_Parse (json);
+  cJSON *root = dfl_json_parse (json, strlen (json) + 1, NULL, FALSE);
   DflRoute *r = g_new0 (DflRoute, 1);
   const cJSON *n;
 

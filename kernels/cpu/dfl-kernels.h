@@ -43,6 +43,27 @@ size_t dfl_weights_bytes (const DflWeights *w);
  * bitwise). */
 void dfl_kernels_set_generic (int on);
 
+/* The instruction sets dfl_matmul_w has paths for. Every path gives bitwise
+ * the same numbers (see matmul.c); they differ in speed only. */
+typedef enum {
+  DFL_KERNELS_BEST,      /* the fastest this CPU runs (the default) */
+  DFL_KERNELS_GENERIC,   /* plain C */
+  DFL_KERNELS_AVX2,      /* AVX2 + FMA + F16C */
+  DFL_KERNELS_AVX512,    /* AVX-512 F, BW, VL + the AVX2 set */
+} DflKernelsIsa;
+/* Use `isa`'s paths from now on, for the whole process (tests and
+ * benchmarks compare them). Returns 0, and changes nothing, where this CPU
+ * lacks `isa`; 1 otherwise. dfl_kernels_set_generic (on) is
+ * dfl_kernels_set_isa (on ? DFL_KERNELS_GENERIC : DFL_KERNELS_BEST).
+ * DFL_KERNELS_BEST is the fastest set unless the environment variable
+ * DFL_KERNELS_ISA, read once, names another: generic, avx2 or avx512 (to
+ * time whole programs on each; one the CPU lacks is reported on stderr and
+ * the fastest used). */
+int dfl_kernels_set_isa (DflKernelsIsa isa);
+/* The instruction set the paths in use now need (BEST resolved). */
+DflKernelsIsa dfl_kernels_isa (void);
+const char *dfl_kernels_isa_name (DflKernelsIsa isa);
+
 /* Each row of `dim`: x / sqrt(mean(x²) + eps) ⊙ w, in place. The mean of
  * squares is summed in double so long rows lose nothing. */
 void dfl_rmsnorm (float *x, int rows, int dim, const float *w, float eps);

@@ -6,10 +6,13 @@
  * tokens. A BLAS picks a different kernel (and so a different summation
  * order) for 1 row than for 16, so a near-tie could flip. Here every output
  * element is one dot product whose order of operations depends only on the
- * length of the row: 8 lanes accumulate by FMA over the row in steps of 8,
- * the tail is added in order, and the lanes are summed in a fixed tree. How
- * many rows come in, how they are tiled, and which thread computes an
- * element change nothing.
+ * length of the row: 8 lanes accumulate by FMA over the row in steps of 8
+ * (lane j adds inputs j, j + 8, j + 16, … in that order), the lanes are
+ * summed in a fixed tree, ((0+4)+(2+6)) + ((1+5)+(3+7)), and the tail past
+ * the last multiple of 8 is then added in order. How many rows come in, how
+ * they are tiled, which thread computes an element, and which instruction
+ * set does it (plain C, AVX2, AVX-512: each keeps exactly this order)
+ * change nothing.
  *
  * Why the stored dtype: decode is bound by reading the weights, and BF16 is
  * half the bytes of F32. Weights are read straight from the mapped file.
@@ -18,6 +21,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +29,18 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <cpuid.h>
 #define DFL_X86 1
+
+/* F16C from CPUID itself: clang 14's __builtin_cpu_supports does not know
+ * "f16c" (gcc's does). */
+static int
+has_f16c (void)
+{
+  unsigned a, b, c, d;
+
+  return __get_cpuid (1, &a, &b, &c, &d) && (c & bit_F16C);
+}
 #endif
 
 /* ---- the reference order, in plain C (machines without AVX2 + FMA) ---- */
@@ -432,62 +447,440 @@ rows_avx2 (const float *x, int rows, int ldx, const void *w, DflWeightType type,
                 y + (size_t) r * ldy + o, accumulate);
 }
 
-static int generic_only;
-
-void
-dfl_kernels_set_generic (int on)
-{
-  generic_only = on;
-}
-
-static int
-have_avx2 (void)
-{
-  static int known = -1;
-  if (generic_only)
-    return 0;
-  if (known < 0) {
-    __builtin_cpu_init ();
-    known = __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")
-        && __builtin_cpu_supports ("f16c");
-  }
-  return known;
-}
-#else
-void
-dfl_kernels_set_generic (int on)
-{
-  (void) on;
-}
 #endif
 
 #ifdef DFL_X86
-/* The blocked path over every output; 0 (nothing done) where its buffer
- * cannot be had, and the one-row path, which needs none, does the work. */
+/* ---- AVX-512: the same order, two outputs a register ----
+ *
+ * A 16-lane register holds the 8 lanes of two outputs side by side (output
+ * o in the low half, o + 1 in the high half): the weights of both, 8 inputs
+ * each, fill one register, and the row's 8 inputs go into both halves
+ * (a broadcast), so one FMA advances both outputs' 8 lanes by one step,
+ * each lane still adding its inputs in ascending order. Twice the work of
+ * an AVX2 FMA, the order unchanged: the results are bitwise the others'.
+ *
+ * The work is blocked as the AVX2 path's (x laid out by chunk of KC5
+ * inputs, the threads claiming blocks of outputs, lanes kept between
+ * chunks) with a larger register tile: up to R5 rows × C5 registers (2·C5
+ * outputs), R5·C5 accumulators out of 32 registers. Converting two rows' 8
+ * BF16 weights into a register is one permutation (vpermt2w, zero-masked
+ * into the high half of each lane); the first row tile of a group keeps
+ * them in the panel for the group's other row tiles, so each weight is
+ * converted once per block of MB5 rows. A group of outputs goes through
+ * all its chunks before the next group starts, so its weight rows are read
+ * as streams, each fetched a fixed distance ahead by the tile reading it.
+ * The lanes of a tile are summed in registers at the end of its last
+ * chunk (sums16), many outputs at a time.
+ */
+#define R5 8      /* rows of a register tile */
+#define C5 3      /* registers (output pairs) of a tile: 24 accumulators */
+#define KC5 384   /* inputs of a chunk: 16 rows of x (24 KiB) and the panel stay in L1 */
+#define MB5 16    /* rows of a block: each weight is converted once for them */
+#define NB5 48    /* outputs a thread claims at once (a multiple of 2·C5) */
+
+#define AVX512 __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+/* The weights of outputs at `lo` and `hi`, 8 inputs from element i, as F32
+ * in one register (lo's in the low half). */
+AVX512 static inline __attribute__ ((always_inline)) __m512
+load_pair (const DflWeightType T, const char *lo, const char *hi, size_t i)
+{
+  if (T == DFL_WEIGHT_F32)
+    /* insertf64x4 / broadcast_f64x4 move 8 floats as 4 doubles: AVX-512 F
+     * has them, the f32x8 forms need DQ */
+    return _mm512_castpd_ps (_mm512_insertf64x4 (
+        _mm512_castpd256_pd512 (_mm256_castps_pd (_mm256_loadu_ps ((const float *) lo + i))),
+        _mm256_castps_pd (_mm256_loadu_ps ((const float *) hi + i)), 1));
+  {
+    __m128i a = _mm_loadu_si128 ((const __m128i *) ((const uint16_t *) lo + i));
+    __m128i b = _mm_loadu_si128 ((const __m128i *) ((const uint16_t *) hi + i));
+    if (T == DFL_WEIGHT_BF16) {
+      /* word 2j + 1 of the result (the high half of F32 lane j) is a's word
+       * j for j < 8, b's word j − 8 after (index 32 + …: the second table);
+       * the even words are zero */
+      const __m512i idx = _mm512_set_epi16 (39, 0, 38, 0, 37, 0, 36, 0, 35, 0, 34, 0, 33, 0, 32, 0,
+                                            7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+      return _mm512_castsi512_ps (_mm512_maskz_permutex2var_epi16 (0xaaaaaaaau,
+                                                                   _mm512_castsi128_si512 (a), idx,
+                                                                   _mm512_castsi128_si512 (b)));
+    }
+    return _mm512_cvtph_ps (_mm256_inserti128_si256 (_mm256_castsi128_si256 (a), b, 1));
+  }
+}
+
+/* The sums of the lanes of 8 pair registers (16 outputs: g[k]'s low half
+ * is output 2k, its high half 2k + 1), lanes_sum's tree for each: l[j] +
+ * l[j+4] (j < 4), then (a0 + a2, a1 + a3), then their sum, done for many
+ * outputs a register at a time (additions commute bitwise, so each
+ * output's tree is exact). */
+AVX512 static inline __attribute__ ((always_inline)) void
+sums16 (const __m512 *g, float *out)
+{
+  __m512 s1[4], s2[2], s3;
+
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++)
+    /* 128-bit blocks (v0, v2, w0, w2) + (v1, v3, w1, w3): 4 outputs' a0 … a3 */
+    s1[k] = _mm512_add_ps (_mm512_shuffle_f32x4 (g[2 * k], g[2 * k + 1], _MM_SHUFFLE (2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4 (g[2 * k], g[2 * k + 1], _MM_SHUFFLE (3, 1, 3, 1)));
+#pragma GCC unroll 2
+  for (int k = 0; k < 2; k++)
+    /* in each block: (a0, a1) of two outputs + their (a2, a3) */
+    s2[k] = _mm512_add_ps (_mm512_shuffle_ps (s1[k], s1[k + 2], _MM_SHUFFLE (1, 0, 1, 0)),
+                           _mm512_shuffle_ps (s1[k], s1[k + 2], _MM_SHUFFLE (3, 2, 3, 2)));
+  /* in each block: b0 of four outputs + their b1 */
+  s3 = _mm512_add_ps (_mm512_shuffle_ps (s2[0], s2[1], _MM_SHUFFLE (2, 0, 2, 0)),
+                      _mm512_shuffle_ps (s2[0], s2[1], _MM_SHUFFLE (3, 1, 3, 1)));
+  /* block q holds outputs q, q + 8, q + 4, q + 12: put them in order */
+  _mm512_storeu_ps (out, _mm512_permutexvar_ps (_mm512_set_epi32 (15, 11, 7, 3, 13, 9, 5, 1,
+                                                                  14, 10, 6, 2, 12, 8, 4, 0),
+                                                s3));
+}
+
+/* How far ahead of the weights it reads a tile asks for them, in steps
+ * of 8 inputs: a few hundred cycles, about the time a line takes to come
+ * from memory. The rows of a group are read from end to end before the
+ * next group's, so each is a stream the fetches run ahead of; the first
+ * lines of the next group's rows (AHEAD5_LINES a row, as far as the
+ * distance reaches) are asked for one a step during this group's first
+ * steps: all at once they would fill the core's line buffers and stall it. */
+#define AHEAD5_STEPS 24
+#define AHEAD5_LINES 6
+typedef struct {
+  const char *next;                      /* the next group's first row, or NULL */
+  size_t off[2 * C5 * AHEAD5_LINES];     /* its lines, from `next` */
+  int n;                                 /* how many */
+} Ahead5;
+
+/* The lanes of an R-row × C-pair tile over `steps` steps of 8 inputs from
+ * k0: x rows KC5 apart (a chunk of the laid-out x); weights from the rows
+ * wr[0 … 2C) (converted, and kept in the panel [step][C][16] when
+ * src == FROM_ROWS_TO_PANEL) or from the panel; lanes kept at
+ * acc + (r·ld + c)·16 floats between chunks. After the last chunk the lanes
+ * are summed instead, into sums[(r·C + c)·2 + half]. */
+AVX512 static inline __attribute__ ((always_inline)) void
+tile5_kernel (const int R, const int C, const DflWeightType T, const int src, const float *x,
+              const char *const *wr, size_t k0, float *panel, int steps, float *acc, size_t ld,
+              int first, int last, float *sums, const Ahead5 *ahead)
+{
+  __m512 a[R5][C5];
+  /* local copies: the panel's stores could alias what the pointers point
+   * to, and would make the compiler read them again every step */
+  const char *p[2 * C5];
+
+#pragma GCC unroll 6
+  for (int j = 0; j < 2 * C; j++)
+    p[j] = wr[j];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+    for (int c = 0; c < C; c++)
+      a[r][c] = first ? _mm512_setzero_ps () : _mm512_load_ps (acc + (r * ld + c) * 16);
+  for (int s = 0; s < steps; s++) {
+    __m512 b[C5];
+    if (src != FROM_PANEL) {
+      /* every row every step: the same line 4 (F32: 2) steps running, but
+       * a fetch costs a load slot only, and no arithmetic */
+      size_t at = (k0 + 8 * ((size_t) s + AHEAD5_STEPS)) * (T == DFL_WEIGHT_F32 ? 4 : 2);
+#pragma GCC unroll 6
+      for (int j = 0; j < 2 * C; j++)
+        _mm_prefetch (p[j] + at, _MM_HINT_T0);
+      if (s < ahead->n)
+        _mm_prefetch (ahead->next + ahead->off[s], _MM_HINT_T0);
+    }
+#pragma GCC unroll 3
+    for (int c = 0; c < C; c++) {
+      if (src == FROM_PANEL) {
+        b[c] = _mm512_load_ps (panel + ((size_t) s * C + c) * 16);
+      } else {
+        b[c] = load_pair (T, p[2 * c], p[2 * c + 1], k0 + 8 * (size_t) s);
+        if (src == FROM_ROWS_TO_PANEL)
+          _mm512_store_ps (panel + ((size_t) s * C + c) * 16, b[c]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      __m512 xr = _mm512_castpd_ps (_mm512_broadcast_f64x4 (
+          _mm256_castps_pd (_mm256_load_ps (x + (size_t) r * KC5 + 8 * s))));
+#pragma GCC unroll 3
+      for (int c = 0; c < C; c++)
+        a[r][c] = _mm512_fmadd_ps (xr, b[c], a[r][c]);
+    }
+  }
+  if (last) {
+    /* by eights, the last eight padded with zeros */
+    __m512 g[R5 * C5 + 7];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+      for (int c = 0; c < C; c++)
+        g[r * C + c] = a[r][c];
+#pragma GCC unroll 7
+    for (int k = R * C; k < (R * C + 7) / 8 * 8; k++)
+      g[k] = _mm512_setzero_ps ();
+#pragma GCC unroll 3
+    for (int k = 0; k < R * C; k += 8)
+      sums16 (g + k, sums + 2 * k);
+    return;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+    for (int c = 0; c < C; c++)
+      _mm512_store_ps (acc + (r * ld + c) * 16, a[r][c]);
+}
+
+typedef void (*Tile5Func) (const float *x, const char *const *wr, size_t k0, float *panel,
+                           int steps, float *acc, size_t ld, int first, int last, float *sums,
+                           const Ahead5 *ahead);
+
+#define TILE5(R, C, T, S, N) \
+  AVX512 static void \
+  tile5_##N##_##R##x##C (const float *x, const char *const *wr, size_t k0, float *panel, \
+                         int steps, float *acc, size_t ld, int first, int last, float *sums, \
+                         const Ahead5 *ahead) \
+  { \
+    tile5_kernel (R, C, T, S, x, wr, k0, panel, steps, acc, ld, first, last, sums, ahead); \
+  }
+#define TILES5_C(R, T, S, N) TILE5 (R, 1, T, S, N) TILE5 (R, 2, T, S, N) TILE5 (R, 3, T, S, N)
+#define TILES5(T, S, N) \
+  TILES5_C (1, T, S, N) TILES5_C (2, T, S, N) TILES5_C (3, T, S, N) TILES5_C (4, T, S, N) \
+  TILES5_C (5, T, S, N) TILES5_C (6, T, S, N) TILES5_C (7, T, S, N) TILES5_C (8, T, S, N)
+TILES5 (DFL_WEIGHT_F32, FROM_ROWS, f32)
+TILES5 (DFL_WEIGHT_F16, FROM_ROWS, f16)
+TILES5 (DFL_WEIGHT_BF16, FROM_ROWS, bf16)
+TILES5 (DFL_WEIGHT_F32, FROM_ROWS_TO_PANEL, f32p)
+TILES5 (DFL_WEIGHT_F16, FROM_ROWS_TO_PANEL, f16p)
+TILES5 (DFL_WEIGHT_BF16, FROM_ROWS_TO_PANEL, bf16p)
+TILES5 (DFL_WEIGHT_F32, FROM_PANEL, panel)
+#undef TILES5
+#undef TILES5_C
+#undef TILE5
+
+#define ROW5(N, R) { tile5_##N##_##R##x1, tile5_##N##_##R##x2, tile5_##N##_##R##x3 }
+#define TABLE5(N) { ROW5 (N, 1), ROW5 (N, 2), ROW5 (N, 3), ROW5 (N, 4), \
+                    ROW5 (N, 5), ROW5 (N, 6), ROW5 (N, 7), ROW5 (N, 8) }
+/* [dtype][FROM_ROWS, FROM_ROWS_TO_PANEL or FROM_PANEL][R − 1][C − 1] */
+static const Tile5Func tiles5[3][3][R5][C5] = {
+  [DFL_WEIGHT_F32] = { TABLE5 (f32), TABLE5 (f32p), TABLE5 (panel) },
+  [DFL_WEIGHT_F16] = { TABLE5 (f16), TABLE5 (f16p), TABLE5 (panel) },
+  [DFL_WEIGHT_BF16] = { TABLE5 (bf16), TABLE5 (bf16p), TABLE5 (panel) },
+};
+#undef TABLE5
+#undef ROW5
+
+/* y[r][o] (+)= the sum, with the inputs past the last 8 added in order. */
+static inline __attribute__ ((always_inline)) void
+finish_row (float *yr, const float *xr, const float *sum, int n, const char *w, size_t wrow,
+            DflWeightType type, int in8, int in, int accumulate)
+{
+  if (in8 == in) {
+    /* the common case, in a form the compiler makes a few vector moves */
+    if (accumulate)
+      for (int j = 0; j < n; j++)
+        yr[j] += sum[j];
+    else
+      for (int j = 0; j < n; j++)
+        yr[j] = sum[j];
+    return;
+  }
+  for (int j = 0; j < n; j++) {
+    float v = sum[j];
+    for (int i = in8; i < in; i++)
+      v = fmaf (xr[i], load_scalar (w + (size_t) j * wrow, type, i), v);
+    yr[j] = accumulate ? yr[j] + v : v;
+  }
+}
+
+/* One block of outputs [ob, oe) of every row: by groups of 2·C5 outputs,
+ * each over all its chunks before the next (so its rows are read as
+ * streams), each chunk by tiles of up to R5 rows. Each group starts by
+ * asking for the first lines of the next one: the next outputs, else the
+ * first of the next rows' pass, else those of the block [nb0, nb1) this
+ * thread does next.
+ * scratch: the panel (KC5/8 · C5 · 16 floats) and the lanes (R5 rows ×
+ * C5 pairs × 16 floats a tile, MB5/R5 tiles), 64-byte aligned. */
+AVX512 static void
+block_avx512 (const float *x, int rows, int ldx, const float *xp, const DflWeights *w, int ob,
+              int oe, int nb0, int nb1, float *y, int ldy, int accumulate, float *scratch, int mb)
+{
+  DflWeightType type = w->type;
+  size_t esz = type == DFL_WEIGHT_F32 ? 4 : 2, wrow = (size_t) w->cols * esz;
+  int in = w->cols, in8 = in & ~7;
+  float *panel = scratch, *lanes = panel + (size_t) KC5 / 8 * C5 * 16;
+  float sums[(R5 * C5 + 7) / 8 * 16];
+  Ahead5 ahead;
+  int lines = (int) DFL_MIN ((size_t) AHEAD5_LINES,
+                             (DFL_MIN ((size_t) AHEAD5_STEPS * 8, (size_t) in8) * esz + 63) / 64);
+
+  /* row by row, a line of each in turn: the lines every group asks for */
+  for (int l = 0, i = 0; l < lines; l++)
+    for (int j = 0; j < 2 * C5; j++)
+      ahead.off[i++] = (size_t) j * wrow + 64 * (size_t) l;
+  for (int rb = 0; rb < rows; rb += mb) {
+    int re = DFL_MIN (rb + mb, rows), n = re - rb, n_tiles = (n + R5 - 1) / R5;
+    for (int og = ob; og < oe; og += 2 * C5) {
+      int c = DFL_MIN (C5, (oe - og + 1) / 2), n_o = DFL_MIN (2 * c, oe - og);
+      int after = og + 2 * C5 < oe ? og + 2 * C5 : re < rows ? ob : nb0;
+      int after_end = og + 2 * C5 < oe || re < rows ? oe : nb1;
+      const char *wr[2 * C5];
+      /* an odd last output reads its own row twice, the high half unused */
+      for (int j = 0; j < 2 * c; j++)
+        wr[j] = (const char *) w->data + (size_t) DFL_MIN (og + j, oe - 1) * wrow;
+      /* the next group's first lines, which the tiles' fetches do not reach
+       * (none for a short last group: the table's rows would pass it) */
+      ahead.next = (const char *) w->data + (size_t) after * wrow;
+      ahead.n = after_end - after >= 2 * C5 ? 2 * C5 * lines : 0;
+      if (in8 == 0) {
+        /* no whole step of 8: only the inputs added in order */
+        memset (sums, 0, sizeof sums);
+        for (int r = rb; r < re; r++)
+          finish_row (y + (size_t) r * ldy + og, x + (size_t) r * ldx, sums, n_o, wr[0], wrow,
+                      type, in8, in, accumulate);
+        continue;
+      }
+      for (int k0 = 0, ch = 0; k0 < in8; k0 += KC5, ch++) {
+        int steps = DFL_MIN (KC5, in8 - k0) / 8, last = k0 + KC5 >= in8;
+        const float *xc = xp + ((size_t) ch * rows + rb) * KC5;
+        /* the rows split evenly into tiles: 16 as 8 + 8, 12 as 6 + 6 */
+        for (int t = 0, r0 = rb; t < n_tiles; t++) {
+          int r = (n - (r0 - rb) + (n_tiles - t) - 1) / (n_tiles - t);
+          int src = t > 0 ? FROM_PANEL : n_tiles > 1 ? FROM_ROWS_TO_PANEL : FROM_ROWS;
+          tiles5[type][src][r - 1][c - 1] (xc + (size_t) (r0 - rb) * KC5, wr, k0, panel, steps,
+                                           lanes + (size_t) t * R5 * C5 * 16, C5, k0 == 0, last,
+                                           sums, &ahead);
+          if (last)
+            for (int i = 0; i < r; i++)
+              finish_row (y + (size_t) (r0 + i) * ldy + og, x + (size_t) (r0 + i) * ldx,
+                          sums + 2 * c * i, n_o, wr[0], wrow, type, in8, in, accumulate);
+          r0 += r;
+        }
+      }
+    }
+  }
+}
+#endif
+
+/* The set in use: BEST until the first call resolves it, or as chosen. */
+static int isa_chosen = DFL_KERNELS_BEST;
+
+static int
+cpu_has (DflKernelsIsa isa)
+{
+#ifdef DFL_X86
+  static int avx2 = -1, avx512 = -1;
+  if (avx2 < 0) {
+    __builtin_cpu_init ();
+    avx2 = __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") && has_f16c ();
+    avx512 = avx2 && __builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw")
+        && __builtin_cpu_supports ("avx512vl");
+  }
+  if (isa == DFL_KERNELS_AVX2)
+    return avx2;
+  if (isa == DFL_KERNELS_AVX512)
+    return avx512;
+#endif
+  return isa == DFL_KERNELS_GENERIC;
+}
+
+/* The fastest set this CPU runs, or the one DFL_KERNELS_ISA names (to
+ * compare whole programs on the paths; see dfl-kernels.h). */
+static DflKernelsIsa
+best_isa (void)
+{
+  static int best = -1;
+  int isa = __atomic_load_n (&best, __ATOMIC_RELAXED);
+
+  if (isa < 0) {
+    const char *env = getenv ("DFL_KERNELS_ISA");
+    isa = cpu_has (DFL_KERNELS_AVX512) ? DFL_KERNELS_AVX512
+        : cpu_has (DFL_KERNELS_AVX2) ? DFL_KERNELS_AVX2 : DFL_KERNELS_GENERIC;
+    if (env && *env) {
+      int want = !strcmp (env, "generic") ? DFL_KERNELS_GENERIC
+          : !strcmp (env, "avx2") ? DFL_KERNELS_AVX2
+          : !strcmp (env, "avx512") ? DFL_KERNELS_AVX512 : -1;
+      if (want >= 0 && cpu_has (want))
+        isa = want;
+      else
+        fprintf (stderr, "DFL_KERNELS_ISA=%s: %s; using %s\n", env,
+                 want < 0 ? "not generic, avx2 or avx512" : "this CPU lacks it",
+                 dfl_kernels_isa_name (isa));
+    }
+    __atomic_store_n (&best, isa, __ATOMIC_RELAXED);
+  }
+  return isa;
+}
+
+DflKernelsIsa
+dfl_kernels_isa (void)
+{
+  int isa = __atomic_load_n (&isa_chosen, __ATOMIC_RELAXED);
+  return isa == DFL_KERNELS_BEST ? best_isa () : (DflKernelsIsa) isa;
+}
+
+int
+dfl_kernels_set_isa (DflKernelsIsa isa)
+{
+  if (isa != DFL_KERNELS_BEST && !cpu_has (isa))
+    return 0;
+  __atomic_store_n (&isa_chosen, isa, __ATOMIC_RELAXED);
+  return 1;
+}
+
+void
+dfl_kernels_set_generic (int on)
+{
+  dfl_kernels_set_isa (on ? DFL_KERNELS_GENERIC : DFL_KERNELS_BEST);
+}
+
+const char *
+dfl_kernels_isa_name (DflKernelsIsa isa)
+{
+  switch (isa) {
+    case DFL_KERNELS_GENERIC:
+      return "generic";
+    case DFL_KERNELS_AVX2:
+      return "AVX2";
+    case DFL_KERNELS_AVX512:
+      return "AVX-512";
+    case DFL_KERNELS_BEST:
+    default:
+      return "best";
+  }
+}
+
+#ifdef DFL_X86
+/* The blocked path over every output, by AVX2 or AVX-512 tiles; 0 (nothing
+ * done) where its buffer cannot be had, and the one-row path, which needs
+ * none, does the work. */
 static int
 blocked (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy, int n_out,
-         int accumulate)
+         int accumulate, int avx512)
 {
   /* x is laid out by chunk once, for all threads. The threads then claim
    * blocks of outputs as they go, each its next block one ahead (so it
    * can fetch that block's weights in time): a thread slowed by anything
    * else on the machine leaves the other one more blocks instead of a
    * wait at the end. Blocks shrink where there would be few of them. */
-  int mb = DFL_MIN (rows, MB), nt = omp_get_max_threads (), nb = NB;
-  int in8 = w->cols & ~7, chunks = (in8 + KC - 1) / KC, n_blocks, next = 0;
+  int kc = avx512 ? KC5 : KC, mb = DFL_MIN (rows, avx512 ? MB5 : MB);
+  int nb = avx512 ? NB5 : NB, nb_min = avx512 ? 4 * C5 : 4 * NR, nt = omp_get_max_threads ();
+  int in8 = w->cols & ~7, chunks = (in8 + kc - 1) / kc, n_blocks, next = 0;
   size_t per;
   float *xp, *scratch;
 
-  while (nb > 4 * NR && n_out < 8 * nt * nb)
+  while (nb > nb_min && n_out < 8 * nt * nb)
     nb /= 2;
   n_blocks = (n_out + nb - 1) / nb;
   if ((size_t) rows * n_out * w->cols <= 32768 || n_blocks < 2)
     nt = 1;
-  per = (size_t) NR * KC + (size_t) mb * nb * 8;
-  xp = aligned_alloc (32, sizeof (float) * ((size_t) chunks * rows * KC + per * nt));
+  /* each thread's panel and lanes, whole 64-byte lines */
+  per = avx512 ? (size_t) KC5 / 8 * C5 * 16 + (size_t) (MB5 + R5 - 1) / R5 * R5 * C5 * 16
+      : (size_t) NR * KC + (size_t) mb * nb * 8;
+  per = (per + 15) & ~(size_t) 15;
+  xp = aligned_alloc (64, sizeof (float) * ((size_t) chunks * rows * kc + per * nt));
   if (!xp)
     return 0;
-  scratch = xp + (size_t) chunks * rows * KC;
+  scratch = xp + (size_t) chunks * rows * kc;
 #pragma omp parallel num_threads (nt)
   {
     float *mine = scratch + per * omp_get_thread_num ();
@@ -495,8 +888,8 @@ blocked (const DflWeights *w, const float *x, int rows, int ldx, float *y, int l
 #pragma omp for schedule(static)
     for (int r = 0; r < rows; r++)
       for (int ch = 0; ch < chunks; ch++)
-        memcpy (xp + ((size_t) ch * rows + r) * KC, x + (size_t) r * ldx + (size_t) ch * KC,
-                sizeof (float) * DFL_MIN (KC, in8 - ch * KC));
+        memcpy (xp + ((size_t) ch * rows + r) * kc, x + (size_t) r * ldx + (size_t) ch * kc,
+                sizeof (float) * DFL_MIN (kc, in8 - ch * kc));
     for (cur = __atomic_fetch_add (&next, 1, __ATOMIC_RELAXED); cur < n_blocks; cur = after) {
       int ob = cur * nb, oe = DFL_MIN (ob + nb, n_out);
       int nb0 = oe, nb1 = oe;
@@ -505,8 +898,11 @@ blocked (const DflWeights *w, const float *x, int rows, int ldx, float *y, int l
         nb0 = after * nb;
         nb1 = DFL_MIN (nb0 + nb, n_out);
       }
-      block_avx2 (x, rows, ldx, xp, w->data, w->type, w->cols, w->cols, ob, oe, nb0, nb1,
-                  y, ldy, accumulate, mine, mb);
+      if (avx512)
+        block_avx512 (x, rows, ldx, xp, w, ob, oe, nb0, nb1, y, ldy, accumulate, mine, mb);
+      else
+        block_avx2 (x, rows, ldx, xp, w->data, w->type, w->cols, w->cols, ob, oe, nb0, nb1,
+                    y, ldy, accumulate, mine, mb);
     }
   }
   free (xp);
@@ -518,6 +914,9 @@ blocked (const DflWeights *w, const float *x, int rows, int ldx, float *y, int l
  * too few rows to save anything, and a row is bound by reading the weights
  * anyway. */
 #define BLOCKED_ROWS 4
+/* The same for the AVX-512 tiles: one row reads its weights as fast
+ * through the AVX2 path, with less to do around each step. */
+#define BLOCKED5_ROWS 2
 
 void
 dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
@@ -526,9 +925,16 @@ dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
   int use_avx2 = 0;
 
 #ifdef DFL_X86
-  use_avx2 = have_avx2 ();
-  if (use_avx2 && rows >= BLOCKED_ROWS && blocked (w, x, rows, ldx, y, ldy, n_out, accumulate))
-    return;
+  {
+    DflKernelsIsa isa = dfl_kernels_isa ();
+    use_avx2 = isa != DFL_KERNELS_GENERIC;
+    if (isa == DFL_KERNELS_AVX512 && rows >= BLOCKED5_ROWS
+        && blocked (w, x, rows, ldx, y, ldy, n_out, accumulate, 1))
+      return;
+    if (use_avx2 && rows >= BLOCKED_ROWS
+        && blocked (w, x, rows, ldx, y, ldy, n_out, accumulate, 0))
+      return;
+  }
 #endif
   {
     /* Outputs go across the threads in blocks of 64. */

@@ -3,11 +3,13 @@
  * Each kernel is recomputed here in double from the same inputs (weights
  * rounded to their stored dtype first) and must agree within a tolerance an
  * F32 accumulation allows; the matmul must also be batch-invariant (a row's
- * outputs bitwise the same alone or among others) and its plain-C path must
- * agree bitwise with the AVX2 one.
+ * outputs bitwise the same alone or among others), give bitwise the same
+ * numbers whatever the number of threads, and its paths (plain C, AVX2,
+ * AVX-512: each this CPU runs) must agree bitwise.
  */
 #include <glib.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "dfl-kernels.h"
@@ -64,8 +66,9 @@ make_weights (GRand *r, DflWeightType type, int n, double *exact)
 /* y = x · Wᵀ of `rows` rows (x and y with padded strides, so strides other
  * than the row are exercised) against float64; then batch invariance: the
  * rows again in batches of other sizes (1, 2, 3, … at every offset the
- * split reaches) give bitwise the same; then the plain-C path gives bitwise
- * the AVX2 path's numbers. */
+ * split reaches) give bitwise the same; then 1 and 2 threads give bitwise
+ * the same as the default number; then every other path this CPU runs
+ * (plain C, AVX2, AVX-512) gives bitwise the default path's numbers. */
 static void
 check_matmul (DflWeightType type, int rows, int in, int out, int n_out, int acc)
 {
@@ -114,14 +117,31 @@ check_matmul (DflWeightType type, int rows, int in, int out, int n_out, int acc)
     if (size >= 4 && rows > 16)
       size += size / 2;   /* long batches: a few sizes are enough */
   }
-  /* and the plain-C path gives bitwise the AVX2 path's numbers */
-  memcpy (yb, y0, sizeof (float) * rows * ldy);
-  dfl_kernels_set_generic (1);
-  dfl_matmul_w (&W, x, rows, ldx, yb, ldy, n_out, acc);
-  dfl_kernels_set_generic (0);
-  for (int i = 0; i < rows; i++)
-    g_assert_cmpmem (yb + (gsize) i * ldy, sizeof (float) * n_out, y + (gsize) i * ldy,
-                     sizeof (float) * n_out);
+  /* the same on 1 thread and on 2 (the default may be either, or more):
+   * how the outputs are split must not matter */
+  for (int t = 1; t <= 2; t++) {
+    int was = omp_get_max_threads ();
+    memcpy (yb, y0, sizeof (float) * rows * ldy);
+    omp_set_num_threads (t);
+    dfl_matmul_w (&W, x, rows, ldx, yb, ldy, n_out, acc);
+    omp_set_num_threads (was);
+    for (int i = 0; i < rows; i++)
+      g_assert_cmpmem (yb + (gsize) i * ldy, sizeof (float) * n_out, y + (gsize) i * ldy,
+                       sizeof (float) * n_out);
+  }
+  /* and every path this CPU runs gives bitwise the default path's numbers */
+  for (int isa = DFL_KERNELS_GENERIC; isa <= DFL_KERNELS_AVX512; isa++) {
+    if (!dfl_kernels_set_isa (isa)) {
+      g_assert_cmpint (isa, !=, DFL_KERNELS_GENERIC);   /* plain C runs anywhere */
+      continue;
+    }
+    memcpy (yb, y0, sizeof (float) * rows * ldy);
+    dfl_matmul_w (&W, x, rows, ldx, yb, ldy, n_out, acc);
+    dfl_kernels_set_isa (DFL_KERNELS_BEST);
+    for (int i = 0; i < rows; i++)
+      g_assert_cmpmem (yb + (gsize) i * ldy, sizeof (float) * n_out, y + (gsize) i * ldy,
+                       sizeof (float) * n_out);
+  }
 }
 
 static void
@@ -138,26 +158,30 @@ test_matmul (void)
         check_matmul (t, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], acc);
 }
 
-/* The edges of the register tiles and blocks: rows 1 … 13 (the 4-row tiles
- * and their 1-, 2- and 3-row remainders, the one-row path below 4), outputs
- * that are no multiple of the 3-output tile or of 8 (the one-row path),
- * inputs that are no multiple of 8 (the tail) or longer than a 512-input
- * chunk (lanes kept between chunks, a short last chunk). */
+/* The edges of the register tiles and blocks: rows 1 … 17 (AVX2: the
+ * 4-row tiles and their 1-, 2- and 3-row remainders, the one-row path
+ * below 4; AVX-512: one tile of up to 8 rows, two of up to 8 each, a block
+ * of 16 rows and one more), outputs that are no multiple of the tiles' 3 or
+ * 6 outputs, of 8 (the one-row path) or of 2 (AVX-512 keeps outputs in
+ * pairs), inputs that are no multiple of 8 (the tail) or longer than a
+ * chunk (AVX2: 512 inputs, AVX-512: 384; lanes kept between chunks, a short
+ * last chunk). */
 static void
 test_matmul_edges (void)
 {
   static const int sizes[][2] = {
     /* in, out */
-    { 5, 9 }, { 8, 3 }, { 67, 17 }, { 130, 49 }, { 520, 7 }, { 1100, 130 },
+    { 5, 9 }, { 8, 3 }, { 67, 17 }, { 130, 49 }, { 390, 13 }, { 520, 7 }, { 1100, 130 },
   };
   for (int t = 0; t < 3; t++)
-    for (int rows = 1; rows <= 13; rows++)
+    for (int rows = 1; rows <= 17; rows++)
       for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
         check_matmul (t, rows, sizes[s][0], sizes[s][1], sizes[s][1], rows % 2);
 }
 
-/* Several blocks of rows (32 a block), and enough outputs for the threads'
- * blocks of 48 (fewer outputs get smaller blocks). */
+/* Several blocks of rows (AVX2: 32 a block, AVX-512: 16), and enough
+ * outputs for the threads' blocks of 48 (fewer outputs get smaller
+ * blocks). */
 static void
 test_matmul_blocks (void)
 {

@@ -19,6 +19,12 @@
  * for rewinds). A context too short for the block (a rewind past the slack)
  * is an error, never a short draft.
  *
+ * With `backend=vulkan` the context lives on the Vulkan device (the taps
+ * come in system memory from the CPU target and are uploaded); with
+ * `backend=cuda`, or auto and taps in CUDA memory, on the CUDA device, the
+ * taps never leaving the card. The context caps then carry that device's
+ * memory feature, so the block runs on the same device.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 tapsource ! queue ! ctxsettle ! queue ! dflashblock ! selector ! verifier ! fdsink
@@ -29,6 +35,15 @@
 #endif
 
 #include "gstctxsettle.h"
+
+#include "dfl-error.h"
+#include "gstdflashdevicememory.h"
+#ifdef HAVE_CUDA
+#include "cuda-drafter.h"
+#endif
+#ifdef HAVE_VULKAN
+#include "dfl-vk-drafter.h"
+#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_ctx_settle_debug);
 #define GST_CAT_DEFAULT gst_ctx_settle_debug
@@ -64,17 +79,102 @@ gst_ctx_settle_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *w
       "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
 }
 
+#ifdef HAVE_VULKAN
+/* The drafter on Vulkan: the target is on the CPU, so its taps come in
+ * system memory and go up with the queue. */
+static gboolean
+settle_vulkan (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
+               GError **error)
+{
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  DflVkDraftCtx *ctx = gst_dflash_model_seq_vk_draft (m, s, gst_dflash_filter_device (filter),
+                                                      error);
+  GstMapInfo map;
+  gboolean ok;
+
+  if (!ctx)
+    return FALSE;
+  if (meta->round == 0)
+    dfl_vk_draft_ctx_reset (ctx);
+  if (!gst_buffer_map (in, &map, GST_MAP_READ)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "round %u: its taps cannot be read", meta->round);
+    return FALSE;
+  }
+  ok = dfl_vk_draft_ctx_queue (ctx, meta->ctx_pos, (const float *) map.data, meta->ctx_rows, error);
+  gst_buffer_unmap (in, &map);
+  return ok && dfl_vk_draft_ctx_settle (ctx, error)
+         && dfl_vk_draft_ctx_check (ctx, meta->anchor_pos, error);
+}
+#endif
+
+#ifdef HAVE_CUDA
+/* The drafter on CUDA: the taps are on the card already (tapsource ran the
+ * target there); they are copied into the context on the device. */
+static gboolean
+settle_cuda (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
+             GError **error)
+{
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  GstMemory *mem = gst_dflash_buffer_device_memory (in, GST_DFLASH_CAPS_FEATURE_CUDA);
+  DflCudaDraftCtx *ctx;
+  const float *d_taps;
+  gboolean ok;
+
+  if (!mem) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "round %u: its taps are not one allocation of CUDA memory", meta->round);
+    return FALSE;
+  }
+  if (!(ctx = gst_dflash_model_seq_cuda_draft (m, s, gst_dflash_filter_device (filter), error)))
+    return FALSE;
+  d_taps = (const float *) ((const char *) gst_dflash_device_memory_handle (mem) + mem->offset);
+  gst_dflash_model_cuda_drafter_lock (m);
+  if (meta->round == 0)
+    dfl_cuda_draft_ctx_reset (ctx);
+  ok = dfl_cuda_draft_ctx_queue (ctx, meta->ctx_pos, d_taps, 0, meta->ctx_rows, error)
+       && dfl_cuda_draft_ctx_settle (ctx, error)
+       && dfl_cuda_draft_ctx_check (ctx, meta->anchor_pos, error);
+  gst_dflash_model_cuda_drafter_unlock (m);
+  return ok;
+}
+#endif
+
 static GstFlowReturn
 gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
                         GstBuffer **out)
 {
   GstDflashModel *m = gst_dflash_filter_model (filter);
-  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->sequence);
+  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->loop, meta->sequence);
   int tw = gst_dflash_model_tap_width (m);
   g_autoptr (GError) error = NULL;
   DflDrafter *d;
   GstMapInfo map;
 
+  if (s && gst_dflash_filter_backend (filter) != GST_DFLASH_BACKEND_CPU) {
+    gboolean ok = FALSE;
+    if (gst_buffer_get_size (in) != (gsize) meta->ctx_rows * tw * sizeof (float)) {
+      GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
+          ("%s: sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
+           GST_ELEMENT_NAME (filter), meta->sequence, meta->round, gst_buffer_get_size (in),
+           meta->ctx_rows, tw), (NULL));
+      return GST_FLOW_ERROR;
+    }
+#ifdef HAVE_VULKAN
+    if (gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_VULKAN)
+      ok = settle_vulkan (filter, s, in, meta, &error);
+#endif
+#ifdef HAVE_CUDA
+    if (gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_CUDA)
+      ok = settle_cuda (filter, s, in, meta, &error);
+#endif
+    if (!ok) {
+      GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (filter),
+              meta->sequence, error ? error->message : "no such back end"), (NULL));
+      return GST_FLOW_ERROR;
+    }
+    *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
+    return GST_FLOW_OK;
+  }
   if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
     GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("ctxsettle: sequence %u: %s", meta->sequence,
             error ? error->message : "not running"), (NULL));
@@ -116,6 +216,8 @@ gst_ctx_settle_class_init (GstCtxSettleClass *klass)
       GST_DFLASH_CONTEXT_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]");
   filter_class->src_caps = gst_ctx_settle_src_caps;
   filter_class->process = gst_ctx_settle_process;
+  /* under Vulkan the target stays on the CPU: its taps come in system memory */
+  filter_class->vulkan_takes_system = TRUE;
 }
 
 static void

@@ -17,6 +17,11 @@
  * target's head. It pushes those rows and their logits; a selector turns
  * them into tokens.
  *
+ * On a GPU (the context's caps in CUDA or Vulkan memory, or `backend`
+ * forcing one) the block runs on the device the context lives on and its
+ * rows and logits stay there: the output buffer holds device memory from a
+ * pool of the device's tensors.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 tapsource ! ctxsettle ! dflashblock head-width=4096 ! selector ! verifier ! fdsink
@@ -30,6 +35,15 @@
 
 #include <string.h>
 
+#include "dfl-error.h"
+#include "gstdflashdevicememory.h"
+#ifdef HAVE_CUDA
+#include "cuda-drafter.h"
+#endif
+#ifdef HAVE_VULKAN
+#include "dfl-vk-drafter.h"
+#endif
+
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_block_debug);
 #define GST_CAT_DEFAULT gst_dflash_block_debug
 
@@ -42,6 +56,9 @@ struct _GstDflashBlock {
   GstDflashFilter parent;
   int head_width;      /* property: 0 for the whole head */
   int width;           /* in use */
+  /* on a GPU: the block's output tensors, reused round after round */
+  GstBufferPool *pool;
+  gsize pool_size;
 };
 
 #define _do_init \
@@ -78,6 +95,100 @@ gst_dflash_block_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString 
       "width", G_TYPE_INT, self->width, NULL);
 }
 
+static void
+drop_pool (GstDflashBlock *self)
+{
+  if (self->pool) {
+    gst_buffer_pool_set_active (self->pool, FALSE);
+    gst_clear_object (&self->pool);
+  }
+}
+
+/* A buffer of `size` bytes on the stage's device, the round's meta on it. */
+static GstBuffer *
+device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
+{
+  GstDflashDevice *dev = gst_dflash_filter_device (GST_DFLASH_FILTER (self));
+  GstBuffer *buf;
+
+  if (self->pool && self->pool_size != size)
+    drop_pool (self);
+  if (!self->pool) {
+    if (!(self->pool = gst_dflash_device_pool_new (dev, size, error)))
+      return NULL;
+    self->pool_size = size;
+  }
+  if (!(buf = gst_dflash_device_pool_acquire (self->pool, dev, error)))
+    return NULL;
+  /* the round's meta travels with the tensor */
+  gst_buffer_copy_into (buf, in, GST_BUFFER_COPY_METADATA, 0, -1);
+  return buf;
+}
+
+#ifdef HAVE_VULKAN
+static GstBuffer *
+block_vulkan (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
+              GError **error)
+{
+  GstDflashFilter *filter = GST_DFLASH_FILTER (self);
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  GstDflashDevice *dev = gst_dflash_filter_device (filter);
+  DflVkDrafter *vd = gst_dflash_model_vk_drafter (m, dev, error);
+  DflVkDraftCtx *ctx = vd ? gst_dflash_model_seq_vk_draft (m, s, dev, error) : NULL;
+  GstBuffer *out;
+  GstMemory *mem;
+
+  if (!ctx)
+    return NULL;
+  if (!(out = device_output (self, in, dfl_vk_drafter_block_bytes (vd, self->width), error)))
+    return NULL;
+  mem = gst_buffer_peek_memory (out, 0);
+  if (!dfl_vk_draft_ctx_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width,
+                               gst_dflash_device_memory_handle (mem), error)) {
+    gst_buffer_unref (out);
+    return NULL;
+  }
+  return out;
+}
+#endif
+
+#ifdef HAVE_CUDA
+static GstBuffer *
+block_cuda (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
+            GError **error)
+{
+  GstDflashFilter *filter = GST_DFLASH_FILTER (self);
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  GstDflashDevice *dev = gst_dflash_filter_device (filter);
+  DflCudaDrafter *cd = gst_dflash_model_cuda_drafter (m, dev, error);
+  DflCudaDraftCtx *ctx = cd ? gst_dflash_model_seq_cuda_draft (m, s, dev, error) : NULL;
+  GstBuffer *out;
+  gboolean ok;
+
+  if (!ctx || !(out = device_output (self, in,
+                                     sizeof (float) * dfl_cuda_draft_block_floats (cd, self->width),
+                                     error)))
+    return NULL;
+  /* enqueued on the device's stream; the selector's read of the ids waits */
+  gst_dflash_model_cuda_drafter_lock (m);
+  ok = dfl_cuda_draft_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width,
+                             gst_dflash_device_memory_handle (gst_buffer_peek_memory (out, 0)),
+                             error);
+  gst_dflash_model_cuda_drafter_unlock (m);
+  if (!ok) {
+    gst_buffer_unref (out);
+    return NULL;
+  }
+  return out;
+}
+#endif
+
+static void
+gst_dflash_block_reset (GstDflashFilter *filter)
+{
+  drop_pool (GST_DFLASH_BLOCK (filter));
+}
+
 static GstFlowReturn
 gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
                           GstBuffer **out)
@@ -86,18 +197,36 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflTarget *t = gst_dflash_model_target (m);
   const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->sequence);
+  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->loop, meta->sequence);
   int hs = dfl_target_config (t)->hidden, rows = g->block - 1, mask = g->mask_token;
   g_autoptr (GError) error = NULL;
-  g_autofree float *h = g_new (float, (gsize) g->block * hs);
+  g_autofree float *h = NULL;
   float *payload;
   DflDrafter *d;
 
+  if (s && gst_dflash_filter_backend (filter) != GST_DFLASH_BACKEND_CPU) {
+    *out = NULL;
+#ifdef HAVE_VULKAN
+    if (gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_VULKAN)
+      *out = block_vulkan (self, s, in, meta, &error);
+#endif
+#ifdef HAVE_CUDA
+    if (gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_CUDA)
+      *out = block_cuda (self, s, in, meta, &error);
+#endif
+    if (!*out) {
+      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
+              meta->sequence, error ? error->message : "no such back end"), (NULL));
+      return GST_FLOW_ERROR;
+    }
+    return GST_FLOW_OK;
+  }
   if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("dflashblock: sequence %u: %s", meta->sequence,
             error ? error->message : "not running"), (NULL));
     return GST_FLOW_ERROR;
   }
+  h = g_new (float, (gsize) g->block * hs);
   dfl_target_embed (t, &meta->anchor, 1, h);
   for (int r = 1; r < g->block; r++)
     dfl_target_embed (t, &mask, 1, h + (gsize) r * hs);
@@ -143,6 +272,13 @@ gst_dflash_block_get_property (GObject *object, guint prop_id, GValue *value, GP
 }
 
 static void
+gst_dflash_block_finalize (GObject *object)
+{
+  drop_pool (GST_DFLASH_BLOCK (object));
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
 gst_dflash_block_class_init (GstDflashBlockClass *klass)
 {
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
@@ -168,6 +304,8 @@ gst_dflash_block_class_init (GstDflashBlockClass *klass)
       GST_DFLASH_BLOCK_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ], width = (int) [ 1, MAX ]");
   filter_class->src_caps = gst_dflash_block_src_caps;
   filter_class->process = gst_dflash_block_process;
+  filter_class->reset = gst_dflash_block_reset;
+  gobject_class->finalize = gst_dflash_block_finalize;
 }
 
 static void

@@ -221,14 +221,20 @@ gst_dflash_router_update_src_caps (GstAggregator *agg, GstCaps *downstream, GstC
   return GST_FLOW_OK;
 }
 
-/* The verdict goes up the block's branch alone: tapsource must hear it once. */
+/* The verdict goes up the block's branch alone: tapsource must hear it once.
+ * So does a seek: tapsource is the loop's one source, and if it takes the
+ * seek its flush reaches both branches through the tee, which GstAggregator
+ * handles. GstAggregator's own seek flushes downstream and stops its task
+ * first, and where nothing upstream seeks (tapsource refuses: a generator)
+ * it never starts the task again, so the loop stalled for good. */
 static gboolean
 gst_dflash_router_src_event (GstAggregator *agg, GstEvent *event)
 {
   GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
 
-  if (GST_EVENT_TYPE (event) == GST_EVENT_CUSTOM_UPSTREAM
-      && gst_event_has_name (event, GST_DFLASH_VERDICT_EVENT))
+  if ((GST_EVENT_TYPE (event) == GST_EVENT_CUSTOM_UPSTREAM
+       && gst_event_has_name (event, GST_DFLASH_VERDICT_EVENT))
+      || GST_EVENT_TYPE (event) == GST_EVENT_SEEK)
     return gst_pad_push_event (GST_PAD (self->block_pad), event);
   return GST_AGGREGATOR_CLASS (parent_class)->src_event (agg, event);
 }

@@ -17,6 +17,10 @@
  * `mode=plain` it takes each row's argmax. The two modes side by side are
  * the A/B the product exists for.
  *
+ * A block in CUDA or Vulkan memory is read on its device: the selection
+ * runs there and only the token ids come back (the proposal is always
+ * system memory).
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 tapsource ! ctxsettle ! dflashblock ! selector mode=plain ! verifier ! fdsink
@@ -27,6 +31,15 @@
 #endif
 
 #include "gstdflashselector.h"
+
+#include "dfl-error.h"
+#include "gstdflashdevicememory.h"
+#ifdef HAVE_CUDA
+#include "cuda-drafter.h"
+#endif
+#ifdef HAVE_VULKAN
+#include "dfl-vk-drafter.h"
+#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_selector_debug);
 #define GST_CAT_DEFAULT gst_dflash_selector_debug
@@ -101,6 +114,59 @@ gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GStri
       "block", G_TYPE_INT, g->block, NULL);
 }
 
+/* The selection on the device the block is on: only the ids come back. */
+static gboolean
+select_on_device (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in,
+                  GstDflashRoundMeta *meta, guint32 *chosen, GError **error)
+{
+  GstDflashFilter *filter = GST_DFLASH_FILTER (self);
+  GstDflashBackend b = gst_dflash_filter_backend (filter);
+  GstMemory *mem = gst_dflash_buffer_device_memory (in, gst_dflash_backend_caps_feature (b));
+  gboolean rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
+
+  if (!mem) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "round %u: the block is not one allocation of %s memory", meta->round,
+                 gst_dflash_backend_nick (b));
+    return FALSE;
+  }
+#ifdef HAVE_VULKAN
+  if (b == GST_DFLASH_BACKEND_VULKAN) {
+    DflVkDraftCtx *ctx = gst_dflash_model_seq_vk_draft (gst_dflash_filter_model (filter), s,
+                                                        gst_dflash_filter_device (filter), error);
+    if (!ctx)
+      return FALSE;
+    if (mem->offset != 0) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                   "round %u: the block does not start its Vulkan buffer", meta->round);
+      return FALSE;
+    }
+    return dfl_vk_draft_ctx_select (ctx, gst_dflash_device_memory_handle (mem), self->width,
+                                    (guint32) meta->anchor, rescore ? chosen : NULL,
+                                    rescore ? NULL : chosen, error);
+  }
+#endif
+#ifdef HAVE_CUDA
+  if (b == GST_DFLASH_BACKEND_CUDA) {
+    DflCudaDrafter *cd = gst_dflash_model_cuda_drafter (gst_dflash_filter_model (filter),
+                                                        gst_dflash_filter_device (filter), error);
+    const float *d_block = (const float *) ((const char *) gst_dflash_device_memory_handle (mem)
+                                            + mem->offset);
+    gboolean ok;
+    if (!cd)
+      return FALSE;
+    gst_dflash_model_cuda_drafter_lock (gst_dflash_filter_model (filter));
+    ok = dfl_cuda_draft_select (cd, d_block, self->width, (guint32) meta->anchor,
+                                rescore ? chosen : NULL, rescore ? NULL : chosen, error);
+    gst_dflash_model_cuda_drafter_unlock (gst_dflash_filter_model (filter));
+    return ok;
+  }
+#endif
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "backend=%s is not in this build",
+               gst_dflash_backend_nick (b));
+  return FALSE;
+}
+
 static GstFlowReturn
 gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
                              GstBuffer **out)
@@ -108,7 +174,7 @@ gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRo
   GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->sequence);
+  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->loop, meta->sequence);
   int hs = g->hidden, rows = g->block - 1;
   g_autoptr (GError) error = NULL;
   guint32 *chosen = g_new (guint32, rows);
@@ -116,6 +182,26 @@ gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRo
   DflDrafter *d;
   GstMapInfo map;
 
+  if (s && gst_dflash_filter_backend (filter) != GST_DFLASH_BACKEND_CPU) {
+    gsize want = sizeof (float) * (gsize) rows * (hs + self->width);
+    if (gst_buffer_get_size (in) != want) {
+      GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("%s: a block of %" G_GSIZE_FORMAT
+              " bytes, not %d rows of %d hidden and %d logits", GST_ELEMENT_NAME (self),
+              gst_buffer_get_size (in), rows, hs, self->width), (NULL));
+      g_free (chosen);
+      return GST_FLOW_ERROR;
+    }
+    if (!select_on_device (self, s, in, meta, chosen, &error)) {
+      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
+              meta->sequence, error->message), (NULL));
+      g_free (chosen);
+      return GST_FLOW_ERROR;
+    }
+    *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (chosen, sizeof (guint32) * rows),
+                                        &om);
+    om->source = GST_DFLASH_SOURCE_BLOCK;
+    return GST_FLOW_OK;
+  }
   if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("selector: sequence %u: %s", meta->sequence,
             error ? error->message : "not running"), (NULL));

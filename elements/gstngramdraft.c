@@ -182,6 +182,8 @@ gst_ngram_draft_class_init (GstNgramDraftClass *klass)
   filter_class->src_caps = gst_ngram_draft_src_caps;
   filter_class->process = gst_ngram_draft_process;
   filter_class->reset = gst_ngram_draft_reset;
+  /* it reads the tokens the round carries, never the taps: any memory */
+  filter_class->sink_any_memory = TRUE;
 }
 
 static void

@@ -20,7 +20,11 @@
  * sequences run at once; each buffer says which it belongs to.
  *
  * The model is shared with the other elements of the loop through a
- * GstContext of type "dflash.model". A flush (a flushing seek) drops the
+ * GstContext of type "dflash.model". With #GstTapSource:backend cuda (or
+ * auto, where downstream takes only CUDA taps) the target runs on the CUDA
+ * device for the whole loop: each sequence's cache is on the card, the
+ * taps leave in CUDA memory, and the verifier verifies there too; the
+ * device is shared through a "dflash.cuda.device" context. A flush (a flushing seek) drops the
  * rounds in flight and starts over from the first prompt.
  *
  * ## Example launch line
@@ -36,17 +40,30 @@
 
 #include <string.h>
 
+#include "dfl-error.h"
 #include "gstdflashcaps.h"
+#include "gstdflashdevice.h"
+#include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
 #include "prompts.h"
+#ifdef HAVE_CUDA
+#include "cuda-target.h"
+#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_tap_source_debug);
 #define GST_CAT_DEFAULT gst_tap_source_debug
 
+#define TAPS_FIELDS ", hidden = (int) [ 1, MAX ], " \
+    "tap-width = (int) [ 0, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 1, MAX ]"
+/* system memory from the CPU target; CUDA memory from the target on the card */
+#ifdef HAVE_CUDA
+#define TAPS_TEMPLATE GST_DFLASH_TAPS_CAPS TAPS_FIELDS "; " \
+    GST_DFLASH_TAPS_CAPS "(" GST_DFLASH_CAPS_FEATURE_CUDA ")" TAPS_FIELDS
+#else
+#define TAPS_TEMPLATE GST_DFLASH_TAPS_CAPS TAPS_FIELDS
+#endif
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS (GST_DFLASH_TAPS_CAPS ", hidden = (int) [ 1, MAX ], "
-        "tap-width = (int) [ 0, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 1, MAX ]"));
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (TAPS_TEMPLATE));
 
 #define DEFAULT_PROMPT "func main() {"
 #define DEFAULT_MAX_NEW 64
@@ -66,8 +83,34 @@ enum {
   PROP_TOP_P,
   PROP_SEED,
   PROP_BACKEND,
+  PROP_GPU_WEIGHTS,
   PROP_BUSY_TIME,
 };
+
+/* How the target's matrices go onto a card. */
+typedef enum {
+  GST_DFLASH_GPU_WEIGHTS_STORED,
+  GST_DFLASH_GPU_WEIGHTS_F32,
+} GstDflashGpuWeights;
+
+#define GST_TYPE_DFLASH_GPU_WEIGHTS (gst_dflash_gpu_weights_get_type ())
+static GType
+gst_dflash_gpu_weights_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_DFLASH_GPU_WEIGHTS_STORED, "As the checkpoint stores them (16-bit products on the "
+      "tensor cores)", "stored" },
+    { GST_DFLASH_GPU_WEIGHTS_F32, "Widened to F32 (F32 products: the CPU's numbers)", "f32" },
+    { 0, NULL, NULL },
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstDflashGpuWeights", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
 
 struct _GstTapSource {
   GstPushSrc parent;
@@ -84,8 +127,14 @@ struct _GstTapSource {
   double temperature, top_p;
   guint64 seed;
   GstDflashBackend backend;
+  GstDflashGpuWeights gpu_weights;
 
   GstDflashModel *model;
+  /* the target on CUDA, where the caps negotiated CUDA memory */
+  gboolean cuda;
+  GstDflashDevice *device;
+  guint loop;                /* this element's sequences on the model */
+  gboolean have_loop;
   GPtrArray *prompts;        /* GArray of int ids, one a sequence */
   /* the rounds waiting to start, filled by verdicts (another thread) */
   GMutex lock;
@@ -93,6 +142,7 @@ struct _GstTapSource {
   GQueue ready;              /* sequence ids */
   guint next_prompt, running;
   gboolean flushing;
+  gboolean restart;          /* a flush went downstream: start over from the first prompt */
   guint64 busy_ns;
 };
 
@@ -116,6 +166,7 @@ static gboolean gst_tap_source_event (GstBaseSrc *src, GstEvent *event);
 static gboolean gst_tap_source_unlock (GstBaseSrc *src);
 static gboolean gst_tap_source_unlock_stop (GstBaseSrc *src);
 static GstFlowReturn gst_tap_source_create (GstPushSrc *src, GstBuffer **buf);
+static gboolean gst_tap_source_set_caps (GstBaseSrc *src, GstCaps *caps);
 
 static gboolean
 gst_tap_source_negotiate (GstBaseSrc *src)
@@ -127,9 +178,14 @@ gst_tap_source_negotiate (GstBaseSrc *src)
   if (peer && !gst_caps_is_any (peer) && !gst_caps_can_intersect (mine, peer)) {
     GString *why = g_string_new (NULL);
     GstCaps *first = gst_caps_copy_nth (peer, 0);
-    if (gst_dflash_caps_agree (mine, first, why))
-      g_string_append (why, "the media types differ");
-    GST_ELEMENT_ERROR (src, CORE, NEGOTIATION, ("tapsource: downstream does not take the model's taps: %s", why->str), (NULL));
+    if (gst_dflash_caps_agree (mine, first, why)) {
+      /* the fields agree: the memory does not */
+      GstCaps *offer = gst_caps_copy_nth (mine, 0);
+      gst_dflash_caps_explain_refusal (GST_BASE_SRC_PAD (src), offer, why);
+      gst_caps_unref (offer);
+    }
+    GST_ELEMENT_ERROR (src, CORE, NEGOTIATION, ("%s: downstream does not take the model's taps: %s",
+        GST_ELEMENT_NAME (src), why->str), (NULL));
     g_string_free (why, TRUE);
     gst_caps_unref (first);
     ok = FALSE;
@@ -208,9 +264,26 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
           "Seed of the sampling stream (a sequence's stream is keyed by seed + its index)",
           0, G_MAXUINT64, 0,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstTapSource:backend
+   *
+   * Where the target runs for the whole loop: cpu (taps in system memory),
+   * cuda (the target and each sequence's cache on the card, taps in CUDA
+   * memory, the verifier verifying there too), or auto: CUDA only where
+   * downstream takes nothing but CUDA taps (a ctxsettle with backend=cuda),
+   * else the CPU, so auto never needs a GPU. The target has no Vulkan path
+   * (under a Vulkan drafter it stays on the CPU): vulkan is refused.
+   */
   g_object_class_install_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend", "Where the target runs",
+      g_param_spec_enum ("backend", "Backend",
+          "Where the target runs (auto: CUDA only where downstream takes only CUDA memory, else "
+          "the CPU; cpu; cuda); the verifier verifies where the target ran",
           GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_GPU_WEIGHTS,
+      g_param_spec_enum ("gpu-weights", "GPU weights",
+          "How the target's and drafter's matrices go onto a CUDA card (f32: the CPU's numbers)",
+          GST_TYPE_DFLASH_GPU_WEIGHTS, GST_DFLASH_GPU_WEIGHTS_STORED,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_BUSY_TIME,
       g_param_spec_uint64 ("busy-time", "Busy time",
@@ -232,7 +305,9 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
   basesrc_class->unlock_stop = GST_DEBUG_FUNCPTR (gst_tap_source_unlock_stop);
   basesrc_class->negotiate = GST_DEBUG_FUNCPTR (gst_tap_source_negotiate);
   pushsrc_class->create = GST_DEBUG_FUNCPTR (gst_tap_source_create);
+  basesrc_class->set_caps = GST_DEBUG_FUNCPTR (gst_tap_source_set_caps);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_BACKEND, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_GPU_WEIGHTS, 0);
 }
 
 static void
@@ -264,6 +339,7 @@ gst_tap_source_finalize (GObject *object)
   g_free (self->prompts_file);
   g_free (self->tokens);
   g_clear_object (&self->model);
+  gst_clear_object (&self->device);
   g_clear_pointer (&self->prompts, g_ptr_array_unref);
   g_queue_clear (&self->ready);
   g_mutex_clear (&self->lock);
@@ -320,6 +396,9 @@ gst_tap_source_set_property (GObject *object, guint prop_id, const GValue *value
     case PROP_BACKEND:
       self->backend = g_value_get_enum (value);
       break;
+    case PROP_GPU_WEIGHTS:
+      self->gpu_weights = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -370,6 +449,9 @@ gst_tap_source_get_property (GObject *object, guint prop_id, GValue *value, GPar
     case PROP_BACKEND:
       g_value_set_enum (value, self->backend);
       break;
+    case PROP_GPU_WEIGHTS:
+      g_value_set_enum (value, self->gpu_weights);
+      break;
     case PROP_BUSY_TIME:
       g_value_set_uint64 (value, self->busy_ns);
       break;
@@ -387,6 +469,7 @@ gst_tap_source_set_context (GstElement *element, GstContext *context)
 
   /* an application may hand in a model it loaded (several pipelines, one model) */
   gst_dflash_model_handle_set_context (element, context, &self->model);
+  gst_dflash_device_handle_set_context (element, context, GST_DFLASH_BACKEND_CUDA, &self->device);
   GST_ELEMENT_CLASS (parent_class)->set_context (element, context);
 }
 
@@ -403,6 +486,20 @@ gst_tap_source_start (GstBaseSrc *src)
     GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
     return FALSE;
   }
+  if (self->backend == GST_DFLASH_BACKEND_VULKAN) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("%s: backend=vulkan: the target runs on cpu or cuda (under a Vulkan drafter it stays on "
+         "the CPU: set backend=vulkan on ctxsettle)", GST_ELEMENT_NAME (self)), (NULL));
+    return FALSE;
+  }
+  /* a forced CUDA finds its device when the element starts: a machine
+   * without one fails here, saying why */
+  if (self->backend == GST_DFLASH_BACKEND_CUDA
+      && !gst_dflash_device_ensure (GST_ELEMENT (self), GST_BASE_SRC_PAD (self),
+                                    GST_DFLASH_BACKEND_CUDA, &self->device, &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
+    return FALSE;
+  }
   if (!self->model) {
     GstMessage *msg;
     if (!self->model_dir || !*self->model_dir) {
@@ -416,6 +513,12 @@ gst_tap_source_start (GstBaseSrc *src)
     /* the elements downstream, and the bin, learn of the model */
     msg = gst_message_new_have_context (GST_OBJECT (self), gst_dflash_model_context_new (self->model));
     gst_element_post_message (GST_ELEMENT (self), msg);
+  }
+  /* the model may be shared with other pipelines: their sequences
+   * are numbered from 0 too */
+  if (!self->have_loop) {
+    self->loop = gst_dflash_model_loop_new (self->model);
+    self->have_loop = TRUE;
   }
 
   self->prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
@@ -472,6 +575,7 @@ ready:
   self->next_prompt = 0;
   self->running = 0;
   self->flushing = FALSE;
+  self->restart = FALSE;
   g_queue_clear (&self->ready);
   g_mutex_unlock (&self->lock);
   GST_INFO_OBJECT (self, "%u prompts, %d in flight, drafter %s", self->prompts->len,
@@ -485,7 +589,7 @@ gst_tap_source_stop (GstBaseSrc *src)
   GstTapSource *self = GST_TAP_SOURCE (src);
 
   if (self->model)
-    gst_dflash_model_seq_clear (self->model);
+    gst_dflash_model_seq_clear (self->model, self->loop);
   g_clear_pointer (&self->prompts, g_ptr_array_unref);
   g_mutex_lock (&self->lock);
   g_queue_clear (&self->ready);
@@ -503,11 +607,18 @@ gst_tap_source_get_caps (GstBaseSrc *src, GstCaps *filter)
   if (self->model) {
     const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
     const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
-    caps = gst_caps_new_simple (GST_DFLASH_TAPS_CAPS,
+    GstCaps *plain = gst_caps_new_simple (GST_DFLASH_TAPS_CAPS,
         "hidden", G_TYPE_INT, c->hidden,
         "tap-width", G_TYPE_INT, gst_dflash_model_tap_width (self->model),
         "vocab", G_TYPE_INT, c->vocab,
         "block", G_TYPE_INT, g ? g->block : 16, NULL);
+    g_autofree char *structure = gst_caps_to_string (plain);
+    guint backends = self->backend == GST_DFLASH_BACKEND_CPU ? 1u << GST_DFLASH_BACKEND_CPU
+                     : self->backend == GST_DFLASH_BACKEND_CUDA ? 1u << GST_DFLASH_BACKEND_CUDA
+                     : 1u << GST_DFLASH_BACKEND_CPU | 1u << GST_DFLASH_BACKEND_CUDA;
+    /* system memory first: auto takes the CPU wherever downstream does */
+    caps = gst_dflash_tensor_caps (structure, backends);
+    gst_caps_unref (plain);
   } else {
     caps = gst_pad_get_pad_template_caps (GST_BASE_SRC_PAD (src));
   }
@@ -525,9 +636,32 @@ gst_tap_source_query (GstBaseSrc *src, GstQuery *query)
   GstTapSource *self = GST_TAP_SOURCE (src);
 
   if (GST_QUERY_TYPE (query) == GST_QUERY_CONTEXT
-      && gst_dflash_model_handle_context_query (GST_ELEMENT (self), query, self->model))
+      && (gst_dflash_model_handle_context_query (GST_ELEMENT (self), query, self->model)
+          || gst_dflash_device_handle_context_query (GST_ELEMENT (self), query, self->device)))
     return TRUE;
   return GST_BASE_SRC_CLASS (parent_class)->query (src, query);
+}
+
+/* The negotiated memory says where the target runs: on CUDA, the device
+ * and the target's weights on it are made now, before the first prompt. */
+static gboolean
+gst_tap_source_set_caps (GstBaseSrc *src, GstCaps *caps)
+{
+  GstTapSource *self = GST_TAP_SOURCE (src);
+  g_autoptr (GError) error = NULL;
+
+  self->cuda = gst_dflash_caps_backend (caps) == GST_DFLASH_BACKEND_CUDA;
+  if (!self->cuda)
+    return TRUE;
+  if (!gst_dflash_device_ensure (GST_ELEMENT (self), GST_BASE_SRC_PAD (self),
+                                 GST_DFLASH_BACKEND_CUDA, &self->device, &error)
+      || !gst_dflash_model_cuda_target (self->model, self->device,
+                                        self->gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
+    return FALSE;
+  }
+  GST_INFO_OBJECT (self, "the target runs on %s", gst_dflash_device_describe (self->device));
+  return TRUE;
 }
 
 /* The verdict of a round: its sequence may start its next round. Called in
@@ -565,33 +699,39 @@ gst_tap_source_unlock (GstBaseSrc *src)
   return TRUE;
 }
 
+/* GstBaseSrc unlocks create() for a flush, but also for an EOS sent to the
+ * element and for a seek without a flush: only a flush (our pad is
+ * flushing, the flush-start went downstream) drops the rounds in flight, so
+ * only then do the sequences start over. The sequences are forgotten in
+ * create(), in the streaming thread: here another thread may still be
+ * pushing a round through the elements after this one (no queue between),
+ * and they read the sequence the round belongs to. */
 static gboolean
 gst_tap_source_unlock_stop (GstBaseSrc *src)
 {
   GstTapSource *self = GST_TAP_SOURCE (src);
+  gboolean flush = GST_PAD_IS_FLUSHING (GST_BASE_SRC_PAD (src));
 
   g_mutex_lock (&self->lock);
   self->flushing = FALSE;
-  if (self->prompts && self->model) {
-    gst_dflash_model_seq_clear (self->model);
-    g_queue_clear (&self->ready);
-    self->next_prompt = 0;
-    self->running = 0;
-  }
+  if (flush)
+    self->restart = TRUE;
   g_mutex_unlock (&self->lock);
   return TRUE;
 }
 
-/* The buffer of a round: the meta, and the context rows as payload. */
+/* The buffer of a round: the meta, and the context rows as payload (host
+ * rows `taps`, or `device_taps`, a buffer of them on the card, taken). */
 static GstBuffer *
-round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *taps, int rows,
-              int new_from)
+round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *taps,
+              GstBuffer *device_taps, int rows, int new_from)
 {
   const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
   int tw = gst_dflash_model_tap_width (self->model);
   GstDflashRoundMeta proto = { 0 };
   GstBuffer *buf;
 
+  proto.loop = s->loop;
   proto.sequence = s->id;
   proto.round = s->rounds;
   proto.anchor = g_array_index (s->tokens, int, s->tokens->len - 1);
@@ -601,11 +741,64 @@ round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *
   proto.tip = g_bytes_new (s->tip, sizeof (float) * c->hidden);
   proto.new_tokens = g_bytes_new (&g_array_index (s->tokens, int, new_from),
                                   sizeof (int) * (s->tokens->len - new_from));
-  buf = gst_dflash_round_buffer_new (&proto,
-      tw && rows && taps ? g_bytes_new (taps, sizeof (float) * (gsize) rows * tw) : NULL, NULL);
+  if (device_taps) {
+    /* the taps stay on the card: the buffer is theirs, the meta added */
+    GstBuffer *meta_only = gst_dflash_round_buffer_new (&proto, NULL, NULL);
+    buf = device_taps;
+    gst_buffer_copy_into (buf, meta_only, GST_BUFFER_COPY_METADATA, 0, -1);
+    gst_buffer_unref (meta_only);
+  } else {
+    buf = gst_dflash_round_buffer_new (&proto,
+        tw && rows && taps ? g_bytes_new (taps, sizeof (float) * (gsize) rows * tw) : NULL, NULL);
+  }
   g_bytes_unref (proto.tip);
   g_bytes_unref (proto.new_tokens);
   return buf;
+}
+
+/* The prompt's pass on the CUDA target: the sequence's cache on the card,
+ * the taps into a buffer of CUDA memory (they stay there for ctxsettle);
+ * the last row's logits and final-normed row come back for the sampler and
+ * the router (`out` says where, as for the CPU target). */
+static gboolean
+prefill_cuda (GstTapSource *self, GstDflashSeq *s, GArray *ids, const DflForwardOut *out,
+              GstBuffer **device_taps, GError **error)
+{
+#ifdef HAVE_CUDA
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
+  DflCudaTarget *ct = gst_dflash_model_cuda_target (self->model, self->device, FALSE, error);
+  int n = ids->len, tw = gst_dflash_model_tap_width (self->model);
+  DflCudaForwardOut cout = { .logits_from = out->logits_from, .logits = out->logits,
+                             .hidden = out->hidden };
+  GstMemory *mem = NULL;
+
+  if (!ct || !(s->cuda_kv = dfl_cuda_target_seq_new (ct, error))
+      || !dfl_cuda_target_seq_reserve (s->cuda_kv, MIN (c->max_positions,
+                                       n + s->max_new + (g ? g->block : 1)), error))
+    return FALSE;
+  if (g && tw) {
+    if (!(mem = gst_dflash_device_allocator_alloc_checked (
+              gst_dflash_device_allocator (self->device), sizeof (float) * (gsize) n * tw, error)))
+      return FALSE;
+    cout.tap_layers = g->taps;
+    cout.n_tap_layers = g->n_taps;
+    cout.d_taps = gst_dflash_device_memory_handle (mem);
+  }
+  if (!dfl_cuda_target_forward (ct, s->cuda_kv, (const int *) ids->data, n, &cout, error)) {
+    if (mem)
+      gst_memory_unref (mem);
+    return FALSE;
+  }
+  if (mem) {
+    *device_taps = gst_buffer_new ();
+    gst_buffer_append_memory (*device_taps, mem);
+  }
+  return TRUE;
+#else
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
+  return FALSE;
+#endif
 }
 
 /* Prefill prompt `index`: its first token is the first anchor. */
@@ -620,6 +813,7 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   g_autoptr (GError) error = NULL;
   g_autofree float *logits = g_new (float, c->vocab), *taps = NULL;
   GstDflashSeq *s;
+  GstBuffer *device_taps = NULL;
   DflForwardOut out = { .logits_from = n - 1, .logits = logits };
   gint64 t0 = g_get_monotonic_time ();
 
@@ -630,21 +824,27 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
          dfl_target_dir (t), c->max_positions), (NULL));
     return GST_FLOW_ERROR;
   }
-  if (!(s = gst_dflash_model_seq_new (self->model, index, &error))) {
+  if (!(s = gst_dflash_model_seq_new (self->model, self->loop, index, &error))) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s", error->message), (NULL));
     return GST_FLOW_ERROR;
   }
   s->max_new = self->max_new;
   s->sampler = (DflSampler) { .temperature = self->temperature, .top_p = self->top_p,
                               .seed = self->seed + index };
-  if (g) {
+  if (g && !self->cuda) {
     taps = g_new (float, (gsize) n * tw);
     out.tap_layers = g->taps;
     out.n_tap_layers = g->n_taps;
     out.taps = taps;
   }
   out.hidden = s->tip;
-  if (!dfl_target_forward (t, s->kv, (int *) ids->data, n, &out, &error)) {
+  if (self->cuda) {
+    if (!prefill_cuda (self, s, ids, &out, &device_taps, &error)) {
+      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: prompt %u: %s", GST_ELEMENT_NAME (self),
+              index + 1, error->message), (NULL));
+      return GST_FLOW_ERROR;
+    }
+  } else if (!dfl_target_forward (t, s->kv, (int *) ids->data, n, &out, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("prompt %u: %s", index + 1, error->message), (NULL));
     return GST_FLOW_ERROR;
   }
@@ -653,7 +853,7 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   g_array_append_val (s->tokens, first);
   s->prompt_len = n;
   /* the prompt and the first token are the round's new tokens */
-  *buf = round_buffer (self, s, 0, taps, n, 0);
+  *buf = round_buffer (self, s, 0, taps, g_steal_pointer (&device_taps), n, 0);
   self->busy_ns += (g_get_monotonic_time () - t0) * 1000;
   GST_DEBUG_OBJECT (self, "sequence %u: %d prompt tokens, first token %d", index, n, first);
   return GST_FLOW_OK;
@@ -665,6 +865,15 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
   GstTapSource *self = GST_TAP_SOURCE (src);
 
   g_mutex_lock (&self->lock);
+  if (self->restart) {
+    /* after a flush no round of ours is anywhere downstream: the
+     * sequences can go */
+    self->restart = FALSE;
+    g_queue_clear (&self->ready);
+    self->next_prompt = 0;
+    self->running = 0;
+    gst_dflash_model_seq_clear (self->model, self->loop);
+  }
   for (;;) {
     if (self->flushing) {
       g_mutex_unlock (&self->lock);
@@ -672,12 +881,12 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
     }
     if (!g_queue_is_empty (&self->ready)) {
       guint id = GPOINTER_TO_UINT (g_queue_pop_head (&self->ready));
-      GstDflashSeq *s = gst_dflash_model_seq_get (self->model, id);
+      GstDflashSeq *s = gst_dflash_model_seq_get (self->model, self->loop, id);
       g_mutex_unlock (&self->lock);
       if (!s) {
         GST_WARNING_OBJECT (self, "a verdict for sequence %u, which is not running", id);
       } else if (s->done) {
-        gst_dflash_model_seq_remove (self->model, id);
+        gst_dflash_model_seq_remove (self->model, self->loop, id);
         g_mutex_lock (&self->lock);
         self->running--;
         continue;
@@ -685,8 +894,13 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
         /* the rows the verifier kept are the new context; the round
          * continues from the bonus token */
         gint64 ctx_pos = s->tokens->len - 1 - s->taps_rows;
-        *buf = round_buffer (self, s, ctx_pos, s->taps, s->taps_rows,
-                             s->tokens->len - s->taps_rows);
+        if (s->cuda_kv && !s->taps_buf && gst_dflash_model_tap_width (self->model)) {
+          GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: the verifier left no taps "
+                  "on the card for its next round", GST_ELEMENT_NAME (self), id), (NULL));
+          return GST_FLOW_ERROR;
+        }
+        *buf = round_buffer (self, s, ctx_pos, s->taps, g_steal_pointer (&s->taps_buf),
+                             s->taps_rows, s->tokens->len - s->taps_rows);
         return GST_FLOW_OK;
       }
       g_mutex_lock (&self->lock);

@@ -40,16 +40,29 @@
 
 #include <string.h>
 
+#include "dfl-error.h"
 #include "gstdflashcaps.h"
+#include "gstdflashdevice.h"
+#include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
+#ifdef HAVE_CUDA
+#include "cuda-target.h"
+#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_verifier_debug);
 #define GST_CAT_DEFAULT gst_verifier_debug
 
+/* Plain decoding takes tapsource's rounds directly, in the memory the
+ * target ran in (their taps are not read). */
+#ifdef HAVE_CUDA
+#define VERIFIER_SINK_CAPS GST_DFLASH_PROPOSAL_CAPS "; " GST_DFLASH_TAPS_CAPS "; " \
+    GST_DFLASH_TAPS_CAPS "(" GST_DFLASH_CAPS_FEATURE_CUDA ")"
+#else
+#define VERIFIER_SINK_CAPS GST_DFLASH_PROPOSAL_CAPS "; " GST_DFLASH_TAPS_CAPS
+#endif
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS (GST_DFLASH_PROPOSAL_CAPS "; " GST_DFLASH_TAPS_CAPS));
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (VERIFIER_SINK_CAPS));
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS ("text/x-raw, format = (string) utf8"));
 static GstStaticPadTemplate tokens_template = GST_STATIC_PAD_TEMPLATE ("tokens",
@@ -70,6 +83,8 @@ struct _GstVerifier {
   GstDflashModel *model;
   DflVerifier *verifier;
   int block;
+  /* on CUDA: the taps of a verification, reused round after round */
+  GstBufferPool *taps_pool;
   /* text in prompt order: the head sequence streams, others wait */
   GHashTable *detok;          /* sequence → DflDetokenizer */
   GHashTable *pending;        /* sequence → GString */
@@ -111,8 +126,17 @@ gst_verifier_class_init (GstVerifierClass *klass)
   gobject_class->set_property = gst_verifier_set_property;
   gobject_class->get_property = gst_verifier_get_property;
 
+  /**
+   * GstVerifier:backend
+   *
+   * The verifier verifies each sequence where tapsource ran its target (the
+   * sequence says which): auto follows it; cpu or cuda insist, and a
+   * sequence of the other is an error. The target has no Vulkan path.
+   */
   g_object_class_install_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend", "Where the target's verification runs",
+      g_param_spec_enum ("backend", "Backend",
+          "Where the target's verification runs (auto: where tapsource ran the sequence's target; "
+          "cpu and cuda insist)",
           GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_BUSY_TIME,
@@ -182,6 +206,9 @@ gst_verifier_finalize (GObject *object)
   g_hash_table_unref (self->pending);
   g_hash_table_unref (self->finished);
   g_clear_pointer (&self->verifier, dfl_verifier_free);
+  if (self->taps_pool)
+    gst_buffer_pool_set_active (self->taps_pool, FALSE);
+  gst_clear_object (&self->taps_pool);
   g_clear_object (&self->model);
   g_free (self->proposed_at);
   g_free (self->accepted_at);
@@ -240,6 +267,12 @@ gst_verifier_change_state (GstElement *element, GstStateChange transition)
   if (transition == GST_STATE_CHANGE_NULL_TO_READY
       && !gst_dflash_backend_check (element, self->backend, &error)) {
     GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
+    return GST_STATE_CHANGE_FAILURE;
+  }
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && self->backend == GST_DFLASH_BACKEND_VULKAN) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("%s: backend=vulkan: the target runs on cpu or cuda (under a Vulkan drafter it stays on "
+         "the CPU)", GST_ELEMENT_NAME (self)), (NULL));
     return GST_STATE_CHANGE_FAILURE;
   }
   ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
@@ -342,6 +375,7 @@ emit_tokens (GstVerifier *self, GstDflashSeq *s, const int *tokens, int n, GstFl
     GstBuffer *ids = gst_buffer_new_memdup (tokens, sizeof (int) * used);
     GstDflashRoundMeta *m = gst_buffer_add_dflash_round_meta (ids);
     GstFlowReturn r;
+    m->loop = s->loop;
     m->sequence = s->id;
     m->round = s->rounds;
     r = gst_pad_push (self->tokenspad, ids);
@@ -426,6 +460,112 @@ ensure_model (GstVerifier *self, const GstCaps *caps)
   return TRUE;
 }
 
+#ifdef HAVE_CUDA
+/* The verification on the CUDA target (tapsource ran the sequence there):
+ * as dfl_verifier_run, the ids up and, for greedy decoding, each row's
+ * argmax back; the taps of the rows stay on the card in a pooled buffer
+ * whose first accepted + 1 rows are the next round's context. With
+ * sampling the logits come back for the sampler. The final-normed rows come
+ * back for the tip (the router reads it). */
+static gboolean
+verify_cuda (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta,
+             const int *drafts, int m, int *accepted, int *bonus, GError **error)
+{
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
+  GstDflashDevice *dev = gst_dflash_model_cuda_device (self->model);
+  int tw = gst_dflash_model_tap_width (self->model), n = m + 1, k;
+  g_autofree int *ids = g_new (int, n);
+  g_autofree int32_t *argmax = g_new (int32_t, n);
+  g_autofree float *hidden = g_new (float, (gsize) n * c->hidden), *logits = NULL;
+  DflCudaForwardOut out = { .logits_from = 0, .argmax = argmax, .hidden = hidden };
+  gint64 a = meta->anchor_pos;
+  DflCudaTarget *ct;
+  GstBuffer *taps = NULL;
+
+  if (!dev || !(ct = gst_dflash_model_cuda_target (self->model, dev, FALSE, error))) {
+    if (!dev)
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence runs on CUDA but the model "
+                   "has no target on a CUDA device");
+    return FALSE;
+  }
+  if (dfl_cuda_target_seq_length (s->cuda_kv) != a) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH, "round %u anchors at %" G_GINT64_FORMAT
+                 " but the target's cache holds %d positions", meta->round, a,
+                 dfl_cuda_target_seq_length (s->cuda_kv));
+    return FALSE;
+  }
+  if (g && tw) {
+    gsize bytes = sizeof (float) * (gsize) self->block * tw;
+    if (!self->taps_pool && !(self->taps_pool = gst_dflash_device_pool_new (dev, bytes, error)))
+      return FALSE;
+    if (!(taps = gst_dflash_device_pool_acquire (self->taps_pool, dev, error)))
+      return FALSE;
+    out.tap_layers = g->taps;
+    out.n_tap_layers = g->n_taps;
+    out.d_taps = gst_dflash_device_memory_handle (gst_buffer_peek_memory (taps, 0));
+  }
+  if (s->sampler.temperature > 0.0f)
+    out.logits = logits = g_new (float, (gsize) n * c->vocab);
+  ids[0] = meta->anchor;
+  if (m > 0)
+    memcpy (ids + 1, drafts, sizeof (int) * m);
+  if (!dfl_cuda_target_forward (ct, s->cuda_kv, ids, n, &out, error)) {
+    gst_clear_buffer (&taps);
+    return FALSE;
+  }
+  /* accept while the draft is what the target itself picks there */
+  for (k = 0; k <= m; k++) {
+    int t = logits ? dfl_sampler_pick (&s->sampler, logits + (gsize) k * c->vocab, c->vocab,
+                                       a + k + 1)
+                   : argmax[k];
+    if (k == m || drafts[k] != t) {
+      *bonus = t;
+      break;
+    }
+  }
+  *accepted = k;
+  dfl_cuda_target_seq_truncate (s->cuda_kv, a + k + 1);
+  if (taps) {
+    gst_buffer_resize (taps, 0, sizeof (float) * (gsize) (k + 1) * tw);
+    gst_buffer_replace (&s->taps_buf, taps);
+    gst_buffer_unref (taps);
+  }
+  s->taps_rows = k + 1;
+  memcpy (s->tip, hidden + (gsize) k * c->hidden, sizeof (float) * c->hidden);
+  return TRUE;
+}
+#endif
+
+static gboolean
+verify_on_cuda (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta,
+                const int *drafts, int m, int *accepted, int *bonus, GError **error)
+{
+#ifdef HAVE_CUDA
+  return verify_cuda (self, s, meta, drafts, m, accepted, bonus, error);
+#else
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
+  return FALSE;
+#endif
+}
+
+/* Where the sequence's target runs must be where the backend property
+ * says, if it says. */
+static gboolean
+check_backend (GstVerifier *self, GstDflashSeq *s, GError **error)
+{
+  gboolean on_cuda = s->cuda_kv != NULL;
+
+  if ((self->backend == GST_DFLASH_BACKEND_CPU && on_cuda)
+      || (self->backend == GST_DFLASH_BACKEND_CUDA && !on_cuda)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                 "backend=%s, but tapsource ran sequence %u's target on %s",
+                 gst_dflash_backend_nick (self->backend), s->id, on_cuda ? "cuda" : "the cpu");
+    return FALSE;
+  }
+  return TRUE;
+}
+
 static gboolean
 gst_verifier_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
@@ -477,7 +617,7 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   gint64 t0 = g_get_monotonic_time (), t1;
   GstMapInfo map;
 
-  if (!meta || !self->model || !(s = gst_dflash_model_seq_get (self->model, meta->sequence))) {
+  if (!meta || !self->model || !(s = gst_dflash_model_seq_get (self->model, meta->loop, meta->sequence))) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
         ("verifier: a buffer without a round of a running sequence"), (NULL));
     gst_buffer_unref (buf);
@@ -509,16 +649,20 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
         gst_buffer_unref (buf);
         return GST_FLOW_ERROR;
       }
-    if (!dfl_verifier_run (self->verifier, s->kv, &s->sampler, meta->anchor_pos, meta->anchor,
-                           drafts, m, &k, &bonus, &error)) {
-      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("verifier: sequence %u: %s", s->id, error->message), (NULL));
+    if (!check_backend (self, s, &error)
+        || (s->cuda_kv ? !verify_on_cuda (self, s, meta, drafts, m, &k, &bonus, &error)
+                       : !dfl_verifier_run (self->verifier, s->kv, &s->sampler, meta->anchor_pos,
+                                            meta->anchor, drafts, m, &k, &bonus, &error))) {
+      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
+              s->id, error->message), (NULL));
       gst_buffer_unref (buf);
       return GST_FLOW_ERROR;
     }
     verified = TRUE;
     t1 = g_get_monotonic_time ();
-    /* what tapsource's next round needs: the accepted rows' taps, the tip */
-    {
+    /* what tapsource's next round needs: the accepted rows' taps, the tip
+     * (on CUDA the verification left them in the sequence) */
+    if (!s->cuda_kv) {
       int tw = gst_dflash_model_tap_width (self->model);
       s->taps = g_renew (float, s->taps, (gsize) (k + 1) * MAX (tw, 1));
       if (tw)

@@ -16,9 +16,12 @@
  *       the tokens a round committed (int32); field vocab
  *   text/x-raw, format=utf8        verifier → any text sink
  *
- * Memory is a caps feature: memory:SystemMemory now; the GPU back ends
- * negotiate memory:CUDAMemory and memory:VulkanBuffer the same way, and an
- * element's `backend` property can force one.
+ * Memory is a caps feature. The tensor types (taps, context, block) come
+ * in memory:SystemMemory and, where the back end is built, in
+ * memory:CUDAMemory and memory:VulkanBuffer (GstDflashDeviceMemory: the
+ * tensor stays on the card between elements); proposals, tokens and text
+ * are always system memory. An element's `backend` property narrows what
+ * its pads take to one feature; auto follows what upstream offers.
  */
 #pragma once
 
@@ -45,6 +48,24 @@ GType gst_dflash_backend_get_type (void);
 /* Whether `backend` can run in this build on this machine; FALSE with a
  * message naming the element and the value. AUTO and CPU always can. */
 gboolean gst_dflash_backend_check (GstElement *element, GstDflashBackend backend, GError **error);
+
+/* Whether the back end was built (AUTO and CPU always are). */
+gboolean gst_dflash_backend_built (GstDflashBackend backend);
+
+/* The caps of `structure` (a caps string without features) in the memory of
+ * each back end in `backends` (bits 1 << GST_DFLASH_BACKEND_*) that was
+ * built, system memory first. */
+GstCaps *gst_dflash_tensor_caps (const char *structure, guint backends);
+#define GST_DFLASH_BACKENDS_ALL \
+  (1u << GST_DFLASH_BACKEND_CPU | 1u << GST_DFLASH_BACKEND_CUDA | 1u << GST_DFLASH_BACKEND_VULKAN)
+
+/* The back end whose memory the first structure of `caps` is in (CPU for
+ * system memory; AUTO for empty or ANY caps). */
+GstDflashBackend gst_dflash_caps_backend (const GstCaps *caps);
+
+/* Why the peer of `srcpad` refuses `caps`: both elements named with their
+ * backend, the memory offered and the memories the peer takes. */
+void gst_dflash_caps_explain_refusal (GstPad *srcpad, const GstCaps *caps, GString *why);
 
 /* Every int field of `want` must be in `have` with the same value; FALSE
  * with a message naming the field and both values. */

@@ -13,7 +13,9 @@ enum {
 typedef struct {
   GstPad *sinkpad, *srcpad;
   GstDflashModel *model;
-  GstDflashBackend backend;
+  GstDflashBackend backend;   /* the property */
+  GstDflashBackend active;    /* where it runs, once the caps are set */
+  GstDflashDevice *device;
   guint64 busy_ns;
 } GstDflashFilterPrivate;
 
@@ -57,6 +59,96 @@ chain (GstPad *pad, GstObject *parent, GstBuffer *in)
 }
 
 static gboolean
+is_tensor_caps (const GstCaps *caps)
+{
+  const GstStructure *st;
+
+  if (!caps || gst_caps_is_empty (caps) || gst_caps_is_any (caps))
+    return FALSE;
+  st = gst_caps_get_structure (caps, 0);
+  return gst_structure_has_name (st, GST_DFLASH_TAPS_CAPS)
+         || gst_structure_has_name (st, GST_DFLASH_CONTEXT_CAPS)
+         || gst_structure_has_name (st, GST_DFLASH_BLOCK_CAPS);
+}
+
+/* The memories the sink takes with the backend property as it is. */
+static guint
+sink_backends (GstDflashFilter *filter)
+{
+  GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
+  GstDflashBackend b = PRIV (filter)->backend;
+
+  if (klass->sink_any_memory || b == GST_DFLASH_BACKEND_AUTO)
+    return GST_DFLASH_BACKENDS_ALL;
+  if (b == GST_DFLASH_BACKEND_VULKAN && klass->vulkan_takes_system)
+    return 1u << GST_DFLASH_BACKEND_VULKAN | 1u << GST_DFLASH_BACKEND_CPU;
+  return 1u << b;
+}
+
+static gboolean
+takes_backend (guint backends, GstDflashBackend b)
+{
+  return (backends & (1u << b)) != 0;
+}
+
+static gboolean
+sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
+  GstDflashFilterPrivate *p = PRIV (filter);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_CAPS: {
+      /* the template's caps in the memories the backend takes */
+      GstCaps *templ = gst_pad_get_pad_template_caps (pad), *caps = gst_caps_new_empty (), *filt;
+      guint backends = sink_backends (filter);
+      for (guint i = 0; i < gst_caps_get_size (templ); i++) {
+        GstCaps *one = gst_caps_copy_nth (templ, i);
+        if (takes_backend (backends, gst_dflash_caps_backend (one)))
+          caps = gst_caps_merge (caps, one);
+        else
+          gst_caps_unref (one);
+      }
+      gst_caps_unref (templ);
+      gst_query_parse_caps (query, &filt);
+      if (filt) {
+        GstCaps *tmp = gst_caps_intersect_full (filt, caps, GST_CAPS_INTERSECT_FIRST);
+        gst_caps_unref (caps);
+        caps = tmp;
+      }
+      gst_query_set_caps_result (query, caps);
+      gst_caps_unref (caps);
+      return TRUE;
+    }
+    case GST_QUERY_CONTEXT:
+      if (gst_dflash_device_handle_context_query (GST_ELEMENT (filter), query, p->device))
+        return TRUE;
+      break;
+    default:
+      break;
+  }
+  return gst_pad_query_default (pad, parent, query);
+}
+
+/* Open (or find) the device of `backend`; FALSE with an element error. */
+static gboolean
+ensure_device (GstDflashFilter *filter, GstDflashBackend backend)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+  g_autoptr (GError) error = NULL;
+
+  if (backend != GST_DFLASH_BACKEND_CUDA && backend != GST_DFLASH_BACKEND_VULKAN)
+    return TRUE;
+  if (p->device && gst_dflash_device_backend (p->device) != backend)
+    gst_clear_object (&p->device);
+  if (!gst_dflash_device_ensure (GST_ELEMENT (filter), p->sinkpad, backend, &p->device, &error)) {
+    GST_ELEMENT_ERROR (filter, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
 sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
@@ -75,11 +167,32 @@ sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
         gst_event_unref (event);
         return FALSE;
       }
+      /* where the stage runs: forced, or the memory upstream offers */
+      if (GST_DFLASH_FILTER_GET_CLASS (filter)->sink_any_memory)
+        p->active = GST_DFLASH_BACKEND_CPU;
+      else if (p->backend != GST_DFLASH_BACKEND_AUTO)
+        p->active = p->backend;
+      else
+        p->active = gst_dflash_caps_backend (caps);
+      if (!ensure_device (filter, p->active)) {
+        gst_event_unref (event);
+        return FALSE;
+      }
       out = GST_DFLASH_FILTER_GET_CLASS (filter)->src_caps (filter, caps, why);
       gst_event_unref (event);
       if (!out) {
         GST_ELEMENT_ERROR (filter, CORE, NEGOTIATION,
             ("%s: %s", GST_ELEMENT_NAME (filter), why->str), (NULL));
+        return FALSE;
+      }
+      /* a tensor leaves in the memory of the device the stage ran on */
+      if (is_tensor_caps (out) && p->active != GST_DFLASH_BACKEND_CPU)
+        gst_caps_set_features (out, 0,
+            gst_caps_features_new (gst_dflash_backend_caps_feature (p->active), NULL));
+      if (gst_pad_is_linked (p->srcpad) && !gst_pad_peer_query_accept_caps (p->srcpad, out)) {
+        gst_dflash_caps_explain_refusal (p->srcpad, out, why);
+        GST_ELEMENT_ERROR (filter, CORE, NEGOTIATION, ("%s", why->str), (NULL));
+        gst_caps_unref (out);
         return FALSE;
       }
       ok = gst_pad_set_caps (p->srcpad, out);
@@ -102,7 +215,9 @@ src_query (GstPad *pad, GstObject *parent, GstQuery *query)
   GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
 
   if (GST_QUERY_TYPE (query) == GST_QUERY_CONTEXT
-      && gst_dflash_model_handle_context_query (GST_ELEMENT (filter), query, PRIV (filter)->model))
+      && (gst_dflash_model_handle_context_query (GST_ELEMENT (filter), query, PRIV (filter)->model)
+          || gst_dflash_device_handle_context_query (GST_ELEMENT (filter), query,
+                                                     PRIV (filter)->device)))
     return TRUE;
   return gst_pad_query_default (pad, parent, query);
 }
@@ -110,7 +225,11 @@ src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 static void
 set_context (GstElement *element, GstContext *context)
 {
-  gst_dflash_model_handle_set_context (element, context, &PRIV (GST_DFLASH_FILTER (element))->model);
+  GstDflashFilterPrivate *p = PRIV (GST_DFLASH_FILTER (element));
+
+  gst_dflash_model_handle_set_context (element, context, &p->model);
+  gst_dflash_device_handle_set_context (element, context, GST_DFLASH_BACKEND_CUDA, &p->device);
+  gst_dflash_device_handle_set_context (element, context, GST_DFLASH_BACKEND_VULKAN, &p->device);
   GST_ELEMENT_CLASS (gst_dflash_filter_parent_class)->set_context (element, context);
 }
 
@@ -121,14 +240,33 @@ change_state (GstElement *element, GstStateChange transition)
   g_autoptr (GError) error = NULL;
   GstStateChangeReturn ret;
 
-  if (transition == GST_STATE_CHANGE_NULL_TO_READY
-      && !gst_dflash_backend_check (element, PRIV (filter)->backend, &error)) {
-    GST_ELEMENT_ERROR (filter, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
-    return GST_STATE_CHANGE_FAILURE;
+  GstDflashFilterPrivate *p = PRIV (filter);
+
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY) {
+    if (!gst_dflash_backend_check (element, p->backend, &error)) {
+      GST_ELEMENT_ERROR (filter, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
+      return GST_STATE_CHANGE_FAILURE;
+    }
+    if (GST_DFLASH_FILTER_GET_CLASS (filter)->sink_any_memory
+        && (p->backend == GST_DFLASH_BACKEND_CUDA || p->backend == GST_DFLASH_BACKEND_VULKAN)) {
+      GST_ELEMENT_ERROR (filter, RESOURCE, SETTINGS,
+          ("%s: backend=%s: this stage runs on the CPU only (it reads token ids; it takes "
+           "rounds in any memory)", GST_ELEMENT_NAME (filter),
+           gst_dflash_backend_nick (p->backend)), (NULL));
+      return GST_STATE_CHANGE_FAILURE;
+    }
   }
+  /* a forced GPU finds its device when the stage starts: a machine
+   * without one fails here, saying why */
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED
+      && !GST_DFLASH_FILTER_GET_CLASS (filter)->sink_any_memory
+      && !ensure_device (filter, p->backend))
+    return GST_STATE_CHANGE_FAILURE;
   ret = GST_ELEMENT_CLASS (gst_dflash_filter_parent_class)->change_state (element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && GST_DFLASH_FILTER_GET_CLASS (filter)->reset)
     GST_DFLASH_FILTER_GET_CLASS (filter)->reset (filter);
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL)
+    gst_clear_object (&p->device);
   return ret;
 }
 
@@ -169,6 +307,7 @@ static void
 finalize (GObject *object)
 {
   g_clear_object (&PRIV (GST_DFLASH_FILTER (object))->model);
+  gst_clear_object (&PRIV (GST_DFLASH_FILTER (object))->device);
   G_OBJECT_CLASS (gst_dflash_filter_parent_class)->finalize (object);
 }
 
@@ -191,6 +330,7 @@ constructed (GObject *object)
   p->sinkpad = gst_pad_new_from_template (gst_element_class_get_pad_template (klass, "sink"), "sink");
   gst_pad_set_chain_function (p->sinkpad, GST_DEBUG_FUNCPTR (chain));
   gst_pad_set_event_function (p->sinkpad, GST_DEBUG_FUNCPTR (sink_event));
+  gst_pad_set_query_function (p->sinkpad, GST_DEBUG_FUNCPTR (sink_query));
   gst_element_add_pad (GST_ELEMENT (filter), p->sinkpad);
   p->srcpad = gst_pad_new_from_template (gst_element_class_get_pad_template (klass, "src"), "src");
   gst_pad_set_query_function (p->srcpad, GST_DEBUG_FUNCPTR (src_query));
@@ -213,7 +353,8 @@ gst_dflash_filter_class_init (GstDflashFilterClass *klass)
 
   g_object_class_install_property (gobject_class, PROP_BACKEND,
       g_param_spec_enum ("backend", "Backend",
-          "Where the stage runs (auto: as the caps negotiate; cpu, cuda, vulkan force one)",
+          "Where the stage runs (auto: in the memory upstream offers; cpu, cuda, vulkan force one "
+          "and take only its memory)",
           GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_BUSY_TIME,
@@ -228,12 +369,36 @@ gst_dflash_filter_model (GstDflashFilter *filter)
   return PRIV (filter)->model;
 }
 
+GstDflashBackend
+gst_dflash_filter_backend (GstDflashFilter *filter)
+{
+  return PRIV (filter)->active;
+}
+
+GstDflashDevice *
+gst_dflash_filter_device (GstDflashFilter *filter)
+{
+  return PRIV (filter)->device;
+}
+
+static GstCaps *
+template_caps (const char *structure)
+{
+  GstCaps *plain = gst_caps_from_string (structure);
+  gboolean tensor = is_tensor_caps (plain);
+
+  if (!tensor)
+    return plain;
+  gst_caps_unref (plain);
+  return gst_dflash_tensor_caps (structure, GST_DFLASH_BACKENDS_ALL);
+}
+
 void
 gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *sink_caps,
                                   const char *src_caps)
 {
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
-  GstCaps *sink = gst_caps_from_string (sink_caps), *src = gst_caps_from_string (src_caps);
+  GstCaps *sink = template_caps (sink_caps), *src = template_caps (src_caps);
 
   gst_element_class_add_pad_template (element_class,
       gst_pad_template_new ("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink));

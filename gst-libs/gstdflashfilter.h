@@ -3,8 +3,10 @@
  *
  * It owns the pads and what every stage does alike: finding the shared
  * model when the caps arrive, answering context queries, passing upstream
- * events (the verdicts) on, the `backend` property, the `busy-time`
- * figure, and the time a round spends drafting. A stage says what it
+ * events (the verdicts) on, the `backend` property and the memory it
+ * negotiates (cpu: system memory; cuda, vulkan: that device's memory; auto:
+ * what upstream offers), the device shared through a GstContext, the
+ * `busy-time` figure, and the time a round spends drafting. A stage says what it
  * outputs (src_caps) and does its work on a round (process).
  */
 #pragma once
@@ -12,6 +14,7 @@
 #include <gst/gst.h>
 
 #include "gstdflashcaps.h"
+#include "gstdflashdevice.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
 
@@ -32,11 +35,26 @@ struct _GstDflashFilterClass {
                             GstBuffer **out);
   /* Forget per-stream state (a flush, a stop). */
   void (*reset) (GstDflashFilter *filter);
+
+  /* The sink takes any memory, whatever the backend (a stage that reads
+   * only the round's meta and the sequence: ngramdraft); it runs on the
+   * CPU. */
+  gboolean sink_any_memory;
+  /* With backend=vulkan the sink takes system memory too, and the stage
+   * uploads it (ctxsettle: the target stays on the CPU under Vulkan). */
+  gboolean vulkan_takes_system;
 };
 
 /* The shared model (NULL before the caps arrive). */
 GstDflashModel *gst_dflash_filter_model (GstDflashFilter *filter);
-/* Add the pad templates of a stage: its sink and src caps strings. */
+/* Where the stage runs, once the caps are set: CPU, CUDA or VULKAN (the
+ * backend property where forced, else the memory upstream offers). */
+GstDflashBackend gst_dflash_filter_backend (GstDflashFilter *filter);
+/* Its device (NULL on the CPU). */
+GstDflashDevice *gst_dflash_filter_device (GstDflashFilter *filter);
+/* Add the pad templates of a stage: its sink and src caps strings, without
+ * features; the tensor types (taps, context, block) get every memory the
+ * build has (gst_dflash_tensor_caps), the others system memory. */
 void gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *sink_caps,
                                        const char *src_caps);
 

@@ -20,6 +20,8 @@ typedef enum {
 
 typedef struct {
   GstMeta meta;
+  guint loop;                /* the tapsource's: sequences are numbered per loop, and the
+                              * loops of several pipelines may share one model */
   guint sequence;
   guint round;
   gint anchor;               /* the token the round drafts after */
@@ -41,8 +43,8 @@ const GstMetaInfo *gst_dflash_round_meta_get_info (void);
 GstDflashRoundMeta *gst_buffer_add_dflash_round_meta (GstBuffer *buffer);
 #define gst_buffer_get_dflash_round_meta(b) \
   ((GstDflashRoundMeta *) gst_buffer_get_meta ((b), GST_DFLASH_ROUND_META_API_TYPE))
-/* A new buffer holding `payload` (may be NULL: no memory) with a copy of
- * `meta` (its bytes shared). */
+/* A new buffer holding `payload` (may be NULL: no memory; the buffer takes
+ * the caller's reference) with a copy of `meta` (its bytes shared). */
 GstBuffer *gst_dflash_round_buffer_new (const GstDflashRoundMeta *meta, GBytes *payload,
                                         GstDflashRoundMeta **new_meta);
 

@@ -1,7 +1,20 @@
 /* gst-dflash — the model the elements of one loop share. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include "gstdflashmodel.h"
 
 #include "dfl-error.h"
+#include "gstdflashdevice.h"
+
+#ifdef HAVE_CUDA
+#include "cuda-drafter.h"
+#include "cuda-target.h"
+#endif
+#ifdef HAVE_VULKAN
+#include "dfl-vk-drafter.h"
+#endif
 
 struct _GstDflashModel {
   GstObject parent;
@@ -9,7 +22,18 @@ struct _GstDflashModel {
   DflTokenizer *tokenizer;
   char *drafter_path;
   DflDrafter *drafter;       /* for its geometry, router and selector */
-  GHashTable *seqs;          /* id → GstDflashSeq */
+  GHashTable *seqs;          /* key (loop, id) → GstDflashSeq */
+  guint loops;               /* loops numbered so far */
+  /* the GPU engines, made on first use under engine_lock (an upload takes
+   * a while; the object lock guards the table of sequences) */
+  GMutex engine_lock;
+  GstDflashDevice *cuda_dev;
+  DflCudaTarget *cuda_target;
+  DflCudaDrafter *cuda_drafter;
+  gboolean cuda_f32;         /* the CUDA engines' matrices widened to F32 */
+  GMutex cuda_drafter_lock;  /* its callers, one at a time */
+  GstDflashDevice *vk_dev;
+  DflVkDrafter *vk_drafter;
 };
 
 G_DEFINE_TYPE (GstDflashModel, gst_dflash_model, GST_TYPE_OBJECT);
@@ -23,6 +47,14 @@ seq_free (GstDflashSeq *s)
   g_free (s->taps);
   g_free (s->tip);
   dfl_drafter_free (s->drafter);
+  gst_clear_buffer (&s->taps_buf);
+#ifdef HAVE_CUDA
+  g_clear_pointer (&s->cuda_draft, dfl_cuda_draft_ctx_free);
+  g_clear_pointer (&s->cuda_kv, dfl_cuda_target_seq_free);
+#endif
+#ifdef HAVE_VULKAN
+  g_clear_pointer (&s->vk_draft, dfl_vk_draft_ctx_free);
+#endif
   g_free (s);
 }
 
@@ -31,7 +63,19 @@ gst_dflash_model_finalize (GObject *object)
 {
   GstDflashModel *m = GST_DFLASH_MODEL (object);
 
+  /* the sequences' GPU state before the engines it was made from */
   g_hash_table_unref (m->seqs);
+#ifdef HAVE_CUDA
+  g_clear_pointer (&m->cuda_drafter, dfl_cuda_drafter_free);
+  g_clear_pointer (&m->cuda_target, dfl_cuda_target_free);
+#endif
+#ifdef HAVE_VULKAN
+  g_clear_pointer (&m->vk_drafter, dfl_vk_drafter_free);
+#endif
+  gst_clear_object (&m->cuda_dev);
+  gst_clear_object (&m->vk_dev);
+  g_mutex_clear (&m->engine_lock);
+  g_mutex_clear (&m->cuda_drafter_lock);
   dfl_drafter_free (m->drafter);
   dfl_tokenizer_free (m->tokenizer);
   dfl_target_free (m->target);
@@ -48,7 +92,10 @@ gst_dflash_model_class_init (GstDflashModelClass *klass)
 static void
 gst_dflash_model_init (GstDflashModel *m)
 {
-  m->seqs = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) seq_free);
+  /* the keys live in the sequences: freeing one frees its key */
+  m->seqs = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, (GDestroyNotify) seq_free);
+  g_mutex_init (&m->engine_lock);
+  g_mutex_init (&m->cuda_drafter_lock);
 }
 
 GstDflashModel *
@@ -116,51 +163,80 @@ gst_dflash_model_tap_width (GstDflashModel *m)
   return m->drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_geometry (m->drafter)) : 0;
 }
 
-GstDflashSeq *
-gst_dflash_model_seq_new (GstDflashModel *m, guint id, GError **error)
+static guint64
+seq_key (guint loop, guint id)
 {
+  return (guint64) loop << 32 | id;
+}
+
+guint
+gst_dflash_model_loop_new (GstDflashModel *m)
+{
+  guint loop;
+
+  GST_OBJECT_LOCK (m);
+  loop = m->loops++;
+  GST_OBJECT_UNLOCK (m);
+  return loop;
+}
+
+GstDflashSeq *
+gst_dflash_model_seq_new (GstDflashModel *m, guint loop, guint id, GError **error)
+{
+  guint64 key = seq_key (loop, id);
   GstDflashSeq *s;
 
   GST_OBJECT_LOCK (m);
-  if (g_hash_table_contains (m->seqs, GUINT_TO_POINTER (id))) {
+  if (g_hash_table_contains (m->seqs, &key)) {
     GST_OBJECT_UNLOCK (m);
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "sequence %u is already running", id);
     return NULL;
   }
   s = g_new0 (GstDflashSeq, 1);
+  s->key = key;
+  s->loop = loop;
   s->id = id;
   s->kv = dfl_target_seq_new (m->target);
   s->tokens = g_array_new (FALSE, FALSE, sizeof (int));
   s->tip = g_new0 (float, dfl_target_config (m->target)->hidden);
-  g_hash_table_insert (m->seqs, GUINT_TO_POINTER (id), s);
+  g_hash_table_insert (m->seqs, &s->key, s);
   GST_OBJECT_UNLOCK (m);
   return s;
 }
 
 GstDflashSeq *
-gst_dflash_model_seq_get (GstDflashModel *m, guint id)
+gst_dflash_model_seq_get (GstDflashModel *m, guint loop, guint id)
 {
+  guint64 key = seq_key (loop, id);
   GstDflashSeq *s;
 
   GST_OBJECT_LOCK (m);
-  s = g_hash_table_lookup (m->seqs, GUINT_TO_POINTER (id));
+  s = g_hash_table_lookup (m->seqs, &key);
   GST_OBJECT_UNLOCK (m);
   return s;
 }
 
 void
-gst_dflash_model_seq_remove (GstDflashModel *m, guint id)
+gst_dflash_model_seq_remove (GstDflashModel *m, guint loop, guint id)
 {
+  guint64 key = seq_key (loop, id);
+
   GST_OBJECT_LOCK (m);
-  g_hash_table_remove (m->seqs, GUINT_TO_POINTER (id));
+  g_hash_table_remove (m->seqs, &key);
   GST_OBJECT_UNLOCK (m);
 }
 
+static gboolean
+seq_in_loop (gpointer key, gpointer value, gpointer loop)
+{
+  return ((GstDflashSeq *) value)->loop == GPOINTER_TO_UINT (loop);
+}
+
 void
-gst_dflash_model_seq_clear (GstDflashModel *m)
+gst_dflash_model_seq_clear (GstDflashModel *m, guint loop)
 {
   GST_OBJECT_LOCK (m);
-  g_hash_table_remove_all (m->seqs);
+  g_hash_table_foreach_remove (m->seqs, seq_in_loop, GUINT_TO_POINTER (loop));
   GST_OBJECT_UNLOCK (m);
 }
 
@@ -177,6 +253,180 @@ gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **err
     seq->drafter = dfl_drafter_open (m->drafter_path, error);
   }
   return seq->drafter;
+}
+
+/* The engines of a back end live on one device: FALSE where `dev` is not
+ * the one they were made on. */
+static gboolean
+same_device (GstDflashModel *m, GstDflashDevice *have, GstDflashDevice *dev, GError **error)
+{
+  if (!have || have == dev)
+    return TRUE;
+  g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+               "the model %s already runs on %s; it cannot also run on %s "
+               "(one device per back end)",
+               dfl_target_dir (m->target), gst_dflash_device_describe (have),
+               gst_dflash_device_describe (dev));
+  return FALSE;
+}
+
+static gboolean
+need_drafter (GstDflashModel *m, GError **error)
+{
+  if (m->drafter)
+    return TRUE;
+  g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+               "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
+               dfl_target_dir (m->target));
+  return FALSE;
+}
+
+DflCudaTarget *
+gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev, gboolean f32,
+                              GError **error)
+{
+#ifdef HAVE_CUDA
+  DflCudaTarget *t = NULL;
+
+  g_return_val_if_fail (gst_dflash_device_backend (dev) == GST_DFLASH_BACKEND_CUDA, NULL);
+  g_mutex_lock (&m->engine_lock);
+  if (same_device (m, m->cuda_dev, dev, error)) {
+    if (!m->cuda_target) {
+      m->cuda_target = dfl_cuda_target_new (gst_dflash_device_handle (dev), m->target,
+          f32 ? DFL_CUDA_TARGET_F32 : DFL_CUDA_TARGET_AS_STORED, error);
+      if (m->cuda_target) {
+        m->cuda_dev = gst_object_ref (dev);
+        m->cuda_f32 = f32;
+      }
+      else
+        g_prefix_error (error, "%s on %s: ", dfl_target_dir (m->target),
+                        gst_dflash_device_describe (dev));
+    }
+    t = m->cuda_target;
+  }
+  g_mutex_unlock (&m->engine_lock);
+  return t;
+#else
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
+  return NULL;
+#endif
+}
+
+void
+gst_dflash_model_cuda_drafter_lock (GstDflashModel *m)
+{
+  g_mutex_lock (&m->cuda_drafter_lock);
+}
+
+void
+gst_dflash_model_cuda_drafter_unlock (GstDflashModel *m)
+{
+  g_mutex_unlock (&m->cuda_drafter_lock);
+}
+
+GstDflashDevice *
+gst_dflash_model_cuda_device (GstDflashModel *m)
+{
+  GstDflashDevice *dev;
+
+  g_mutex_lock (&m->engine_lock);
+  dev = m->cuda_target ? m->cuda_dev : NULL;
+  g_mutex_unlock (&m->engine_lock);
+  return dev;
+}
+
+DflCudaDrafter *
+gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev, GError **error)
+{
+#ifdef HAVE_CUDA
+  DflCudaDrafter *d = NULL;
+
+  if (!need_drafter (m, error))
+    return NULL;
+  g_mutex_lock (&m->engine_lock);
+  if (!m->cuda_target) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the CUDA drafter reads the target's embedding and head on the card, and the "
+                 "target of %s is not on the card: run tapsource with backend=cuda",
+                 dfl_target_dir (m->target));
+  } else if (same_device (m, m->cuda_dev, dev, error)) {
+    if (!m->cuda_drafter) {
+      const DflDrafter *dd = m->drafter;
+      m->cuda_drafter = dfl_cuda_drafter_new (gst_dflash_device_handle (dev), dd,
+          dfl_cuda_target_embedding (m->cuda_target), dfl_cuda_target_head (m->cuda_target),
+          m->cuda_f32 ? DFL_CUDA_F32 : dfl_cuda_drafter_stored_type (dd), error);
+      if (!m->cuda_drafter)
+        g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
+    }
+    d = m->cuda_drafter;
+  }
+  g_mutex_unlock (&m->engine_lock);
+  return d;
+#else
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
+  return NULL;
+#endif
+}
+
+DflVkDrafter *
+gst_dflash_model_vk_drafter (GstDflashModel *m, GstDflashDevice *dev, GError **error)
+{
+#ifdef HAVE_VULKAN
+  DflVkDrafter *d = NULL;
+
+  g_return_val_if_fail (gst_dflash_device_backend (dev) == GST_DFLASH_BACKEND_VULKAN, NULL);
+  if (!need_drafter (m, error))
+    return NULL;
+  g_mutex_lock (&m->engine_lock);
+  if (same_device (m, m->vk_dev, dev, error)) {
+    if (!m->vk_drafter) {
+      m->vk_drafter = dfl_vk_drafter_new_for_target (gst_dflash_device_handle (dev), m->drafter,
+                                                     m->target, error);
+      if (m->vk_drafter)
+        m->vk_dev = gst_object_ref (dev);
+      else
+        g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
+    }
+    d = m->vk_drafter;
+  }
+  g_mutex_unlock (&m->engine_lock);
+  return d;
+#else
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no Vulkan back end");
+  return NULL;
+#endif
+}
+
+DflCudaDraftCtx *
+gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflashDevice *dev,
+                                 GError **error)
+{
+#ifdef HAVE_CUDA
+  DflCudaDrafter *d;
+
+  if (!seq->cuda_draft && (d = gst_dflash_model_cuda_drafter (m, dev, error)))
+    seq->cuda_draft = dfl_cuda_draft_ctx_new (d, error);
+  return seq->cuda_draft;
+#else
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
+  return NULL;
+#endif
+}
+
+DflVkDraftCtx *
+gst_dflash_model_seq_vk_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflashDevice *dev,
+                               GError **error)
+{
+#ifdef HAVE_VULKAN
+  DflVkDrafter *d;
+
+  if (!seq->vk_draft && (d = gst_dflash_model_vk_drafter (m, dev, error)))
+    seq->vk_draft = dfl_vk_draft_ctx_new (d, error);
+  return seq->vk_draft;
+#else
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no Vulkan back end");
+  return NULL;
+#endif
 }
 
 GstContext *

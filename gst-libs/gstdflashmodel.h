@@ -11,7 +11,9 @@
  * Per-sequence state lives here too: each element reads and writes only its
  * own part of a sequence, and a sequence's round passes the elements in
  * order, so two elements never touch the same part at once; the table of
- * sequences itself is behind the object lock.
+ * sequences itself is behind the object lock. A sequence is named by its
+ * loop (the tapsource that runs it) and its number in that loop, so the
+ * pipelines that share a model never see one another's sequences.
  */
 #pragma once
 
@@ -27,11 +29,23 @@ G_BEGIN_DECLS
 
 #define GST_DFLASH_MODEL_CONTEXT_TYPE "dflash.model"
 
+/* The engines of the GPU back ends (cuda-target.h, cuda-drafter.h,
+ * dfl-vk-drafter.h), named here so a build without them still compiles. */
+typedef struct _DflCudaTarget DflCudaTarget;
+typedef struct _DflCudaTargetSeq DflCudaTargetSeq;
+typedef struct _DflCudaDrafter DflCudaDrafter;
+typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
+typedef struct _DflVkDrafter DflVkDrafter;
+typedef struct _DflVkDraftCtx DflVkDraftCtx;
+typedef struct _GstDflashDevice GstDflashDevice;
+
 #define GST_TYPE_DFLASH_MODEL (gst_dflash_model_get_type ())
 G_DECLARE_FINAL_TYPE (GstDflashModel, gst_dflash_model, GST, DFLASH_MODEL, GstObject)
 
 /* One sequence of the loop. */
 typedef struct {
+  guint64 key;               /* loop and id: the table's key */
+  guint loop;
   guint id;
   int max_new;
   DflSampler sampler;
@@ -47,6 +61,15 @@ typedef struct {
   float *tip;
   /* ctxsettle, dflashblock and selector: this sequence's drafter context */
   DflDrafter *drafter;
+  /* The GPU back ends' state of the sequence, made on first use, freed
+   * with it. cuda_kv: the target's cache on the card: tapsource made the
+   * sequence on the CUDA target and the verifier verifies it there (kv is
+   * then unused); taps_buf then holds the accepted rows' taps on the card
+   * instead of taps. */
+  DflCudaTargetSeq *cuda_kv;
+  GstBuffer *taps_buf;
+  DflCudaDraftCtx *cuda_draft;
+  DflVkDraftCtx *vk_draft;
   /* the verifier's figures */
   int rounds;
   gint64 round_tokens;
@@ -68,15 +91,46 @@ const char *gst_dflash_model_drafter_path (GstDflashModel *m);
 DflDrafter *gst_dflash_model_drafter (GstDflashModel *m);
 int gst_dflash_model_tap_width (GstDflashModel *m);
 
-/* Sequences. new: fails where the id is in use. */
-GstDflashSeq *gst_dflash_model_seq_new (GstDflashModel *m, guint id, GError **error);
-GstDflashSeq *gst_dflash_model_seq_get (GstDflashModel *m, guint id);
-void gst_dflash_model_seq_remove (GstDflashModel *m, guint id);
+/* A number for a new loop (a tapsource): its sequences are apart from
+ * those of every other loop on the model. */
+guint gst_dflash_model_loop_new (GstDflashModel *m);
+/* Sequences of a loop. new: fails where the id is in use in that loop. */
+GstDflashSeq *gst_dflash_model_seq_new (GstDflashModel *m, guint loop, guint id, GError **error);
+GstDflashSeq *gst_dflash_model_seq_get (GstDflashModel *m, guint loop, guint id);
+void gst_dflash_model_seq_remove (GstDflashModel *m, guint loop, guint id);
 /* This sequence's drafter, opened on first use (its weights are the
  * sidecar's mapping, shared; its context is the sequence's own). */
 DflDrafter *gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **error);
-/* Forget every sequence (a flush, a stop). */
-void gst_dflash_model_seq_clear (GstDflashModel *m);
+/* The engines on a GPU, made once per model (on first use, the weights
+ * uploaded then) and shared by every sequence and element; each keeps
+ * `dev`. One device per back end and model: asking with another fails.
+ * cuda_target: the target on the card (`f32`: its matrices widened to F32,
+ * for parity with the CPU; else as the checkpoint stores them; the first
+ * call decides). cuda_drafter: the drafter, reading the CUDA target's
+ * embedding and head (so the CUDA target must exist), its matrices as the
+ * target's (F32, or as stored). vk_drafter: the drafter on Vulkan with
+ * the CPU target's embedding and head. NULL with an error naming the
+ * model and the device. */
+DflCudaTarget *gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev,
+                                             gboolean f32, GError **error);
+DflCudaDrafter *gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev,
+                                               GError **error);
+DflVkDrafter *gst_dflash_model_vk_drafter (GstDflashModel *m, GstDflashDevice *dev,
+                                           GError **error);
+/* The CUDA drafter serves one caller at a time (its contexts share its
+ * scratch), and ctxsettle, dflashblock and selector run in threads of
+ * their own: each holds this lock around its calls into it. */
+void gst_dflash_model_cuda_drafter_lock (GstDflashModel *m);
+void gst_dflash_model_cuda_drafter_unlock (GstDflashModel *m);
+/* The device of the CUDA engines (NULL before the CUDA target exists). */
+GstDflashDevice *gst_dflash_model_cuda_device (GstDflashModel *m);
+/* This sequence's drafter context on the device, made on first use. */
+DflCudaDraftCtx *gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq,
+                                                  GstDflashDevice *dev, GError **error);
+DflVkDraftCtx *gst_dflash_model_seq_vk_draft (GstDflashModel *m, GstDflashSeq *seq,
+                                              GstDflashDevice *dev, GError **error);
+/* Forget every sequence of a loop (its flush, its stop). */
+void gst_dflash_model_seq_clear (GstDflashModel *m, guint loop);
 
 /* GstContext plumbing. */
 GstContext *gst_dflash_model_context_new (GstDflashModel *m);

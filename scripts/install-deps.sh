@@ -1,6 +1,8 @@
 #!/bin/bash
 # Install what gst-dflash builds and tests with on Debian 12 (as root), and a
-# Python virtual environment (.venv) for the parity tests' references.
+# Python virtual environment (.venv) for the parity tests' references. clang,
+# its runtime (libFuzzer) and its OpenMP are for the fuzz build
+# (scripts/run-tests.sh, tests/fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +14,8 @@ apt-get install -y -q --no-install-recommends \
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
   gstreamer1.0-tools gstreamer1.0-plugins-base \
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers \
-  python3 python3-venv python3-pip
+  python3 python3-venv python3-pip \
+  clang libclang-rt-14-dev libomp-14-dev
 
 if [ ! -x .venv/bin/python3 ]; then
   python3 -m venv .venv

@@ -1404,29 +1404,6 @@ GST_START_TEST (test_sidecar_for_another_target)
 }
 GST_END_TEST;
 
-GST_START_TEST (test_backend_unavailable)
-{
-  /* each element with a backend, in a pipeline it can run in */
-  const gchar *pipelines[] = {
-    "tapsource backend=%s ! verifier ! fakesink",
-    "tapsource ! ctxsettle backend=%s ! dflashblock ! selector ! verifier ! fakesink",
-    "tapsource ! ctxsettle ! dflashblock backend=%s ! selector ! verifier ! fakesink",
-    "tapsource ! ctxsettle ! dflashblock ! selector backend=%s ! verifier ! fakesink",
-    "tapsource ! ngramdraft backend=%s ! verifier ! fakesink",
-    "tapsource ! verifier backend=%s ! fakesink",
-  };
-  const gchar *backends[] = { "cuda", "vulkan" };
-
-  for (guint i = 0; i < G_N_ELEMENTS (pipelines); i++)
-    for (guint b = 0; b < G_N_ELEMENTS (backends); b++) {
-      g_autofree gchar *needle = g_strdup_printf ("backend=%s is not available in this build", backends[b]);
-      Run *r = run_new_printf (pipelines[i], backends[b]);
-      fail_unless (run_to_error (r, needle), "'%s' with %s started", pipelines[i], backends[b]);
-      run_free (r);
-    }
-}
-GST_END_TEST;
-
 GST_START_TEST (test_prompts_file_missing)
 {
   Run *r = run_new ("tapsource prompts-file=/nonexistent/prompts.txt ! verifier ! fakesink");
@@ -1804,7 +1781,6 @@ dflash_elements_suite (void)
   TCASE ("errors");
   tcase_add_test (tc, test_model_missing);
   tcase_add_test (tc, test_sidecar_for_another_target);
-  tcase_add_test (tc, test_backend_unavailable);
   tcase_add_test (tc, test_prompts_file_missing);
   tcase_add_test (tc, test_prompts_file_empty);
   tcase_add_test (tc, test_tokens_bad);

@@ -69,6 +69,30 @@ for element in ELEMENTS:
     bare = [n for n, d in props if not d or d.lower().replace(" ", "-") == n]
     check(f"{element}: every property is described", not bare, f"undescribed: {bare}")
 
+# every element that computes has `backend`; the tensor pads list system
+# memory and each GPU memory this build has
+COMPUTING = ["tapsource", "ctxsettle", "dflashblock", "selector", "verifier"]
+TENSOR_PADS = {"ctxsettle": ["SINK", "SRC"], "dflashblock": ["SINK", "SRC"], "selector": ["SINK"]}
+gpu = os.environ.get("DFL_GPU_FEATURES", "").split()
+for element in ELEMENTS:
+    rc, out, err = inspect(element)
+    if element in COMPUTING:
+        names = [n for n, _ in properties(out)]
+        check(f"{element} has the backend property", "backend" in names, f"properties: {names}")
+        check(f"{element}: backend lists auto, cpu, cuda, vulkan",
+              all(re.search(r"\(\d+\): %s\s" % v, out) for v in ("auto", "cpu", "cuda", "vulkan")),
+              out[-3000:])
+    for direction in TENSOR_PADS.get(element, []):
+        m = re.search(r"^  %s template: .*?(?=^  [A-Z]+ template: |^Element |\Z)" % direction, out,
+                      re.M | re.S)
+        block = m.group(0) if m else ""
+        # gst-inspect prints system memory as the bare media type
+        check(f"{element} {direction.lower()} template lists system memory",
+              re.search(r"^\s+application/x-dflash-[a-z]+$", block, re.M), block)
+        for feature in gpu:
+            check(f"{element} {direction.lower()} template lists {feature}",
+                  f"({feature})" in block, block)
+
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {name}")

@@ -1,0 +1,402 @@
+/* gst-dflash — the GPU the elements of a loop share. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstdflashdevice.h"
+#include "gstdflashdevicememory.h"
+
+#include "dfl-error.h"
+
+#ifdef HAVE_CUDA
+#include "dfl-cuda.h"
+#endif
+#ifdef HAVE_VULKAN
+#include "dfl-vk.h"
+#endif
+
+GST_DEBUG_CATEGORY_STATIC (gst_dflash_device_debug);
+#define GST_CAT_DEFAULT gst_dflash_device_debug
+
+struct _GstDflashDevice {
+  GstObject parent;
+  GstDflashBackend backend;
+  gpointer handle;
+  const GstDflashDeviceOps *ops;
+  GstAllocator *allocator;
+  char *description;
+};
+
+G_DEFINE_TYPE (GstDflashDevice, gst_dflash_device, GST_TYPE_OBJECT);
+
+#ifdef HAVE_CUDA
+static gpointer
+cuda_alloc (gpointer device, gsize size, GError **error)
+{
+  return dfl_cuda_alloc (device, size, error);
+}
+
+static void
+cuda_release (gpointer device, gpointer handle)
+{
+  dfl_cuda_free (device, handle);
+}
+
+static gboolean
+cuda_download (gpointer device, gpointer handle, gsize offset, void *dst, gsize size,
+               GError **error)
+{
+  return dfl_cuda_download (device, dst, (const char *) handle + offset, size, error);
+}
+
+static gboolean
+cuda_upload (gpointer device, gpointer handle, gsize offset, const void *src, gsize size,
+             GError **error)
+{
+  return dfl_cuda_upload (device, (char *) handle + offset, src, size, error);
+}
+
+static gpointer
+cuda_device_ref (gpointer device)
+{
+  return dfl_cuda_device_ref (device);
+}
+
+static void
+cuda_device_unref (gpointer device)
+{
+  dfl_cuda_device_unref (device);
+}
+
+static const GstDflashDeviceOps cuda_ops = {
+  "DflashCudaMemory", GST_DFLASH_CAPS_FEATURE_CUDA,
+  cuda_alloc, cuda_release, cuda_download, cuda_upload, cuda_device_ref, cuda_device_unref,
+};
+#endif
+
+#ifdef HAVE_VULKAN
+/* Allocations are whole device-local buffers; a memory's offset is a byte
+ * offset into its buffer. */
+static gpointer
+vk_alloc (gpointer device, gsize size, GError **error)
+{
+  return dfl_vk_buffer_new (device, size, DFL_VK_MEMORY_DEVICE, error);
+}
+
+static void
+vk_release (gpointer device, gpointer handle)
+{
+  dfl_vk_buffer_free (handle);
+}
+
+static gboolean
+vk_download (gpointer device, gpointer handle, gsize offset, void *dst, gsize size, GError **error)
+{
+  return dfl_vk_download (device, dst, handle, offset, size, error);
+}
+
+static gboolean
+vk_upload (gpointer device, gpointer handle, gsize offset, const void *src, gsize size,
+           GError **error)
+{
+  return dfl_vk_upload (device, handle, offset, src, size, error);
+}
+
+static gpointer
+vk_device_ref (gpointer device)
+{
+  return dfl_vk_device_ref (device);
+}
+
+static void
+vk_device_unref (gpointer device)
+{
+  dfl_vk_device_unref (device);
+}
+
+static const GstDflashDeviceOps vulkan_ops = {
+  "DflashVulkanMemory", GST_DFLASH_CAPS_FEATURE_VULKAN,
+  vk_alloc, vk_release, vk_download, vk_upload, vk_device_ref, vk_device_unref,
+};
+#endif
+
+static void
+gst_dflash_device_finalize (GObject *object)
+{
+  GstDflashDevice *dev = GST_DFLASH_DEVICE (object);
+
+  /* the allocator holds its own reference to the device's handle */
+  if (dev->allocator)
+    gst_object_unref (dev->allocator);
+  if (dev->handle)
+    dev->ops->device_unref (dev->handle);
+  g_free (dev->description);
+  G_OBJECT_CLASS (gst_dflash_device_parent_class)->finalize (object);
+}
+
+static void
+gst_dflash_device_class_init (GstDflashDeviceClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = gst_dflash_device_finalize;
+  GST_DEBUG_CATEGORY_INIT (gst_dflash_device_debug, "dflashdevice", 0, "dflash GPU device");
+}
+
+static void
+gst_dflash_device_init (GstDflashDevice *dev)
+{
+}
+
+const char *
+gst_dflash_backend_nick (GstDflashBackend backend)
+{
+  GEnumClass *klass = g_type_class_ref (GST_TYPE_DFLASH_BACKEND);
+  GEnumValue *v = g_enum_get_value (klass, backend);
+  const char *nick = v ? v->value_nick : "?";
+
+  g_type_class_unref (klass);
+  return nick;
+}
+
+const char *
+gst_dflash_backend_context_type (GstDflashBackend backend)
+{
+  switch (backend) {
+    case GST_DFLASH_BACKEND_CUDA:
+      return GST_DFLASH_CUDA_CONTEXT_TYPE;
+    case GST_DFLASH_BACKEND_VULKAN:
+      return GST_DFLASH_VULKAN_CONTEXT_TYPE;
+    default:
+      return NULL;
+  }
+}
+
+const char *
+gst_dflash_backend_caps_feature (GstDflashBackend backend)
+{
+  switch (backend) {
+    case GST_DFLASH_BACKEND_CUDA:
+      return GST_DFLASH_CAPS_FEATURE_CUDA;
+    case GST_DFLASH_BACKEND_VULKAN:
+      return GST_DFLASH_CAPS_FEATURE_VULKAN;
+    default:
+      return GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY;
+  }
+}
+
+GstDflashDevice *
+gst_dflash_device_open (GstDflashBackend backend, GError **error)
+{
+  g_autoptr (GstDflashDevice) dev = NULL;
+
+  dev = g_object_ref_sink (g_object_new (GST_TYPE_DFLASH_DEVICE, NULL));
+  dev->backend = backend;
+  switch (backend) {
+#ifdef HAVE_CUDA
+    case GST_DFLASH_BACKEND_CUDA:
+      if (!(dev->handle = dfl_cuda_device_open (0, error)))
+        return NULL;
+      dev->ops = &cuda_ops;
+      dev->description = g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (dev->handle));
+      break;
+#endif
+#ifdef HAVE_VULKAN
+    case GST_DFLASH_BACKEND_VULKAN:
+      /* −1: the first discrete GPU, else the first device (lavapipe on a
+       * machine without a GPU) */
+      if (!(dev->handle = dfl_vk_device_open (-1, DFL_VK_DEVICE_DEFAULT, error)))
+        return NULL;
+      dev->ops = &vulkan_ops;
+      dev->description = g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (dev->handle));
+      break;
+#endif
+    default:
+      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                   "backend=%s is not available in this build", gst_dflash_backend_nick (backend));
+      return NULL;
+  }
+  dev->allocator = gst_dflash_device_allocator_new (dev->ops, dev->handle);
+  GST_INFO_OBJECT (dev, "opened %s", dev->description);
+  return g_steal_pointer (&dev);
+}
+
+GstDflashBackend
+gst_dflash_device_backend (GstDflashDevice *dev)
+{
+  return dev->backend;
+}
+
+gpointer
+gst_dflash_device_handle (GstDflashDevice *dev)
+{
+  return dev->handle;
+}
+
+GstAllocator *
+gst_dflash_device_allocator (GstDflashDevice *dev)
+{
+  return dev->allocator;
+}
+
+const char *
+gst_dflash_device_caps_feature (GstDflashDevice *dev)
+{
+  return dev->ops->caps_feature;
+}
+
+const char *
+gst_dflash_device_describe (GstDflashDevice *dev)
+{
+  return dev->description;
+}
+
+GstContext *
+gst_dflash_device_context_new (GstDflashDevice *dev)
+{
+  GstContext *context = gst_context_new (gst_dflash_backend_context_type (dev->backend), TRUE);
+
+  gst_structure_set (gst_context_writable_structure (context), "device", GST_TYPE_DFLASH_DEVICE,
+                     dev, NULL);
+  return context;
+}
+
+gboolean
+gst_dflash_device_handle_context_query (GstElement *element, GstQuery *query,
+                                        GstDflashDevice *dev)
+{
+  const char *type;
+  GstContext *context;
+
+  if (!dev || !gst_query_parse_context_type (query, &type)
+      || g_strcmp0 (type, gst_dflash_backend_context_type (dev->backend)))
+    return FALSE;
+  context = gst_dflash_device_context_new (dev);
+  gst_query_set_context (query, context);
+  gst_context_unref (context);
+  return TRUE;
+}
+
+void
+gst_dflash_device_handle_set_context (GstElement *element, GstContext *context,
+                                      GstDflashBackend backend, GstDflashDevice **slot)
+{
+  const char *type = gst_dflash_backend_context_type (backend);
+  GstDflashDevice *dev = NULL;
+
+  if (!context || !type || g_strcmp0 (gst_context_get_context_type (context), type))
+    return;
+  if (gst_structure_get (gst_context_get_structure (context), "device", GST_TYPE_DFLASH_DEVICE,
+                         &dev, NULL) && dev) {
+    GST_OBJECT_LOCK (element);
+    if (!*slot)
+      *slot = g_steal_pointer (&dev);
+    GST_OBJECT_UNLOCK (element);
+    g_clear_object (&dev);
+  }
+}
+
+/* A context query on the peers of the element's pads, `first`'s first. */
+static void
+query_peers (GstElement *element, GstPad *first, const char *type, GstDflashBackend backend,
+             GstDflashDevice **slot)
+{
+  GList *pads;
+
+  if (first) {
+    GstQuery *query = gst_query_new_context (type);
+    if (gst_pad_peer_query (first, query)) {
+      GstContext *context = NULL;
+      gst_query_parse_context (query, &context);
+      if (context)
+        gst_dflash_device_handle_set_context (element, context, backend, slot);
+    }
+    gst_query_unref (query);
+  }
+  GST_OBJECT_LOCK (element);
+  pads = g_list_copy (element->pads);
+  for (GList *l = pads; l; l = l->next)
+    gst_object_ref (l->data);
+  GST_OBJECT_UNLOCK (element);
+  for (GList *l = pads; l && !*slot; l = l->next) {
+    GstQuery *query;
+    if (l->data == first)
+      continue;
+    query = gst_query_new_context (type);
+    if (gst_pad_peer_query (l->data, query)) {
+      GstContext *context = NULL;
+      gst_query_parse_context (query, &context);
+      if (context)
+        gst_dflash_device_handle_set_context (element, context, backend, slot);
+    }
+    gst_query_unref (query);
+  }
+  g_list_free_full (pads, gst_object_unref);
+}
+
+gboolean
+gst_dflash_device_ensure (GstElement *element, GstPad *pad, GstDflashBackend backend,
+                          GstDflashDevice **slot, GError **error)
+{
+  const char *type = gst_dflash_backend_context_type (backend);
+  GstDflashDevice *dev;
+
+  g_return_val_if_fail (type != NULL, FALSE);
+  if (*slot)
+    return TRUE;
+  query_peers (element, pad, type, backend, slot);
+  if (*slot)
+    return TRUE;
+  /* the application, or the bin holding a device another element opened,
+   * answers through set_context before this returns */
+  gst_element_post_message (element, gst_message_new_need_context (GST_OBJECT (element), type));
+  if (*slot)
+    return TRUE;
+  if (!(dev = gst_dflash_device_open (backend, error))) {
+    /* "ctxsettle0: backend=cuda: CUDA is unavailable: …" */
+    g_prefix_error (error, "%s: backend=%s: ", GST_ELEMENT_NAME (element),
+                    gst_dflash_backend_nick (backend));
+    return FALSE;
+  }
+  GST_OBJECT_LOCK (element);
+  if (!*slot)
+    *slot = gst_object_ref (dev);
+  GST_OBJECT_UNLOCK (element);
+  GST_INFO_OBJECT (element, "opened %s", dev->description);
+  gst_element_post_message (element,
+      gst_message_new_have_context (GST_OBJECT (element), gst_dflash_device_context_new (dev)));
+  gst_object_unref (dev);
+  return TRUE;
+}
+
+GstBufferPool *
+gst_dflash_device_pool_new (GstDflashDevice *dev, gsize size, GError **error)
+{
+  GstBufferPool *pool = gst_buffer_pool_new ();
+  GstStructure *config = gst_buffer_pool_get_config (pool);
+
+  /* the default pool allocates through our allocator; a buffer comes back
+   * when its last user lets go, so a round's tensor is reused, not
+   * allocated again on the card */
+  gst_buffer_pool_config_set_params (config, NULL, size, 0, 0);
+  gst_buffer_pool_config_set_allocator (config, dev->allocator, NULL);
+  if (!gst_buffer_pool_set_config (pool, config) || !gst_buffer_pool_set_active (pool, TRUE)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+                 "a pool of %" G_GSIZE_FORMAT "-byte tensors on %s would not start", size,
+                 dev->description);
+    gst_object_unref (pool);
+    return NULL;
+  }
+  return pool;
+}
+
+GstBuffer *
+gst_dflash_device_pool_acquire (GstBufferPool *pool, GstDflashDevice *dev, GError **error)
+{
+  GstBuffer *buf = NULL;
+
+  if (gst_buffer_pool_acquire_buffer (pool, &buf, NULL) != GST_FLOW_OK || !buf) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "no room for a tensor on %s",
+                 dev->description);
+    return NULL;
+  }
+  return buf;
+}

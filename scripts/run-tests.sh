@@ -43,6 +43,19 @@ ASAN_OPTIONS=detect_leaks=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   run_fuzz_build || status=1
 
+# ThreadSanitizer on four pipelines sharing one model: only what that test needs
+run_tsan () {
+  local dir=build-tsan
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dvulkan=disabled \
+      || return 1
+  fi
+  ninja -C "$dir" plugins/libgstdflash.so tests/soak/test-concurrent || return 1
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+    meson test -C "$dir" --no-rebuild --print-errorlogs concurrent
+}
+run_tsan || status=1
+
 python3 scripts/test-summary.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
-  build-fuzz/meson-logs/testlog.json || status=1
+  build-fuzz/meson-logs/testlog.json build-tsan/meson-logs/testlog.json || status=1
 exit $status

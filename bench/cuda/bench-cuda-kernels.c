@@ -6,7 +6,7 @@
  * set against it: a few rows are bound by reading the weights, so their
  * weight bytes per second over the copy's bytes per second says how close
  * to the memory they run. Attention of 16 rows (a verify step) and of one
- * row (a decode step, its keys split over blocks) over 4096 keys and the
+ * row (a decode step) over 1024 and 4096 keys and the
  * choice kernels follow. Weights are random, made on the card.
  */
 #include <cuda_runtime.h>
@@ -96,7 +96,7 @@ matmul_launch (gpointer data)
 typedef struct {
   float *d_q, *d_k, *d_v, *d_out;
   int32_t *d_lo, *d_hi;
-  int rows, heads, kv_heads, hd;
+  int rows, heads, kv_heads, hd, keys;
 } Attention;
 
 static void
@@ -104,8 +104,8 @@ attention_launch (gpointer data)
 {
   Attention *a = data;
   dfl_cuda_attention (dev, a->d_q, a->rows, a->heads, a->kv_heads, a->hd, a->d_k, a->d_v,
-                      a->kv_heads * a->hd, a->d_lo, a->d_hi, 1.0f / sqrtf ((float) a->hd),
-                      a->d_out);
+                      a->kv_heads * a->hd, a->d_lo, a->d_hi, a->keys,
+                      1.0f / sqrtf ((float) a->hd), a->d_out);
 }
 
 typedef struct {
@@ -171,9 +171,10 @@ main (int argc, char **argv)
   }
 
   printf ("\n");
-  for (int rows_at = 16; rows_at >= 1; rows_at -= 15) {
-    Attention a = { .rows = rows_at, .heads = 32, .kv_heads = 8, .hd = 128 };
-    const int keys = 4096;
+  for (int at = 0; at < 4; at++) {
+    const int keys = at < 2 ? 1024 : 4096;
+    Attention a = { .rows = at % 2 ? 1 : 16, .heads = 32, .kv_heads = 8, .hd = 128,
+                    .keys = keys };
     size_t nkv = (size_t) keys * a.kv_heads * a.hd, nq = (size_t) a.rows * a.heads * a.hd;
     int32_t lo[16], hi[16];
     double ms;

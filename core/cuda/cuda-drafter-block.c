@@ -118,6 +118,17 @@ conv_out_add (DflCudaDrafter *cd, const DflCudaDrafterLayer *L, int which, float
   dfl_cuda_add (cd->dev, h, x, (gsize) g->block * hs);
 }
 
+/* The most keys layer l's attention can see: its buffer of front and
+ * context rows, or its gathered window and the block's rows. */
+static int
+block_keys (const DflCudaDraftCtx *ctx, int l)
+{
+  const DflDrafterGeometry *g = &ctx->cd->g;
+  int w = dfl_drafter_geometry_window_of (g, l);
+
+  return w == 0 ? (int) (ctx->layers[l].front + ctx->layers[l].cap) : w + g->block;
+}
+
 /* Every kernel of a block, enqueued (or captured). */
 static void
 enqueue_block (DflCudaDraftCtx *ctx, int width, float *d_out)
@@ -169,7 +180,8 @@ enqueue_block (DflCudaDraftCtx *ctx, int width, float *d_out)
     }
     dfl_cuda_attention (dev, cd->s_q, b, g->heads, g->kv_heads, hd, keys, values, kd,
                         (const int32_t *) (P + ctx->off_lo) + (gsize) l * b,
-                        (const int32_t *) (P + ctx->off_hi) + (gsize) l * b, scale, cd->s_y);
+                        (const int32_t *) (P + ctx->off_hi) + (gsize) l * b,
+                        block_keys (ctx, l), scale, cd->s_y);
     dfl_cuda_matmul (dev, &L->o, cd->s_y, b, qd, cd->s_o, hs, hs, FALSE, cd->s_round);
     conv_out_add (cd, L, 0, h, cd->s_o, cd->s_x);
 
@@ -225,8 +237,15 @@ dfl_cuda_draft_block (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, i
     enqueue_block (ctx, width, d_out);
     return dfl_cuda_check (cd->dev, "the drafter's block", error);
   }
+  /* attention's scratch cannot grow inside a capture: room first, and a
+   * graph that read an earlier scratch is captured again */
+  for (int l = 0; l < g->layers; l++)
+    if (!dfl_cuda_attention_reserve (cd->dev, g->block, g->heads, g->head_dim,
+                                     block_keys (ctx, l), error))
+      return FALSE;
   if (!ctx->graph || ctx->graph_generation != ctx->generation || ctx->graph_width != width
-      || ctx->graph_out != d_out) {
+      || ctx->graph_out != d_out
+      || ctx->graph_scratch != dfl_cuda_attention_scratch_generation (cd->dev)) {
     dfl_cuda_draft_ctx_drop_graph (ctx);
     if (!dfl_cuda_capture_begin (cd->dev, error))
       return FALSE;
@@ -236,6 +255,7 @@ dfl_cuda_draft_block (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, i
     ctx->graph_generation = ctx->generation;
     ctx->graph_width = width;
     ctx->graph_out = d_out;
+    ctx->graph_scratch = dfl_cuda_attention_scratch_generation (cd->dev);
   }
   dfl_cuda_graph_launch (cd->dev, ctx->graph);
   return dfl_cuda_check (cd->dev, "the drafter's block graph", error);

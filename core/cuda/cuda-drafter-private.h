@@ -80,6 +80,7 @@ struct _DflCudaDraftCtx {
   guint64 graph_generation;
   int graph_width;
   float *graph_out;
+  guint64 graph_scratch;   /* attention's scratch the graph reads */
 };
 
 /* cuda-drafter-context.c */

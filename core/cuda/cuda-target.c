@@ -614,8 +614,8 @@ forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, 
     dfl_cuda_rmsnorm (dev, kc, kc, m * kv, hd, l->k_norm, eps);
     dfl_cuda_rope (dev, s->q, m, nh, hd, t->inv_freq, d_pos);
     dfl_cuda_rope (dev, kc, m, kv, hd, t->inv_freq, d_pos);
-    dfl_cuda_attention (dev, s->q, m, nh, kv, hd, k_layer, v_layer, kd, d_lo, d_hi, scale,
-                        s->att);
+    dfl_cuda_attention (dev, s->q, m, nh, kv, hd, k_layer, v_layer, kd, d_lo, d_hi, pos + m,
+                        scale, s->att);
     dfl_cuda_matmul (dev, &l->o, s->att, m, qd, s->h, hs, hs, TRUE, s->rounded);
 
     dfl_cuda_rmsnorm (dev, s->x, s->h, m, hs, l->post_norm, eps);

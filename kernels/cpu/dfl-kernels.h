@@ -3,9 +3,8 @@
  * Compute only: no model files, no model logic. Matrices are row-major F32;
  * a weight matrix W is [out][in] as checkpoints store it, so a projection of
  * `rows` rows is y = x · Wᵀ. Projections by stored weights go through
- * dfl_matmul_w (batch-invariant, OpenMP's threads); dfl_matmul, an F32
- * product through OpenBLAS (its own threads), is an independent path the
- * tests check against; the loops here use OpenMP where a loop is worth it.
+ * dfl_matmul_w (batch-invariant, OpenMP's threads); the loops here use
+ * OpenMP where a loop is worth it.
  */
 #pragma once
 
@@ -15,11 +14,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* y[rows][out] = x[rows][in] · w[out][in]ᵀ (+ y when `accumulate`), F32
- * through OpenBLAS: not batch-invariant, so the model code does not use it. */
-void dfl_matmul (const float *x, int rows, int in, const float *w, int out,
-                 float *y, int accumulate);
 
 /* A weight matrix as a checkpoint stores it: [rows][cols] row-major, F32,
  * F16 or BF16, little-endian; `data` may point into a mapped file, at any
@@ -101,7 +95,7 @@ int dfl_argmax (const float *x, int n);
 void dfl_bf16_to_f32_n (const uint16_t *src, float *dst, size_t n);
 void dfl_f16_to_f32_n (const uint16_t *src, float *dst, size_t n);
 
-/* Threads the kernels may use (OpenBLAS's and OpenMP's). */
+/* Threads the kernels may use (OpenMP's). */
 int dfl_kernels_threads (void);
 
 #ifdef __cplusplus

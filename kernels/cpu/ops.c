@@ -1,28 +1,13 @@
 /* gst-dflash — CPU kernels: projections, norms, rope, activations.
  *
- * Products go to OpenBLAS, which runs them on all its threads; the
- * element-wise loops are cheap next to them and stay simple.
+ * Products are in matmul.c; the element-wise loops here are cheap next to
+ * them and stay simple.
  */
 #include "dfl-kernels.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 #include <omp.h>
-
-void
-dfl_matmul (const float *x, int rows, int in, const float *w, int out,
-            float *y, int accumulate)
-{
-  /* A single row is a matrix-vector product: sgemv streams the weights once
-   * and OpenBLAS splits it across its threads. */
-  if (rows == 1)
-    cblas_sgemv (CblasRowMajor, CblasNoTrans, out, in, 1.0f, w, in, x, 1,
-                 accumulate ? 1.0f : 0.0f, y, 1);
-  else
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in,
-                 1.0f, x, in, w, in, accumulate ? 1.0f : 0.0f, y, out);
-}
 
 void
 dfl_rmsnorm_to (float *dst, const float *src, int rows, int dim, const float *w, float eps)
@@ -167,5 +152,5 @@ dfl_f16_to_f32_n (const uint16_t *src, float *dst, size_t n)
 int
 dfl_kernels_threads (void)
 {
-  return openblas_get_num_threads ();
+  return omp_get_max_threads ();
 }

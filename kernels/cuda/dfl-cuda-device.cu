@@ -15,8 +15,8 @@
  * call, which a graph capture could not record; 32 MiB is what cuBLAS
  * documents for Hopper. */
 #define CUBLAS_WORKSPACE_BYTES (32u << 20)
-/* attention's split partials: 32 splits of 64 (row, head) pairs of
- * head_dim 256 */
+/* attention's chunk partials to begin with: 32 chunks of 64 (row, head)
+ * pairs of head_dim 256; dfl_cuda_attention_reserve grows it */
 #define ATT_PARTIAL_FLOATS ((size_t) 32 * 64 * (256 + 2))
 
 void
@@ -131,6 +131,7 @@ dfl_cuda_device_open (int ordinal, GError **error)
                 "cudaMalloc of attention's scratch", ordinal, error))
     goto fail;
   dev->att_partial_floats = ATT_PARTIAL_FLOATS;
+  dfl_cuda_kernels_setup (dev);
   /* F32 products stay F32 (no TF32); every cuBLAS call on the one stream */
   if ((bstatus = cublasSetMathMode (dev->cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS
       || (bstatus = cublasSetStream (dev->cublas, dev->stream)) != CUBLAS_STATUS_SUCCESS

@@ -7,6 +7,7 @@
  * in the same order where a choice (the selector) depends on them.
  */
 #include "dfl-cuda-private.h"
+#include "dfl-error.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -237,167 +238,396 @@ dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n)
 
 /* --- attention --- */
 
-#define ATT_THREADS 128
-#define ATT_TILE 64
-#define ATT_MAX_HEAD_DIM 256
-#define ATT_DIMS_PER_THREAD (ATT_MAX_HEAD_DIM / ATT_THREADS)
-#define ATT_MAX_SPLITS 32
-
-/* One block per (query row, head, split of the keys), walking its keys in
- * tiles with an online softmax: the running maximum m, the running sum l of
- * exp(s − m) and the output accumulated against m, all rescaled when m
- * grows. Each warp scores a quarter of a tile (lanes across head_dim, a
- * shuffle sum); then every thread owns a few output dims and sums the
- * tile's values into them, reading V rows coalesced.
+/* Grouped-query attention in two passes.
  *
- * With one split the block writes the output. With several (few rows and
- * heads would leave most of the card idle on a long context) split s takes
- * the s-th of `splits` equal parts of the row's range and leaves (m, l,
- * acc) in `partial` for attention_combine_kernel. */
-__global__ static void
-attention_kernel (const float *q, int heads, int kv_heads, int head_dim, const float *k,
-                  const float *v, int kv_stride, const int32_t *lo_arr, const int32_t *hi_arr,
-                  float scale, float *out, float *partial)
+ * Pass one: a block per (kv head, chunk of ATT_CHUNK keys, group of up to
+ * ATT_QMAX query vectors). The query vectors of one kv head are every row's
+ * heads of that group, so the chunk's keys and values are read from memory
+ * once for all of them (a verify step's 16 rows × 4 heads share each read)
+ * and staged in shared memory ATT_TILE keys at a time (with the query
+ * vectors: about 75 KiB at head_dim 128, 140 KiB at 256, which Hopper and
+ * A100-class cards offer a block). An online softmax keeps, per query
+ * vector, the running maximum m, the running sum l of exp(s − m) and the
+ * output accumulated against m. The block leaves (m, l, acc) of each query
+ * vector for its chunk in `partial`.
+ *
+ * Pass two: a block per (row, head) merges the chunks in order, each
+ * rescaled to the largest m.
+ *
+ * The chunks and tiles sit at absolute key positions, fixed whatever the
+ * rows: a row's keys are split the same way, summed in the same order,
+ * whether it is computed alone (decoding) or among 16 (verifying). Keys
+ * outside a row's range count exactly nothing (an all-masked tile leaves m,
+ * l and acc as they were), so the row's output is bitwise the same either
+ * way: speculative and plain decoding on the card cannot part on a near-tie
+ * in attention. */
+#define ATT_CHUNK 128
+#define ATT_TILE 32
+#define ATT_QMAX 64
+#define ATT_THREADS 256
+#define ATT_MAX_HEAD_DIM 256
+
+static size_t
+attention_smem (int head_dim)
 {
-  __shared__ float q_sh[ATT_MAX_HEAD_DIM];
-  __shared__ float s_sh[ATT_TILE];
-  __shared__ float p_sh[ATT_TILE];
-  int r = blockIdx.x / heads, h = blockIdx.x % heads;
-  int g = h / (heads / kv_heads), split = blockIdx.y, splits = gridDim.y;
-  int lo = lo_arr[r], hi = hi_arr[r], part = hi > lo ? (hi - lo + splits - 1) / splits : 0;
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const float *qr = q + (size_t) blockIdx.x * head_dim;
-  float acc[ATT_DIMS_PER_THREAD];
-  float m = -INFINITY, l = 0.0f;
+  int ld = head_dim + 4;
+  return sizeof (float) * ((size_t) ATT_QMAX * ld + 2 * (size_t) ATT_TILE * ld
+                           + (size_t) ATT_QMAX * (ATT_TILE + 1))
+         + sizeof (int) * 2 * ATT_QMAX;
+}
 
-  lo += split * part;
-  hi = MIN (hi, lo + part);
-  for (int d = threadIdx.x; d < head_dim; d += ATT_THREADS)
-    q_sh[d] = qr[d];
-  for (int i = 0; i < ATT_DIMS_PER_THREAD; i++)
-    acc[i] = 0.0f;
+/* NG: float4 groups of the output each thread owns per query vector,
+ * ceil(head_dim / 32) rounded up to 1, 2, 4 or 8. Loads are unrolled into
+ * registers (the whole of a thread's share of a tile in flight at once) and
+ * the next tile's are issued before the current one is computed on, so a
+ * block waits on memory once, not once per element. */
+template <int NG>
+__global__ static void
+attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                        const float *k, const float *v, int kv_stride, const int32_t *lo_arr,
+                        const int32_t *hi_arr, float scale, float *partial, int chunks)
+{
+  /* a thread's share of the query vectors and of a K or V tile */
+  enum { Q_LOADS = ATT_QMAX * NG * 32 / ATT_THREADS, KV_LOADS = ATT_TILE * NG * 32 / ATT_THREADS };
+  extern __shared__ float4 sh4[];
+  float *sh = (float *) sh4;
+  const int ld = head_dim + 4, hpg = heads / kv_heads;
+  const int g = blockIdx.x, chunk = blockIdx.y, q0 = blockIdx.z * ATT_QMAX;
+  const int nq = MIN (ATT_QMAX, rows * hpg - q0), t = threadIdx.x;
+  float *q_sh = sh, *k_sh = q_sh + ATT_QMAX * ld, *v_sh = k_sh + ATT_TILE * ld;
+  float *p_sh = v_sh + ATT_TILE * ld;
+  int *lo_sh = (int *) (p_sh + ATT_QMAX * (ATT_TILE + 1)), *hi_sh = lo_sh + ATT_QMAX;
+  __shared__ int range[2];
+  /* query vectors qa, qa + 1: scored against keys 4·part … 4·part + 3 of a
+   * tile; their output's float4 groups part, part + 8, … are this thread's */
+  const int qa = (t >> 3) * 2, part = t & 7;
+  float4 acc[2][NG];
+  float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+  float kr[KV_LOADS], vr[KV_LOADS];
+  int kb0 = chunk * ATT_CHUNK, kb1 = kb0 + ATT_CHUNK, base, end;
+
+  /* query vector qi is row (q0 + qi) / hpg, head g·hpg + (q0 + qi) % hpg */
+  {
+    float qr[Q_LOADS];
+#pragma unroll
+    for (int it = 0; it < Q_LOADS; it++) {
+      int i = t + it * ATT_THREADS, qi = i / head_dim, d = i % head_dim;
+      qr[it] = 0.0f;
+      if (qi < nq) {
+        int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+        qr[it] = q[((size_t) r * heads + h) * head_dim + d];
+      }
+    }
+#pragma unroll
+    for (int it = 0; it < Q_LOADS; it++) {
+      int i = t + it * ATT_THREADS, qi = i / head_dim, d = i % head_dim;
+      if (qi < ATT_QMAX)
+        q_sh[qi * ld + d] = qr[it];
+    }
+  }
+  if (t < ATT_QMAX) {
+    int lo = 0, hi = 0;
+    if (t < nq) {
+      int r = (q0 + t) / hpg;
+      lo = lo_arr[r];
+      hi = hi_arr[r];
+    }
+    lo_sh[t] = lo;
+    hi_sh[t] = hi;
+  }
+  if (t == 0) {
+    range[0] = kb1;
+    range[1] = kb0;
+  }
+#pragma unroll
+  for (int a = 0; a < 2; a++)
+#pragma unroll
+    for (int i = 0; i < NG; i++)
+      acc[a][i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
   __syncthreads ();
+  /* the keys of this chunk any of the block's rows sees */
+  if (t < nq && lo_sh[t] < hi_sh[t] && lo_sh[t] < kb1 && hi_sh[t] > kb0) {
+    atomicMin (&range[0], MAX (lo_sh[t], kb0));
+    atomicMax (&range[1], MIN (hi_sh[t], kb1));
+  }
+  __syncthreads ();
+  /* tiles at fixed positions from the chunk's start */
+  base = kb0 + (range[0] - kb0) / ATT_TILE * ATT_TILE;
+  end = range[1];
 
-  for (int base = lo; base < hi; base += ATT_TILE) {
-    int count = MIN (ATT_TILE, hi - base);
-    float tile_max = -INFINITY, m_new, alpha, sum = 0.0f;
+#define ATT_LOAD_TILE(at)                                                               \
+  _Pragma ("unroll") for (int it = 0; it < KV_LOADS; it++) {                            \
+    int i = t + it * ATT_THREADS, j = i / head_dim, d = i % head_dim;                   \
+    kr[it] = vr[it] = 0.0f;                                                              \
+    if ((at) + j < end && j < ATT_TILE) {                                               \
+      size_t o = (size_t) ((at) + j) * kv_stride + (size_t) g * head_dim + d;          \
+      kr[it] = k[o];                                                                     \
+      vr[it] = v[o];                                                                     \
+    }                                                                                    \
+  }
+  if (base < end)
+    ATT_LOAD_TILE (base);
 
-    for (int j = warp; j < count; j += ATT_THREADS / 32) {
-      const float *kj = k + (size_t) (base + j) * kv_stride + (size_t) g * head_dim;
-      float dot = 0.0f;
-      for (int d = lane; d < head_dim; d += 32)
-        dot += q_sh[d] * kj[d];
-      for (int off = 16; off > 0; off >>= 1)
-        dot += __shfl_xor_sync (0xffffffffu, dot, off);
-      if (lane == 0)
-        s_sh[j] = dot * scale;
+  for (; base < end; base += ATT_TILE) {
+    int count = MIN (ATT_TILE, end - base);
+    float s[2][4];
+
+#pragma unroll
+    for (int it = 0; it < KV_LOADS; it++) {
+      int i = t + it * ATT_THREADS, j = i / head_dim, d = i % head_dim;
+      if (j < ATT_TILE) {
+        k_sh[j * ld + d] = kr[it];
+        v_sh[j * ld + d] = vr[it];
+      }
     }
     __syncthreads ();
-    for (int j = 0; j < count; j++)
-      tile_max = fmaxf (tile_max, s_sh[j]);
-    m_new = fmaxf (m, tile_max);
-    /* scores of −inf everywhere so far (a −inf query, say): nothing to rescale */
-    alpha = m_new == -INFINITY ? 1.0f : expf (m - m_new);
-    if (threadIdx.x < count)
-      p_sh[threadIdx.x] = m_new == -INFINITY ? 0.0f : expf (s_sh[threadIdx.x] - m_new);
-    __syncthreads ();
-    for (int j = 0; j < count; j++)
-      sum += p_sh[j];
-    l = l * alpha + sum;
-    for (int i = 0; i < ATT_DIMS_PER_THREAD; i++) {
-      int d = threadIdx.x + i * ATT_THREADS;
-      float a = acc[i] * alpha;
-      if (d < head_dim)
-        for (int j = 0; j < count; j++)
-          a += p_sh[j] * v[(size_t) (base + j) * kv_stride + (size_t) g * head_dim + d];
-      acc[i] = a;
+    if (base + ATT_TILE < end)
+      ATT_LOAD_TILE (base + ATT_TILE);
+
+#pragma unroll
+    for (int a = 0; a < 2; a++)
+#pragma unroll
+      for (int c = 0; c < 4; c++)
+        s[a][c] = 0.0f;
+    for (int d = 0; d < head_dim; d += 4) {
+      float4 x0 = *(const float4 *) &q_sh[qa * ld + d];
+      float4 x1 = *(const float4 *) &q_sh[(qa + 1) * ld + d];
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        float4 kk = *(const float4 *) &k_sh[(part * 4 + c) * ld + d];
+        s[0][c] += x0.x * kk.x + x0.y * kk.y + x0.z * kk.z + x0.w * kk.w;
+        s[1][c] += x1.x * kk.x + x1.y * kk.y + x1.z * kk.z + x1.w * kk.w;
+      }
     }
-    m = m_new;
-    /* s_sh and p_sh are read to the end before the next tile writes them */
+
+    /* the online softmax: the 8 lanes of a query pair share the tile's
+     * maximum and sum by shuffles, always in the same order */
+#pragma unroll
+    for (int a = 0; a < 2; a++) {
+      int qi = qa + a;
+      float tile_max = -INFINITY, sum = 0.0f, m_new, alpha;
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        int key = base + part * 4 + c;
+        gboolean seen = part * 4 + c < count && key >= lo_sh[qi] && key < hi_sh[qi];
+        s[a][c] = seen ? s[a][c] * scale : -INFINITY;
+        tile_max = fmaxf (tile_max, s[a][c]);
+      }
+#pragma unroll
+      for (int off = 1; off < 8; off <<= 1)
+        tile_max = fmaxf (tile_max, __shfl_xor_sync (0xffffffffu, tile_max, off));
+      m_new = fmaxf (m[a], tile_max);
+      /* nothing seen yet (or only −inf scores): nothing to rescale */
+      alpha = m_new == -INFINITY ? 1.0f : expf (m[a] - m_new);
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        float p = s[a][c] == -INFINITY ? 0.0f : expf (s[a][c] - m_new);
+        p_sh[qi * (ATT_TILE + 1) + part * 4 + c] = p;
+        sum += p;
+      }
+#pragma unroll
+      for (int off = 1; off < 8; off <<= 1)
+        sum += __shfl_xor_sync (0xffffffffu, sum, off);
+      l[a] = l[a] * alpha + sum;
+      m[a] = m_new;
+#pragma unroll
+      for (int i = 0; i < NG; i++) {
+        acc[a][i].x *= alpha; acc[a][i].y *= alpha; acc[a][i].z *= alpha; acc[a][i].w *= alpha;
+      }
+    }
+    __syncthreads ();
+
+    /* acc += Σ_j p_j · v_j over the tile */
+    for (int j = 0; j < count; j++) {
+      float p0 = p_sh[qa * (ATT_TILE + 1) + j], p1 = p_sh[(qa + 1) * (ATT_TILE + 1) + j];
+#pragma unroll
+      for (int i = 0; i < NG; i++) {
+        int d = (part + 8 * i) * 4;
+        if (d < head_dim) {
+          float4 vv = *(const float4 *) &v_sh[j * ld + d];
+          acc[0][i].x += p0 * vv.x; acc[0][i].y += p0 * vv.y;
+          acc[0][i].z += p0 * vv.z; acc[0][i].w += p0 * vv.w;
+          acc[1][i].x += p1 * vv.x; acc[1][i].y += p1 * vv.y;
+          acc[1][i].z += p1 * vv.z; acc[1][i].w += p1 * vv.w;
+        }
+      }
+    }
+    /* k, v and p are read to the end before the next tile writes them */
     __syncthreads ();
   }
+#undef ATT_LOAD_TILE
 
-  if (splits == 1) {
-    float *o = out + (size_t) blockIdx.x * head_dim;
-    for (int i = 0; i < ATT_DIMS_PER_THREAD; i++) {
-      int d = threadIdx.x + i * ATT_THREADS;
-      if (d < head_dim)
-        o[d] = l > 0.0f ? acc[i] / l : 0.0f;
+  /* [row·heads + head][chunk][m, l, acc[head_dim]] */
+#pragma unroll
+  for (int a = 0; a < 2; a++) {
+    int qi = qa + a;
+    float *p;
+    if (qi >= nq)
+      continue;
+    {
+      int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+      p = partial + (((size_t) r * heads + h) * chunks + chunk) * (head_dim + 2);
     }
-  } else {
-    /* [row·head][split][m, l, acc[head_dim]] */
-    float *p = partial + ((size_t) blockIdx.x * splits + split) * (head_dim + 2);
-    if (threadIdx.x == 0) {
-      p[0] = m;
-      p[1] = l;
+    if (part == 0) {
+      p[0] = m[a];
+      p[1] = l[a];
     }
-    for (int i = 0; i < ATT_DIMS_PER_THREAD; i++) {
-      int d = threadIdx.x + i * ATT_THREADS;
-      if (d < head_dim)
-        p[2 + d] = acc[i];
+#pragma unroll
+    for (int i = 0; i < NG; i++) {
+      int d = (part + 8 * i) * 4;
+      if (d < head_dim) {
+        p[2 + d] = acc[a][i].x;
+        p[3 + d] = acc[a][i].y;
+        p[4 + d] = acc[a][i].z;
+        p[5 + d] = acc[a][i].w;
+      }
     }
   }
 }
 
-/* The splits of one (row, head) merged: each rescaled to the largest m. */
+/* The chunks of one (row, head) merged in order, each rescaled to the
+ * largest m; chunks the row saw nothing of (l = 0) are skipped. */
 __global__ static void
-attention_combine_kernel (const float *partial, int splits, int head_dim, float *out)
+attention_combine_kernel (const float *partial, int chunks, int head_dim, float *out)
 {
-  const float *p = partial + (size_t) blockIdx.x * splits * (head_dim + 2);
+  const float *p = partial + (size_t) blockIdx.x * chunks * (head_dim + 2);
   float *o = out + (size_t) blockIdx.x * head_dim;
   float top = -INFINITY, total = 0.0f;
 
-  /* every thread forms the same m and l from the few splits */
-  for (int s = 0; s < splits; s++)
-    if (p[(size_t) s * (head_dim + 2) + 1] > 0.0f)
-      top = fmaxf (top, p[(size_t) s * (head_dim + 2)]);
-  for (int s = 0; s < splits; s++) {
-    const float *ps = p + (size_t) s * (head_dim + 2);
-    if (ps[1] > 0.0f)
-      total += ps[1] * expf (ps[0] - top);
+  /* every thread forms the same m and l from the chunks */
+  for (int c = 0; c < chunks; c++)
+    if (p[(size_t) c * (head_dim + 2) + 1] > 0.0f)
+      top = fmaxf (top, p[(size_t) c * (head_dim + 2)]);
+  for (int c = 0; c < chunks; c++) {
+    const float *pc = p + (size_t) c * (head_dim + 2);
+    if (pc[1] > 0.0f)
+      total += pc[1] * expf (pc[0] - top);
   }
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float a = 0.0f;
-    for (int s = 0; s < splits; s++) {
-      const float *ps = p + (size_t) s * (head_dim + 2);
-      if (ps[1] > 0.0f)
-        a += ps[2 + d] * expf (ps[0] - top);
+    for (int c = 0; c < chunks; c++) {
+      const float *pc = p + (size_t) c * (head_dim + 2);
+      if (pc[1] > 0.0f)
+        a += pc[2 + d] * expf (pc[0] - top);
     }
     o[d] = total > 0.0f ? a / total : 0.0f;
   }
 }
 
+void
+dfl_cuda_kernels_setup (DflCudaDevice *dev)
+{
+  int bytes = (int) attention_smem (ATT_MAX_HEAD_DIM);
+  /* above the default 48 KiB of shared memory a launch must opt in */
+  cudaFuncSetAttribute (attention_chunk_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaFuncSetAttribute (attention_chunk_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaFuncSetAttribute (attention_chunk_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaFuncSetAttribute (attention_chunk_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  (void) dev;
+}
+
+static size_t
+attention_partial_floats (int rows, int heads, int head_dim, int max_keys)
+{
+  size_t chunks = ((size_t) MAX (max_keys, 1) + ATT_CHUNK - 1) / ATT_CHUNK;
+  return (size_t) rows * heads * chunks * (head_dim + 2);
+}
+
+extern "C" gboolean
+dfl_cuda_attention_reserve (DflCudaDevice *dev, int rows, int heads, int head_dim,
+                            int max_keys, GError **error)
+{
+  size_t need = attention_partial_floats (rows, heads, head_dim, max_keys);
+  float *d = NULL;
+
+  if (need <= dev->att_partial_floats)
+    return TRUE;
+  need = MAX (need, dev->att_partial_floats * 2);
+  /* the launches already queued may still read the old scratch */
+  if (!dfl_cuda_sync (dev, error))
+    return FALSE;
+  if (cudaMalloc ((void **) &d, need * sizeof (float)) != cudaSuccess) {
+    cudaGetLastError ();
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+                 "CUDA device %d: no room for attention's scratch of %zu bytes (%d rows × %d "
+                 "heads over %d keys)", dev->ordinal, need * sizeof (float), rows, heads,
+                 max_keys);
+    return FALSE;
+  }
+  cudaFree (dev->d_att_partial);
+  dev->d_att_partial = d;
+  dev->att_partial_floats = need;
+  dev->att_partial_generation++;
+  return TRUE;
+}
+
+extern "C" guint64
+dfl_cuda_attention_scratch_generation (DflCudaDevice *dev)
+{
+  return dev->att_partial_generation;
+}
+
 extern "C" void
 dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, int kv_heads,
                     int head_dim, const float *d_k, const float *d_v, int kv_stride,
-                    const int32_t *d_lo, const int32_t *d_hi, float scale, float *d_out)
+                    const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
+                    float *d_out)
 {
-  int pairs = rows * heads, splits;
+  int chunks, groups, ng;
+  size_t smem;
+  dim3 grid;
 
   if (rows <= 0 || heads <= 0)
     return;
-  if (head_dim <= 0 || head_dim > ATT_MAX_HEAD_DIM || kv_heads <= 0 || heads % kv_heads) {
+  if (head_dim <= 0 || head_dim > ATT_MAX_HEAD_DIM || head_dim % 4 || kv_heads <= 0
+      || heads % kv_heads || max_keys < 0) {
     dfl_cuda_note_invalid (dev, "dfl_cuda_attention",
-                           "head_dim %d (at most %d), %d heads over %d kv heads", head_dim,
-                           ATT_MAX_HEAD_DIM, heads, kv_heads);
+                           "head_dim %d (a multiple of 4, at most %d), %d heads over %d kv heads, "
+                           "%d keys", head_dim, ATT_MAX_HEAD_DIM, heads, kv_heads, max_keys);
     return;
   }
-  /* Enough blocks for two per multiprocessor, where the partials fit the
-   * device's scratch. The ranges are on the device, so the split cannot
-   * depend on their length: a short range leaves some splits empty, which
-   * the combine skips. */
-  splits = MIN ((2 * dev->multiprocessors + pairs - 1) / pairs, ATT_MAX_SPLITS);
-  splits = MIN ((size_t) splits, dev->att_partial_floats / ((size_t) pairs * (head_dim + 2)));
-  splits = MAX (splits, 1);
-  attention_kernel<<<dim3 (pairs, splits), ATT_THREADS, 0, dev->stream>>> (
-    d_q, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale, d_out,
-    dev->d_att_partial);
-  dfl_cuda_launched (dev, "dfl_cuda_attention");
-  if (splits > 1) {
-    attention_combine_kernel<<<pairs, ATT_THREADS, 0, dev->stream>>> (dev->d_att_partial, splits,
-                                                                     head_dim, d_out);
-    dfl_cuda_launched (dev, "dfl_cuda_attention (combining the splits)");
+  if (attention_partial_floats (rows, heads, head_dim, max_keys) > dev->att_partial_floats) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    GError *error = NULL;
+    cudaStreamIsCapturing (dev->stream, &capturing);
+    if (capturing != cudaStreamCaptureStatusNone) {
+      dfl_cuda_note_invalid (dev, "dfl_cuda_attention",
+                             "%d rows × %d heads over %d keys outgrow the scratch in a captured "
+                             "graph: dfl_cuda_attention_reserve before the capture", rows, heads,
+                             max_keys);
+      return;
+    }
+    if (!dfl_cuda_attention_reserve (dev, rows, heads, head_dim, max_keys, &error)) {
+      dfl_cuda_note_invalid (dev, "dfl_cuda_attention", "%s", error->message);
+      g_error_free (error);
+      return;
+    }
   }
+  chunks = MAX ((max_keys + ATT_CHUNK - 1) / ATT_CHUNK, 1);
+  groups = (rows * (heads / kv_heads) + ATT_QMAX - 1) / ATT_QMAX;
+  grid = dim3 (kv_heads, chunks, groups);
+  smem = attention_smem (head_dim);
+  ng = (head_dim + 31) / 32;
+  if (ng <= 1)
+    attention_chunk_kernel<1><<<grid, ATT_THREADS, smem, dev->stream>>> (
+      d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
+      dev->d_att_partial, chunks);
+  else if (ng <= 2)
+    attention_chunk_kernel<2><<<grid, ATT_THREADS, smem, dev->stream>>> (
+      d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
+      dev->d_att_partial, chunks);
+  else if (ng <= 4)
+    attention_chunk_kernel<4><<<grid, ATT_THREADS, smem, dev->stream>>> (
+      d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
+      dev->d_att_partial, chunks);
+  else
+    attention_chunk_kernel<8><<<grid, ATT_THREADS, smem, dev->stream>>> (
+      d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
+      dev->d_att_partial, chunks);
+  dfl_cuda_launched (dev, "dfl_cuda_attention");
+  attention_combine_kernel<<<rows * heads, 128, 0, dev->stream>>> (dev->d_att_partial, chunks,
+                                                                   head_dim, d_out);
+  dfl_cuda_launched (dev, "dfl_cuda_attention (merging the chunks)");
 }
 
 /* --- the drafter's row convolution --- */

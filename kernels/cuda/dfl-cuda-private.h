@@ -15,10 +15,11 @@ struct _DflCudaDevice {
   cublasHandle_t cublas;
   void *d_cublas_workspace;
   int multiprocessors;
-  /* attention's per-split partial results (the launches on the one stream
+  /* attention's per-chunk partial results (the launches on the one stream
    * take turns with it, graphs included) */
   float *d_att_partial;
   size_t att_partial_floats;
+  guint64 att_partial_generation;
   /* The first failure a launcher met (a launch error, a cuBLAS status, an
    * argument no kernel here takes): launchers cannot return errors, so it
    * waits here for the next dfl_cuda_sync / dfl_cuda_check. */
@@ -32,6 +33,9 @@ void dfl_cuda_note_cublas (DflCudaDevice *dev, const char *what, cublasStatus_t 
 /* An argument a launcher cannot run with; the launch is skipped. */
 void dfl_cuda_note_invalid (DflCudaDevice *dev, const char *what, const char *format, ...)
   G_GNUC_PRINTF (3, 4);
+/* Once, when the device opens: the kernels' launch attributes. */
+void dfl_cuda_kernels_setup (DflCudaDevice *dev);
+
 /* After a kernel launch: pick up a launch error without waiting. */
 static inline void
 dfl_cuda_launched (DflCudaDevice *dev, const char *what)

@@ -128,14 +128,32 @@ void dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n);
  *   out [rows][heads][head_dim]
  * Query row r sees keys [d_lo[r], d_hi[r]) (device int32 arrays, one pair
  * per row, read on the device so a captured graph can be replayed over
- * other ranges; an empty range gives zeros). Any range length works (the
- * kernel walks the keys in tiles; no bound on the context). Softmax in F32 with the maximum
- * subtracted, scale usually 1/sqrt(head_dim). Causal decoding over a cache
- * is lo = 0, hi = past + r + 1; the drafter's block is its window of the
- * context then every block row. */
+ * other ranges; an empty range gives zeros); `max_keys` bounds every d_hi
+ * (the launch covers keys [0, max_keys)). Softmax in F32 with the maximum
+ * subtracted, scale usually 1/sqrt(head_dim). head_dim a multiple of 4, at
+ * most 256. Causal decoding over a cache is lo = 0, hi = past + r + 1; the
+ * drafter's block is its window of the context then every block row.
+ *
+ * Batch-invariant: the keys are split into chunks and tiles at fixed
+ * positions, so a row's output does not depend on the other rows of the
+ * call nor on max_keys (decoding a row alone and verifying it among 16
+ * give the same bits).
+ *
+ * The per-chunk partials live in a device scratch that grows as needed,
+ * except inside a graph capture: there the launch fails (at the next
+ * dfl_cuda_sync) unless dfl_cuda_attention_reserve made room beforehand. */
 void dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, int kv_heads,
                          int head_dim, const float *d_k, const float *d_v, int kv_stride,
-                         const int32_t *d_lo, const int32_t *d_hi, float scale, float *d_out);
+                         const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
+                         float *d_out);
+/* Room for attention of `rows` rows × `heads` heads over `max_keys` keys
+ * (waits for the stream when it must grow); FALSE with a DFL_ERROR_LIMIT
+ * error naming the size where the card has no room. */
+gboolean dfl_cuda_attention_reserve (DflCudaDevice *dev, int rows, int heads, int head_dim,
+                                     int max_keys, GError **error);
+/* Counts the scratch's moves: a graph captured at another count reads
+ * freed memory and must be captured again. */
+guint64 dfl_cuda_attention_scratch_generation (DflCudaDevice *dev);
 
 /* The drafter's grouped causal row convolution (DESIGN.md):
  *   y[r][i] = Σ_{o < min(kernel, r+1)} (base[o][i] + dyn[r][o][i / group]) · x[r−o][i]

@@ -172,7 +172,7 @@ test_errors (void)
 
   d_x = up (NULL, 4096 * sizeof (float));
   d_i = up (NULL, 64 * sizeof (int32_t));
-  dfl_cuda_attention (dev, d_x, 1, 2, 2, 512, d_x, d_x, 1024, d_i, d_i, 1.0f, d_x);
+  dfl_cuda_attention (dev, d_x, 1, 2, 2, 512, d_x, d_x, 1024, d_i, d_i, 64, 1.0f, d_x);
   g_assert_false (dfl_cuda_sync (dev, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message, "dfl_cuda_attention"));
@@ -515,7 +515,7 @@ check_attention (int rows, int heads, int kv_heads, int hd, int keys, float shar
   d_out = up (NULL, sizeof (float) * nq);
   dfl_cuda_memset (dev, d_out, 0x7f, sizeof (float) * nq);   /* empty rows must be written */
   dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, kv_stride, d_lo, d_hi,
-                      scale, d_out);
+                      keys, scale, d_out);
   sync_ok ();
   down (got, d_out, sizeof (float) * nq);
   attention_reference (q, rows, heads, kv_heads, hd, k, v, kv_stride, lo, hi, scale, want, smax);
@@ -542,6 +542,61 @@ test_attention (void)
   check_attention (37, 4, 4, 128, 200, 4.0f);
   check_attention (3, 2, 1, 256, 300, 2.0f);
   check_attention (8, 6, 3, 80, 100, 1.0f);    /* a head_dim that is not a multiple of 32 */
+  check_attention (20, 32, 8, 128, 1000, 4.0f); /* 80 query vectors a kv head: two groups */
+}
+
+/* Batch invariance: a row's output is bitwise the same computed alone (a
+ * decode step) as among 16 causal rows (a verify step), and whatever bound
+ * on the keys the launch is given. */
+static void
+test_attention_invariant (void)
+{
+  const int rows = 16, heads = 32, kv_heads = 8, hd = 128, past = 1000, cap = 4096;
+  const int kv_stride = kv_heads * hd;
+  g_autoptr (GRand) r = g_rand_new_with_seed (99);
+  size_t nq = (size_t) rows * heads * hd, nkv = (size_t) cap * kv_stride;
+  g_autofree float *q = random_floats (r, nq, 4.0f);
+  g_autofree float *k = random_floats (r, nkv, 1.0f);
+  g_autofree float *v = random_floats (r, nkv, 1.0f);
+  g_autofree float *all = g_new (float, nq), *wide = g_new (float, nq), *one = g_new (float, nq);
+  int32_t lo[16], hi[16];
+  float *d_q, *d_k, *d_v, *d_out;
+  int32_t *d_lo, *d_hi;
+  float scale = 1.0f / sqrtf ((float) hd);
+
+  for (int i = 0; i < rows; i++) {
+    lo[i] = 0;
+    hi[i] = past + i + 1;
+  }
+  d_q = up (q, sizeof (float) * nq);
+  d_k = up (k, sizeof (float) * nkv);
+  d_v = up (v, sizeof (float) * nkv);
+  d_lo = up (lo, sizeof lo);
+  d_hi = up (hi, sizeof hi);
+  d_out = up (NULL, sizeof (float) * nq);
+  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, kv_stride, d_lo, d_hi,
+                      past + rows, scale, d_out);
+  sync_ok ();
+  down (all, d_out, sizeof (float) * nq);
+  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, kv_stride, d_lo, d_hi, cap,
+                      scale, d_out);
+  sync_ok ();
+  down (wide, d_out, sizeof (float) * nq);
+  g_assert_cmpmem (all, sizeof (float) * nq, wide, sizeof (float) * nq);
+  for (int i = 0; i < rows; i++) {
+    size_t at = (size_t) i * heads * hd;
+    dfl_cuda_attention (dev, d_q + at, 1, heads, kv_heads, hd, d_k, d_v, kv_stride, d_lo + i,
+                        d_hi + i, hi[i], scale, d_out + at);
+  }
+  sync_ok ();
+  down (one, d_out, sizeof (float) * nq);
+  g_assert_cmpmem (all, sizeof (float) * nq, one, sizeof (float) * nq);
+  dfl_cuda_free (dev, d_q);
+  dfl_cuda_free (dev, d_k);
+  dfl_cuda_free (dev, d_v);
+  dfl_cuda_free (dev, d_lo);
+  dfl_cuda_free (dev, d_hi);
+  dfl_cuda_free (dev, d_out);
 }
 
 /* --- row convolution --- */
@@ -1030,8 +1085,8 @@ step_launch (Step *s)
                    s->d_scratch);
   dfl_cuda_rope (dev, s->d_q, s->rows, s->heads, s->hd, s->d_inv, s->d_pos);
   dfl_cuda_attention (dev, s->d_q, s->rows, s->heads, s->kv_heads, s->hd, s->d_k, s->d_v,
-                      s->kv_heads * s->hd, s->d_lo, s->d_hi, 1.0f / sqrtf ((float) s->hd),
-                      s->d_out);
+                      s->kv_heads * s->hd, s->d_lo, s->d_hi, s->keys,
+                      1.0f / sqrtf ((float) s->hd), s->d_out);
   dfl_cuda_rmsnorm (dev, s->d_out, s->d_out, s->rows, width, s->d_norm_w, 1e-6f);
   dfl_cuda_top_k (dev, s->d_out, s->rows, width, width, s->k, s->d_vals, s->d_idx);
 }
@@ -1165,6 +1220,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/rope", test_rope);
   g_test_add_func ("/cuda/elementwise", test_elementwise);
   g_test_add_func ("/cuda/attention", test_attention);
+  g_test_add_func ("/cuda/attention-invariant", test_attention_invariant);
   g_test_add_func ("/cuda/row-conv", test_row_conv);
   g_test_add_func ("/cuda/argmax", test_argmax);
   g_test_add_func ("/cuda/top-k", test_top_k);

@@ -16,6 +16,7 @@
 #include "dfl-error.h"
 #include "dfl-kernels.h"
 
+#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -85,8 +86,10 @@ op_block (Run *R, const cJSON *op, GError **error)
             hs * sizeof (float));
   if (!dfl_drafter_block (R->d, pos, h, error))
     return FALSE;
-  /* logits of the rows after the anchor over the head's first `width` rows */
-  dfl_matmul (h + hs, n, hs, R->head, width, logits, 0);
+  /* logits of the rows after the anchor over the head's first `width` rows,
+   * through OpenBLAS: a product independent of the drafter's own kernel */
+  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, n, width, hs, 1.0f, h + hs, hs,
+               R->head, hs, 0.0f, logits, width);
   dfl_drafter_select (R->d, h + hs, n, logits, width, (guint32) token, chosen, plain);
   shape[0] = rows, shape[1] = hs;
   g_snprintf (key, sizeof key, "%s.rows", name);

@@ -14,6 +14,12 @@
 
 G_BEGIN_DECLS
 
+/* The settings accepted from a user (tapsource's properties, `dflash
+ * generate`): temperature 0 (greedy) to DFL_SAMPLER_MAX_TEMPERATURE, top-p
+ * DFL_SAMPLER_MIN_TOP_P to 1. */
+#define DFL_SAMPLER_MAX_TEMPERATURE 100.0
+#define DFL_SAMPLER_MIN_TOP_P 1e-6
+
 typedef struct {
   float temperature;   /* 0: greedy */
   float top_p;         /* (0, 1]; 1: the whole distribution */

@@ -253,11 +253,12 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_TEMPERATURE,
       g_param_spec_double ("temperature", "Temperature",
-          "Sampling temperature of the target (0: greedy)", 0.0, 100.0, 0.0,
+          "Sampling temperature of the target (0: greedy)", 0.0, DFL_SAMPLER_MAX_TEMPERATURE, 0.0,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_TOP_P,
       g_param_spec_double ("top-p", "Top p",
-          "Sample from the smallest set of tokens holding this much probability", 1e-6, 1.0, 1.0,
+          "Sample from the smallest set of tokens holding this much probability",
+          DFL_SAMPLER_MIN_TOP_P, 1.0, 1.0,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_SEED,
       g_param_spec_uint64 ("seed", "Seed",
@@ -818,10 +819,21 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   gint64 t0 = g_get_monotonic_time ();
 
   if ((gint64) n + self->max_new + (g ? g->block : 1) > c->max_positions) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("prompt %u has %d tokens: with max-new-tokens %d it passes the context of %s "
-         "(max_position_embeddings %d)", index + 1, n, self->max_new,
-         dfl_target_dir (t), c->max_positions), (NULL));
+    /* room for the prompt, every new token and one block */
+    int block = g ? g->block : 1;
+    gint64 room = (gint64) c->max_positions - block - n;
+    if (room < 1)
+      GST_ELEMENT_ERROR (self, STREAM, FAILED,
+          ("%s: prompt %u has %d tokens, more than the context of %s holds "
+           "(max_position_embeddings %d, less a block of %d: at most %d prompt tokens)",
+           GST_ELEMENT_NAME (self), index + 1, n, dfl_target_dir (t), c->max_positions, block,
+           MAX (c->max_positions - block - 1, 0)), (NULL));
+    else
+      GST_ELEMENT_ERROR (self, STREAM, FAILED,
+          ("%s: prompt %u has %d tokens: with max-new-tokens %d it passes the context of %s "
+           "(max_position_embeddings %d); with this prompt max-new-tokens may be at most %"
+           G_GINT64_FORMAT, GST_ELEMENT_NAME (self), index + 1, n, self->max_new,
+           dfl_target_dir (t), c->max_positions, room), (NULL));
     return GST_FLOW_ERROR;
   }
   if (!(s = gst_dflash_model_seq_new (self->model, self->loop, index, &error))) {

@@ -645,7 +645,10 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     for (int j = 0; j < m; j++)
       if (drafts[j] < 0 || drafts[j] >= dfl_target_config (gst_dflash_model_target (self->model))->vocab) {
         GST_ELEMENT_ERROR (self, STREAM, DECODE,
-            ("verifier: draft token %d of sequence %u is outside the vocabulary", drafts[j], s->id), (NULL));
+            ("%s: draft %d of sequence %u round %u is token %d, outside the vocabulary of %s "
+             "(0 … %d): the drafter upstream sent it", GST_ELEMENT_NAME (self), j, s->id,
+             meta->round, drafts[j], dfl_target_dir (gst_dflash_model_target (self->model)),
+             dfl_target_config (gst_dflash_model_target (self->model))->vocab - 1), (NULL));
         gst_buffer_unref (buf);
         return GST_FLOW_ERROR;
       }

@@ -756,7 +756,8 @@ dfl_cmd_ab (int argc, char **argv)
   if (!prompts_path)
     return dfl_cli_fail (DFL_EXIT_USAGE, "ab: --prompts FILE is required (see --help)");
   if (max_new != G_MININT && (max_new < 1 || max_new > G_MAXINT / 2))
-    return dfl_cli_fail (DFL_EXIT_USAGE, "ab: --max-new must be at least 1, not %d", max_new);
+    return dfl_cli_fail (DFL_EXIT_USAGE, "ab: --max-new must be 1 to %d, not %d", G_MAXINT / 2,
+                         max_new);
   if (!(prompts = dfl_read_prompts (prompts_path, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
   if (!gst_init_check (NULL, NULL, &error))

@@ -253,9 +253,13 @@ dfl_cmd_generate (int argc, char **argv)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: give --prompt or --tokens, not both");
   if (max_new < 1)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --max-new must be at least 1, not %d", max_new);
-  if (temperature < 0 || !(top_p > 0 && top_p <= 1))
-    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --temperature must be ≥ 0 and --top-p in (0, 1], not %g and %g",
-                         temperature, top_p);
+  /* the negated tests refuse NaN too */
+  if (!(temperature >= 0 && temperature <= DFL_SAMPLER_MAX_TEMPERATURE))
+    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --temperature must be 0 (greedy) to %g, not %g",
+                         DFL_SAMPLER_MAX_TEMPERATURE, temperature);
+  if (!(top_p >= DFL_SAMPLER_MIN_TOP_P && top_p <= 1))
+    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --top-p must be %g to 1, not %g",
+                         DFL_SAMPLER_MIN_TOP_P, top_p);
   if (head_width < 0)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --head-width must be ≥ 0, not %d", head_width);
   if (route_name && !dfl_route_from_name (route_name, &route))

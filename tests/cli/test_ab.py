@@ -147,6 +147,9 @@ def main():
         expect_error("one pipeline only", [SPECULATIVE, "--prompts", prompts], "two", status=2)
         expect_error("--max-new 0", [SPECULATIVE, PLAIN, "--prompts", prompts, "--max-new", "0"],
                      "--max-new", status=2)
+        expect_error("--max-new past the largest accepted",
+                     [SPECULATIVE, PLAIN, "--prompts", prompts, "--max-new", "2000000000"],
+                     "--max-new must be 1 to 1073741823, not 2000000000", status=2)
 
     print(f"1..{len(results)}")
     for i, (name, ok, detail) in enumerate(results, 1):

@@ -243,7 +243,17 @@ def main():
                   "--drafter", os.path.join(GOOD, "dflash.safetensors")], "dflash.safetensors")
     expect_error("bad --route", ["generate", "--target", GOOD, "--route", "sideways"], "sideways", status=2)
     expect_error("--temperature below 0", ["generate", "--target", GOOD, "--temperature", "-1"],
-                 "--temperature", status=2)
+                 "--temperature must be 0 (greedy) to 100, not -1", status=2)
+    # what tapsource would not take must not reach it (GLib would warn and
+    # the run would go on at the default)
+    expect_error("--temperature above tapsource's bound", ["generate", "--target", GOOD, "--temperature", "200"],
+                 "--temperature must be 0 (greedy) to 100, not 200", status=2)
+    expect_error("--temperature nan", ["generate", "--target", GOOD, "--temperature", "nan"],
+                 "--temperature", "not nan", status=2)
+    expect_error("--top-p 0", ["generate", "--target", GOOD, "--top-p", "0"],
+                 "--top-p must be 1e-06 to 1, not 0", status=2)
+    expect_error("--top-p above 1", ["generate", "--target", GOOD, "--top-p", "1.5"],
+                 "--top-p must be 1e-06 to 1, not 1.5", status=2)
     expect_error("draft without an anchor", ["draft", "--target", GOOD, "--tokens", "5", "--dump", "/dev/null"],
                  "--tokens has 1 id", "2 ids at least", status=2)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,6 @@
 /* gst-dflash — the soak: the in-flight pipeline for thousands of rounds.
  *
- *   test-soak [--min-rounds N] [--max-new N]
+ *   test-soak [--min-rounds N] [--max-new N] [--stall-seconds S]
  *
  * Four sequences in flight (tapsource in-flight=4) over enough prompts that
  * the verifier runs at least --min-rounds rounds (10000 unless told). It
@@ -17,10 +17,14 @@
  *     the dflash-summary agrees with those counts. A sequence that failed
  *     would have ended the run with an ERROR naming it; there must be none.
  *   - no WARNING or ERROR, on the bus or in the elements' logs.
- * A watchdog fails the run when no round arrives for a minute.
+ * A watchdog fails the run when no round arrives for a minute
+ * (--stall-seconds, or DFL_SOAK_STALL_S: under valgrind, where loading the
+ * model and the first round take minutes, the 'valgrind' test setup gives
+ * it 1800).
  */
 #include <glib.h>
 #include <gst/gst.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qwen3-config.h"
@@ -39,10 +43,10 @@
 #define END_BOUND_KIB 4096
 #define PEAK_BOUND_KIB 16384
 #define RSS_EVERY 500
-#define STALL_S 60
 
 static gint min_rounds = 10000;
 static gint max_new = 120;
+static gint stall_s = 60;
 
 static const gchar *const pipeline_format =
     "tapsource name=src in-flight=4 max-new-tokens=%d prompts-file=\"%s\" ! queue ! ctxsettle ! "
@@ -90,7 +94,7 @@ run (GstElement *pipeline, Tally *t, SoakWatchdog *dog)
   GstBus *bus = gst_element_get_bus (pipeline);
   gboolean eos = FALSE;
 
-  soak_watchdog_arm (dog, STALL_S, "the soak's first round");
+  soak_watchdog_arm (dog, stall_s, "the soak's first round");
   g_assert_cmpint (gst_element_set_state (pipeline, GST_STATE_PLAYING), !=,
                    GST_STATE_CHANGE_FAILURE);
   while (!eos) {
@@ -104,7 +108,7 @@ run (GstElement *pipeline, Tally *t, SoakWatchdog *dog)
           tally_round (t, s);
           if (t->total_rounds % RSS_EVERY == 0) {
             sample_rss (t);
-            soak_watchdog_arm (dog, STALL_S, "the soak after round %" G_GINT64_FORMAT,
+            soak_watchdog_arm (dog, stall_s, "the soak after round %" G_GINT64_FORMAT,
                                t->total_rounds);
           }
         } else if (gst_structure_has_name (s, "dflash-summary")) {
@@ -265,6 +269,8 @@ main (int argc, char **argv)
   GOptionEntry entries[] = {
     { "min-rounds", 0, 0, G_OPTION_ARG_INT, &min_rounds, "Rounds the soak runs at least", "N" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "max-new-tokens of each prompt", "N" },
+    { "stall-seconds", 0, 0, G_OPTION_ARG_INT, &stall_s,
+      "Fail when no round arrives for this long (default 60)", "S" },
     { NULL }
   };
   g_autoptr (GOptionContext) options = g_option_context_new (NULL);
@@ -272,13 +278,16 @@ main (int argc, char **argv)
 
   gst_init (&argc, &argv);
   g_test_init (&argc, &argv, NULL);
+  if (g_getenv ("DFL_SOAK_STALL_S"))
+    stall_s = atoi (g_getenv ("DFL_SOAK_STALL_S"));
   g_option_context_add_main_entries (options, entries, NULL);
   if (!g_option_context_parse (options, &argc, &argv, &error)) {
     g_printerr ("test-soak: %s\n", error->message);
     return 2;
   }
-  if (min_rounds < 10 || max_new < 1 || max_new > 400) {
-    g_printerr ("test-soak: --min-rounds must be at least 10 and --max-new 1 … 400\n");
+  if (min_rounds < 10 || max_new < 1 || max_new > 400 || stall_s < 1) {
+    g_printerr ("test-soak: --min-rounds must be at least 10, --max-new 1 … 400 and "
+                "--stall-seconds at least 1, not %d, %d and %d\n", min_rounds, max_new, stall_s);
     return 2;
   }
   soak_watch_warnings ();

@@ -3,8 +3,8 @@
  * Compute only: no model files, no model logic. Matrices are row-major F32;
  * a weight matrix W is [out][in] as checkpoints store it, so a projection of
  * `rows` rows is y = x · Wᵀ. Projections by stored weights go through
- * dfl_matmul_w (batch-invariant, OpenMP's threads); the loops here use
- * OpenMP where a loop is worth it.
+ * dfl_matmul_w (batch-invariant); it and the attention share their work out
+ * between the kernels' threads (dfl-parallel.h).
  */
 #pragma once
 
@@ -95,7 +95,8 @@ int dfl_argmax (const float *x, int n);
 void dfl_bf16_to_f32_n (const uint16_t *src, float *dst, size_t n);
 void dfl_f16_to_f32_n (const uint16_t *src, float *dst, size_t n);
 
-/* Threads the kernels may use (OpenMP's). */
+/* Threads the kernels may use: omp_get_max_threads (), which the pool of
+ * dfl-parallel.h follows (at most the CPUs there are). */
 int dfl_kernels_threads (void);
 
 #ifdef __cplusplus

@@ -18,9 +18,10 @@
  * half the bytes of F32. Weights are read straight from the mapped file.
  */
 #include "dfl-kernels.h"
+#include "dfl-parallel.h"
 
 #include <math.h>
-#include <omp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -850,6 +851,43 @@ dfl_kernels_isa_name (DflKernelsIsa isa)
 }
 
 #ifdef DFL_X86
+/* A blocked call shared out between the threads (dfl-parallel.h): the
+ * blocks of outputs go by `next`, each thread its next block one ahead
+ * (so it can fetch that block's weights in time). */
+typedef struct {
+  const DflWeights *w;
+  const float *x, *xp;
+  int rows, ldx, ldy, n_out, nb, n_blocks, accumulate, avx512, mb;
+  float *y, *scratch;
+  size_t per;
+  atomic_int next;
+} Blocked;
+
+static void
+blocked_work (void *data, int slot)
+{
+  Blocked *b = data;
+  float *mine = b->scratch + b->per * slot;
+  int cur, after;
+
+  for (cur = atomic_fetch_add_explicit (&b->next, 1, memory_order_relaxed); cur < b->n_blocks;
+       cur = after) {
+    int ob = cur * b->nb, oe = DFL_MIN (ob + b->nb, b->n_out);
+    int nb0 = oe, nb1 = oe;
+    after = atomic_fetch_add_explicit (&b->next, 1, memory_order_relaxed);
+    if (after < b->n_blocks) {
+      nb0 = after * b->nb;
+      nb1 = DFL_MIN (nb0 + b->nb, b->n_out);
+    }
+    if (b->avx512)
+      block_avx512 (b->x, b->rows, b->ldx, b->xp, b->w, ob, oe, nb0, nb1, b->y, b->ldy,
+                    b->accumulate, mine, b->mb);
+    else
+      block_avx2 (b->x, b->rows, b->ldx, b->xp, b->w->data, b->w->type, b->w->cols, b->w->cols,
+                  ob, oe, nb0, nb1, b->y, b->ldy, b->accumulate, mine, b->mb);
+  }
+}
+
 /* The blocked path over every output, by AVX2 or AVX-512 tiles; 0 (nothing
  * done) where its buffer cannot be had, and the one-row path, which needs
  * none, does the work. */
@@ -857,16 +895,19 @@ static int
 blocked (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy, int n_out,
          int accumulate, int avx512)
 {
-  /* x is laid out by chunk once, for all threads. The threads then claim
-   * blocks of outputs as they go, each its next block one ahead (so it
-   * can fetch that block's weights in time): a thread slowed by anything
-   * else on the machine leaves the other one more blocks instead of a
-   * wait at the end. Blocks shrink where there would be few of them. */
+  /* x is laid out by chunk once, by the caller, for all threads (a copy
+   * of a few KiB: shared out, every thread would wait for the rows the
+   * others took, and a thread another process has taken the core from
+   * would hold them all up). The threads then claim blocks of outputs as
+   * they go: a thread slowed by anything else on the machine leaves the
+   * others more blocks instead of a wait at the end. Blocks shrink where
+   * there would be few of them. */
   int kc = avx512 ? KC5 : KC, mb = DFL_MIN (rows, avx512 ? MB5 : MB);
-  int nb = avx512 ? NB5 : NB, nb_min = avx512 ? 4 * C5 : 4 * NR, nt = omp_get_max_threads ();
-  int in8 = w->cols & ~7, chunks = (in8 + kc - 1) / kc, n_blocks, next = 0;
+  int nb = avx512 ? NB5 : NB, nb_min = avx512 ? 4 * C5 : 4 * NR, nt = dfl_parallel_threads ();
+  int in8 = w->cols & ~7, chunks = (in8 + kc - 1) / kc, n_blocks;
   size_t per;
-  float *xp, *scratch;
+  float *xp;
+  Blocked b;
 
   while (nb > nb_min && n_out < 8 * nt * nb)
     nb /= 2;
@@ -880,31 +921,16 @@ blocked (const DflWeights *w, const float *x, int rows, int ldx, float *y, int l
   xp = aligned_alloc (64, sizeof (float) * ((size_t) chunks * rows * kc + per * nt));
   if (!xp)
     return 0;
-  scratch = xp + (size_t) chunks * rows * kc;
-#pragma omp parallel num_threads (nt)
-  {
-    float *mine = scratch + per * omp_get_thread_num ();
-    int cur, after;
-#pragma omp for schedule(static)
-    for (int r = 0; r < rows; r++)
-      for (int ch = 0; ch < chunks; ch++)
-        memcpy (xp + ((size_t) ch * rows + r) * kc, x + (size_t) r * ldx + (size_t) ch * kc,
-                sizeof (float) * DFL_MIN (kc, in8 - ch * kc));
-    for (cur = __atomic_fetch_add (&next, 1, __ATOMIC_RELAXED); cur < n_blocks; cur = after) {
-      int ob = cur * nb, oe = DFL_MIN (ob + nb, n_out);
-      int nb0 = oe, nb1 = oe;
-      after = __atomic_fetch_add (&next, 1, __ATOMIC_RELAXED);
-      if (after < n_blocks) {
-        nb0 = after * nb;
-        nb1 = DFL_MIN (nb0 + nb, n_out);
-      }
-      if (avx512)
-        block_avx512 (x, rows, ldx, xp, w, ob, oe, nb0, nb1, y, ldy, accumulate, mine, mb);
-      else
-        block_avx2 (x, rows, ldx, xp, w->data, w->type, w->cols, w->cols, ob, oe, nb0, nb1,
-                    y, ldy, accumulate, mine, mb);
-    }
-  }
+  for (int r = 0; r < rows; r++)
+    for (int ch = 0; ch < chunks; ch++)
+      memcpy (xp + ((size_t) ch * rows + r) * kc, x + (size_t) r * ldx + (size_t) ch * kc,
+              sizeof (float) * DFL_MIN (kc, in8 - ch * kc));
+  b = (Blocked) { .w = w, .x = x, .xp = xp, .rows = rows, .ldx = ldx, .ldy = ldy,
+                  .n_out = n_out, .nb = nb, .n_blocks = n_blocks, .accumulate = accumulate,
+                  .avx512 = avx512, .mb = mb, .y = y, .scratch = xp + (size_t) chunks * rows * kc,
+                  .per = per };
+  atomic_init (&b.next, 0);
+  dfl_parallel_run (nt, blocked_work, &b);
   free (xp);
   return 1;
 }
@@ -917,6 +943,36 @@ blocked (const DflWeights *w, const float *x, int rows, int ldx, float *y, int l
 /* The same for the AVX-512 tiles: one row reads its weights as fast
  * through the AVX2 path, with less to do around each step. */
 #define BLOCKED5_ROWS 2
+
+/* The one-row path's blocks of 64 outputs, claimed by the threads. */
+typedef struct {
+  const DflWeights *w;
+  const float *x;
+  int rows, ldx, ldy, n_out, accumulate, use_avx2, block, n_blocks;
+  float *y;
+  atomic_int next;
+} Rows;
+
+static void
+rows_work (void *data, int slot)
+{
+  Rows *r = data;
+  int b;
+
+  (void) slot;
+  while ((b = atomic_fetch_add_explicit (&r->next, 1, memory_order_relaxed)) < r->n_blocks) {
+    int o0 = b * r->block, o1 = o0 + r->block < r->n_out ? o0 + r->block : r->n_out;
+#ifdef DFL_X86
+    if (r->use_avx2) {
+      rows_avx2 (r->x, r->rows, r->ldx, r->w->data, r->w->type, r->w->cols, r->w->cols, o0, o1,
+                 r->n_out, r->y, r->ldy, r->accumulate);
+      continue;
+    }
+#endif
+    tile_scalar (r->x, r->rows, r->ldx, r->w->data, r->w->type, r->w->cols, r->w->cols, o0, o1,
+                 r->y, r->ldy, r->accumulate);
+  }
+}
 
 void
 dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
@@ -940,19 +996,12 @@ dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
     /* Outputs go across the threads in blocks of 64. */
     int block = 64;
     int n_blocks = (n_out + block - 1) / block;
-#pragma omp parallel for schedule(static) \
-    if (n_blocks > 1 && (size_t) rows * n_out * w->cols > 32768)
-    for (int b = 0; b < n_blocks; b++) {
-      int o0 = b * block, o1 = o0 + block < n_out ? o0 + block : n_out;
-#ifdef DFL_X86
-      if (use_avx2) {
-        rows_avx2 (x, rows, ldx, w->data, w->type, w->cols, w->cols, o0, o1, n_out, y, ldy,
-                   accumulate);
-        continue;
-      }
-#endif
-      tile_scalar (x, rows, ldx, w->data, w->type, w->cols, w->cols, o0, o1, y, ldy, accumulate);
-    }
+    Rows r = { .w = w, .x = x, .rows = rows, .ldx = ldx, .y = y, .ldy = ldy, .n_out = n_out,
+               .accumulate = accumulate, .use_avx2 = use_avx2, .block = block,
+               .n_blocks = n_blocks };
+    atomic_init (&r.next, 0);
+    dfl_parallel_run (n_blocks > 1 && (size_t) rows * n_out * w->cols > 32768
+                      ? dfl_parallel_threads () : 1, rows_work, &r);
   }
   (void) use_avx2;
 }

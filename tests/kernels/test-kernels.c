@@ -278,6 +278,75 @@ test_attention (void)
     }
 }
 
+/* The attention of a row is bitwise the same whatever rows come with it,
+ * on any number of threads and on every path this CPU runs (the vector
+ * paths take 8 or 16 keys at once, with tails of fewer): speculative and
+ * plain decoding must see the same numbers. Head sizes with and without a
+ * whole number of 8s, and of 64s. */
+static void
+test_attention_invariant (void)
+{
+  static const int dims[] = { 64, 128, 20, 200 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (11);
+
+  for (guint di = 0; di < G_N_ELEMENTS (dims); di++) {
+    int hd = dims[di], heads = 8, kv = 4, rows = 16, pos0 = 37, n = pos0 + rows;
+    gsize qn = (gsize) rows * heads * hd;
+    g_autofree float *q = g_new (float, qn), *k = g_new (float, (gsize) n * kv * hd),
+        *v = g_new (float, (gsize) n * kv * hd), *out = g_new (float, qn),
+        *one = g_new (float, qn), *alt = g_new (float, qn);
+    float scale = 1.0f / sqrtf ((float) hd);
+
+    for (gsize i = 0; i < qn; i++)
+      q[i] = frand (r) * 2;
+    for (gsize i = 0; i < (gsize) n * kv * hd; i++) {
+      k[i] = frand (r) * 2;
+      v[i] = frand (r);
+    }
+    dfl_kernels_set_isa (DFL_KERNELS_GENERIC);
+    dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, out);
+    dfl_kernels_set_isa (DFL_KERNELS_BEST);
+    for (int isa = DFL_KERNELS_GENERIC; isa <= DFL_KERNELS_AVX512; isa++) {
+      if (!dfl_kernels_set_isa (isa))
+        continue;
+      for (int t = 1; t <= 2; t++) {
+        int was = omp_get_max_threads ();
+        omp_set_num_threads (t);
+        dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, alt);
+        /* one row at a time, as plain decoding runs them */
+        for (int rr = 0; rr < rows; rr++)
+          dfl_attention_causal (q + (gsize) rr * heads * hd, 1, heads, kv, hd, k, v, pos0 + rr,
+                                scale, one + (gsize) rr * heads * hd);
+        omp_set_num_threads (was);
+        g_assert_cmpmem (alt, sizeof (float) * qn, out, sizeof (float) * qn);
+        g_assert_cmpmem (one, sizeof (float) * qn, out, sizeof (float) * qn);
+      }
+      dfl_kernels_set_isa (DFL_KERNELS_BEST);
+    }
+    /* and near the float64 attention */
+    for (int rr = 0; rr < rows; rr++)
+      for (int h = 0; h < heads; h++) {
+        int g = h / (heads / kv), seen = pos0 + rr + 1;
+        double s[64], top = -INFINITY, sum = 0;
+        for (int p = 0; p < seen; p++) {
+          s[p] = 0;
+          for (int d = 0; d < hd; d++)
+            s[p] += (double) q[((gsize) rr * heads + h) * hd + d] * k[((gsize) p * kv + g) * hd + d];
+          s[p] *= scale;
+          top = MAX (top, s[p]);
+        }
+        for (int p = 0; p < seen; p++)
+          sum += (s[p] = exp (s[p] - top));
+        for (int d = 0; d < hd; d++) {
+          double ref = 0;
+          for (int p = 0; p < seen; p++)
+            ref += s[p] / sum * v[((gsize) p * kv + g) * hd + d];
+          g_assert_cmpfloat (fabs (out[((gsize) rr * heads + h) * hd + d] - ref), <=, 1e-5);
+        }
+      }
+  }
+}
+
 static void
 test_small_ops (void)
 {
@@ -312,6 +381,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/rmsnorm", test_rmsnorm);
   g_test_add_func ("/kernels/rope", test_rope);
   g_test_add_func ("/kernels/attention", test_attention);
+  g_test_add_func ("/kernels/attention-invariant", test_attention_invariant);
   g_test_add_func ("/kernels/small-ops", test_small_ops);
   return g_test_run ();
 }

@@ -22,6 +22,21 @@
  * rows and logits stay there: the output buffer holds device memory from a
  * pool of the device's tensors.
  *
+ * Under a router that decides each round before it is drafted (the
+ * router's #GstDflashRouter:decide-first, which dflashblock learns by a
+ * query downstream when it starts), dflashblock waits for the round's
+ * route, which the router sends upstream as soon as the chain's proposal
+ * for that round reaches it; on the chain's rounds it skips the block and
+ * pushes the round on without rows (the selector passes it on as an empty
+ * proposal, and the router takes the chain's). The block costs about two
+ * and a half of the target's decoding steps on two cores, so the chain's
+ * rounds are spared it. The wait needs the chain's branch to run while
+ * this one waits: a queue after the tee on the block's branch (as in
+ * pipelines/routed.pipeline). Where no route comes within
+ * #GstDflashBlock:route-timeout the block is drafted anyway, with a
+ * warning: the round is never lost, and the router still takes the
+ * chain's proposal where it decided so.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 tapsource ! ctxsettle ! dflashblock head-width=4096 ! selector ! verifier ! fdsink
@@ -47,9 +62,13 @@
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_block_debug);
 #define GST_CAT_DEFAULT gst_dflash_block_debug
 
+#define DEFAULT_ROUTE_TIMEOUT_MS 5000
+
 enum {
   PROP_0,
   PROP_HEAD_WIDTH,
+  PROP_ROUTE_TIMEOUT,
+  PROP_SKIPPED_ROUNDS,
 };
 
 struct _GstDflashBlock {
@@ -59,7 +78,22 @@ struct _GstDflashBlock {
   /* on a GPU: the block's output tensors, reused round after round */
   GstBufferPool *pool;
   gsize pool_size;
+  /* routes decided downstream before the block (see above) */
+  GMutex lock;
+  GCond cond;
+  GHashTable *routes;  /* sequence → the route of its round: Routed */
+  gboolean flushing;
+  int decide_first;    /* −1: not asked yet */
+  int route_timeout_ms;
+  guint64 skipped;
+  gboolean warned;
 };
+
+/* A route as it waits in the table: the round, and whether the chain's. */
+typedef struct {
+  guint round;
+  gboolean chain;
+} Routed;
 
 #define _do_init \
     GST_DEBUG_CATEGORY_INIT (gst_dflash_block_debug, "dflashblock", 0, "dflash block");
@@ -183,10 +217,116 @@ block_cuda (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRound
 }
 #endif
 
+typedef enum {
+  ROUTE_BLOCK,
+  ROUTE_CHAIN,
+  ROUTE_FLUSHING,
+} Route;
+
+/* Whether a router downstream decides each round before the block: asked
+ * once, by a query, when the first round comes. */
+static gboolean
+decides_first (GstDflashBlock *self)
+{
+  if (self->decide_first < 0) {
+    GstQuery *q = gst_dflash_route_query_new ();
+    self->decide_first = gst_pad_peer_query (gst_dflash_filter_src_pad (GST_DFLASH_FILTER (self)), q)
+        && gst_dflash_route_query_get (q);
+    gst_query_unref (q);
+    GST_INFO_OBJECT (self, "%s", self->decide_first
+                     ? "the router downstream decides each round first: waiting for its routes"
+                     : "no router downstream decides first: every round is drafted");
+  }
+  return self->decide_first;
+}
+
+/* The round's route: where the router decides first, wait for it. A
+ * sequence has one round in the loop at a time, so a route for another
+ * round of the sequence means the branches disagree on the round (the
+ * router reports it once both proposals reach it): the block is drafted. */
+static Route
+wait_route (GstDflashBlock *self, const GstDflashRoundMeta *meta)
+{
+  gpointer key = GUINT_TO_POINTER (meta->sequence);
+  gint64 deadline;
+  Routed *r = NULL;
+  Route route = ROUTE_BLOCK;
+  gboolean late = FALSE;
+
+  if (!decides_first (self))
+    return ROUTE_BLOCK;
+  g_mutex_lock (&self->lock);
+  deadline = g_get_monotonic_time () + (gint64) self->route_timeout_ms * 1000;
+  while (!self->flushing && !(r = g_hash_table_lookup (self->routes, key)))
+    if (!g_cond_wait_until (&self->cond, &self->lock, deadline)) {
+      late = TRUE;
+      break;
+    }
+  if (self->flushing)
+    route = ROUTE_FLUSHING;
+  else if (r && r->round == meta->round && r->chain)
+    route = ROUTE_CHAIN;
+  else if (r && r->round != meta->round)
+    GST_DEBUG_OBJECT (self, "sequence %u: a route for round %u while round %u is here",
+                      meta->sequence, r->round, meta->round);
+  g_hash_table_remove (self->routes, key);
+  g_mutex_unlock (&self->lock);
+  if (late && !self->warned) {
+    self->warned = TRUE;
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("%s: no route for sequence %u round %u from the router within route-timeout=%d ms: "
+         "drafting the block anyway (is there a queue after the tee on the block's branch?)",
+         GST_ELEMENT_NAME (self), meta->sequence, meta->round, self->route_timeout_ms), (NULL));
+  }
+  return route;
+}
+
+static gboolean
+gst_dflash_block_src_event (GstDflashFilter *filter, GstEvent *event)
+{
+  GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
+  guint seq, round;
+  gboolean chain;
+
+  if (!gst_dflash_route_event_parse (event, &seq, &round, &chain))
+    return FALSE;
+  g_mutex_lock (&self->lock);
+  {
+    Routed *r = g_new (Routed, 1);
+    r->round = round;
+    r->chain = chain;
+    g_hash_table_replace (self->routes, GUINT_TO_POINTER (seq), r);
+  }
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  gst_event_unref (event);
+  return TRUE;
+}
+
+static void
+gst_dflash_block_unlock (GstDflashFilter *filter)
+{
+  GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
+
+  g_mutex_lock (&self->lock);
+  self->flushing = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
 static void
 gst_dflash_block_reset (GstDflashFilter *filter)
 {
-  drop_pool (GST_DFLASH_BLOCK (filter));
+  GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
+
+  drop_pool (self);
+  g_mutex_lock (&self->lock);
+  self->flushing = FALSE;
+  g_hash_table_remove_all (self->routes);
+  g_mutex_unlock (&self->lock);
+  /* a new start may have another pipeline downstream */
+  self->decide_first = -1;
+  self->warned = FALSE;
 }
 
 static GstFlowReturn
@@ -204,6 +344,25 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
   float *payload;
   DflDrafter *d;
 
+  switch (wait_route (self, meta)) {
+    case ROUTE_FLUSHING:
+      return GST_FLOW_FLUSHING;
+    case ROUTE_CHAIN: {
+      /* the round is the chain's: no rows, the selector passes it on */
+      GstDflashRoundMeta *om;
+      *out = gst_dflash_round_buffer_new (meta, NULL, &om);
+      om->source = GST_DFLASH_SOURCE_CHAIN;
+      GST_OBJECT_LOCK (self);
+      self->skipped++;
+      GST_OBJECT_UNLOCK (self);
+      GST_LOG_OBJECT (self, "sequence %u round %u is the chain's: no block", meta->sequence,
+                      meta->round);
+      return GST_FLOW_OK;
+    }
+    case ROUTE_BLOCK:
+    default:
+      break;
+  }
   if (s && gst_dflash_filter_backend (filter) != GST_DFLASH_BACKEND_CPU) {
     *out = NULL;
 #ifdef HAVE_VULKAN
@@ -252,6 +411,9 @@ gst_dflash_block_set_property (GObject *object, guint prop_id, const GValue *val
     case PROP_HEAD_WIDTH:
       GST_DFLASH_BLOCK (object)->head_width = g_value_get_int (value);
       break;
+    case PROP_ROUTE_TIMEOUT:
+      GST_DFLASH_BLOCK (object)->route_timeout_ms = g_value_get_int (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -265,6 +427,14 @@ gst_dflash_block_get_property (GObject *object, guint prop_id, GValue *value, GP
     case PROP_HEAD_WIDTH:
       g_value_set_int (value, GST_DFLASH_BLOCK (object)->head_width);
       break;
+    case PROP_ROUTE_TIMEOUT:
+      g_value_set_int (value, GST_DFLASH_BLOCK (object)->route_timeout_ms);
+      break;
+    case PROP_SKIPPED_ROUNDS:
+      GST_OBJECT_LOCK (object);
+      g_value_set_uint64 (value, GST_DFLASH_BLOCK (object)->skipped);
+      GST_OBJECT_UNLOCK (object);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -274,7 +444,12 @@ gst_dflash_block_get_property (GObject *object, guint prop_id, GValue *value, GP
 static void
 gst_dflash_block_finalize (GObject *object)
 {
-  drop_pool (GST_DFLASH_BLOCK (object));
+  GstDflashBlock *self = GST_DFLASH_BLOCK (object);
+
+  drop_pool (self);
+  g_hash_table_unref (self->routes);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -296,6 +471,27 @@ gst_dflash_block_class_init (GstDflashBlockClass *klass)
       g_param_spec_int ("head-width", "Head width",
           "Score the block over the head's first N rows only (0: the whole head)",
           0, G_MAXINT, 0, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstDflashBlock:route-timeout
+   *
+   * Under a router that decides first: how long a round waits for its
+   * route before the block is drafted anyway (with a warning).
+   */
+  g_object_class_install_property (gobject_class, PROP_ROUTE_TIMEOUT,
+      g_param_spec_int ("route-timeout", "Route timeout",
+          "Milliseconds a round waits for the route from a router that decides first, before "
+          "the block is drafted anyway", 1, 600000, DEFAULT_ROUTE_TIMEOUT_MS,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  /**
+   * GstDflashBlock:skipped-rounds
+   *
+   * Rounds a router that decides first gave the chain, on which the block
+   * was not drafted.
+   */
+  g_object_class_install_property (gobject_class, PROP_SKIPPED_ROUNDS,
+      g_param_spec_uint64 ("skipped-rounds", "Skipped rounds",
+          "Rounds the router gave the chain before they were drafted, so no block was run",
+          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash block",
       "Filter/Tensor", "Drafts a block of tokens in one pass of the DFlash 2 drafter",
       "gst-dflash developers");
@@ -305,10 +501,17 @@ gst_dflash_block_class_init (GstDflashBlockClass *klass)
   filter_class->src_caps = gst_dflash_block_src_caps;
   filter_class->process = gst_dflash_block_process;
   filter_class->reset = gst_dflash_block_reset;
+  filter_class->unlock = gst_dflash_block_unlock;
+  filter_class->src_event = gst_dflash_block_src_event;
   gobject_class->finalize = gst_dflash_block_finalize;
 }
 
 static void
 gst_dflash_block_init (GstDflashBlock *self)
 {
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  self->routes = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  self->decide_first = -1;
+  self->route_timeout_ms = DEFAULT_ROUTE_TIMEOUT_MS;
 }

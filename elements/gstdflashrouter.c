@@ -19,6 +19,18 @@
  * block otherwise; `block` and `chain` always take one. The verdict of the
  * round goes back up the block's branch only, so tapsource hears it once.
  *
+ * With #GstDflashRouter:decide-first (the default) a round is routed as
+ * soon as the chain's proposal for it arrives, as the core's own loop
+ * (core/speculate.c) routes before it drafts: every policy needs only what
+ * the chain's proposal carries (its match, the round's tip row). The route
+ * goes upstream on the block's branch as a `dflash-route` event, and
+ * dflashblock, which asks when it starts whether a router downstream
+ * decides first, waits for it and skips the block on the chain's rounds
+ * (its branch then brings an empty proposal, which the router drops). The
+ * chain's branch must be able to run while the block's waits: a queue after
+ * the tee on the block's branch. Without a chain pad nothing is decided
+ * first.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 tapsource ! tee name=t ! queue ! ctxsettle ! dflashblock ! selector ! router name=r policy=match ! verifier ! fdsink  t. ! queue ! ngramdraft ! r.chain
@@ -79,6 +91,7 @@ enum {
   PROP_MATCH_MIN,
   PROP_BLOCK_ROUNDS,
   PROP_CHAIN_ROUNDS,
+  PROP_DECIDE_FIRST,
 };
 
 struct _GstDflashRouter {
@@ -88,6 +101,7 @@ struct _GstDflashRouter {
   int match_min;
   GstDflashModel *model;
   guint64 block_rounds, chain_rounds;
+  gboolean decide_first;
 };
 
 #define _do_init \
@@ -95,6 +109,8 @@ struct _GstDflashRouter {
 #define gst_dflash_router_parent_class parent_class
 G_DEFINE_TYPE_WITH_CODE (GstDflashRouter, gst_dflash_router, GST_TYPE_AGGREGATOR, _do_init);
 GST_ELEMENT_REGISTER_DEFINE (router, "router", GST_RANK_NONE, GST_TYPE_DFLASH_ROUTER);
+
+static GstPadProbeReturn chain_arrived (GstPad *pad, GstPadProbeInfo *info, gpointer data);
 
 static GstPad *
 gst_dflash_router_request_new_pad (GstElement *element, GstPadTemplate *templ, const gchar *name,
@@ -108,7 +124,10 @@ gst_dflash_router_request_new_pad (GstElement *element, GstPadTemplate *templ, c
     return NULL;
   }
   pad = GST_ELEMENT_CLASS (parent_class)->request_new_pad (element, templ, "chain", caps);
+  if (!pad)
+    return NULL;
   self->chain_pad = GST_AGGREGATOR_PAD (pad);
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, chain_arrived, self, NULL);
   return pad;
 }
 
@@ -122,28 +141,55 @@ gst_dflash_router_release_pad (GstElement *element, GstPad *pad)
   GST_ELEMENT_CLASS (parent_class)->release_pad (element, pad);
 }
 
-/* TRUE for the chain's proposal. */
+/* TRUE where the round goes to the chain. `round` is the round's meta
+ * (either branch's: both carry the round's tip), `cm` the chain's proposal's
+ * (NULL: no chain proposal). */
 static gboolean
-choose_chain (GstDflashRouter *self, GstBuffer *block, GstBuffer *chain)
+choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstDflashRoundMeta *cm)
 {
-  GstDflashRoundMeta *bm = gst_buffer_get_dflash_round_meta (block);
-  GstDflashRoundMeta *cm = chain ? gst_buffer_get_dflash_round_meta (chain) : NULL;
   DflDrafter *d;
+  GstDflashPolicy policy;
+  int match_min;
 
   if (!cm)
     return FALSE;
-  switch (self->policy) {
+  GST_OBJECT_LOCK (self);
+  policy = self->policy;
+  match_min = self->match_min;
+  GST_OBJECT_UNLOCK (self);
+  switch (policy) {
     case GST_DFLASH_POLICY_CHAIN:
       return TRUE;
     case GST_DFLASH_POLICY_MATCH:
-      return cm->match >= (guint) self->match_min;
+      return cm->match >= (guint) match_min;
     case GST_DFLASH_POLICY_AUTO:
       d = self->model ? gst_dflash_model_drafter (self->model) : NULL;
-      return d && bm && bm->tip && dfl_drafter_route_margin (d, g_bytes_get_data (bm->tip, NULL)) <= 0.0f;
+      return d && round && round->tip
+             && dfl_drafter_route_margin (d, g_bytes_get_data (round->tip, NULL)) <= 0.0f;
     case GST_DFLASH_POLICY_BLOCK:
     default:
       return FALSE;
   }
+}
+
+/* The chain's proposal has come (its branch's thread, before the
+ * aggregator queues it): route the round now, and tell the block's branch. */
+static GstPadProbeReturn
+chain_arrived (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (data);
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
+  GstDflashRoundMeta *cm = buf ? gst_buffer_get_dflash_round_meta (buf) : NULL;
+  gboolean chain;
+
+  if (!cm || !self->decide_first)
+    return GST_PAD_PROBE_OK;
+  chain = choose_chain (self, cm, cm);
+  GST_LOG_OBJECT (self, "sequence %u round %u: the %s's (decided first)", cm->sequence, cm->round,
+                  chain ? "chain" : "block");
+  gst_pad_push_event (GST_PAD (self->block_pad),
+                      gst_dflash_route_event_new (cm->sequence, cm->round, chain));
+  return GST_PAD_PROBE_OK;
 }
 
 static GstFlowReturn
@@ -172,7 +218,9 @@ gst_dflash_router_aggregate (GstAggregator *agg, gboolean timeout)
     gst_buffer_unref (chain);
     return GST_FLOW_ERROR;
   }
-  if (choose_chain (self, block, chain)) {
+  /* an empty block proposal of the chain's source: dflashblock skipped a
+   * round routed to the chain first */
+  if (bm && bm->source == GST_DFLASH_SOURCE_CHAIN ? chain != NULL : choose_chain (self, bm, cm)) {
     out = chain;
     gst_buffer_unref (block);
     self->chain_rounds++;
@@ -239,6 +287,25 @@ gst_dflash_router_src_event (GstAggregator *agg, GstEvent *event)
   return GST_AGGREGATOR_CLASS (parent_class)->src_event (agg, event);
 }
 
+/* dflashblock asks, on the block's branch, whether it should wait for
+ * each round's route. */
+static gboolean
+gst_dflash_router_sink_query (GstAggregator *agg, GstAggregatorPad *pad, GstQuery *query)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+
+  if (gst_dflash_is_route_query (query) && pad == self->block_pad) {
+    gboolean first;
+    GST_OBJECT_LOCK (self);
+    first = self->decide_first && self->chain_pad
+        && gst_pad_is_linked (GST_PAD (self->chain_pad));
+    GST_OBJECT_UNLOCK (self);
+    gst_dflash_route_query_set (query, first);
+    return TRUE;
+  }
+  return GST_AGGREGATOR_CLASS (parent_class)->sink_query (agg, pad, query);
+}
+
 static gboolean
 gst_dflash_router_src_query (GstAggregator *agg, GstQuery *query)
 {
@@ -281,6 +348,9 @@ gst_dflash_router_set_property (GObject *object, guint prop_id, const GValue *va
     case PROP_MATCH_MIN:
       self->match_min = g_value_get_int (value);
       break;
+    case PROP_DECIDE_FIRST:
+      self->decide_first = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -304,6 +374,9 @@ gst_dflash_router_get_property (GObject *object, guint prop_id, GValue *value, G
       break;
     case PROP_CHAIN_ROUNDS:
       g_value_set_uint64 (value, self->chain_rounds);
+      break;
+    case PROP_DECIDE_FIRST:
+      g_value_set_boolean (value, self->decide_first);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -349,6 +422,18 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
       g_param_spec_uint64 ("chain-rounds", "Chain rounds", "Rounds routed to the chain so far",
           0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
+  /**
+   * GstDflashRouter:decide-first
+   *
+   * Route each round when the chain's proposal arrives and tell the
+   * block's branch, so that dflashblock drafts only the block's rounds; off,
+   * both branches draft every round and the router picks afterwards.
+   */
+  g_object_class_install_property (gobject_class, PROP_DECIDE_FIRST,
+      g_param_spec_boolean ("decide-first", "Decide first",
+          "Route each round as soon as the chain's proposal arrives, and tell the block's branch "
+          "so it drafts only the block's rounds (needs a queue after the tee on that branch)",
+          TRUE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   gst_element_class_set_static_metadata (element_class, "DFlash router",
       "Filter/Tensor", "Chooses between the block's and the chain drafter's proposals",
       "gst-dflash developers");
@@ -362,6 +447,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   agg_class->sink_event = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_event);
   agg_class->src_event = GST_DEBUG_FUNCPTR (gst_dflash_router_src_event);
   agg_class->src_query = GST_DEBUG_FUNCPTR (gst_dflash_router_src_query);
+  agg_class->sink_query = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_query);
   agg_class->start = GST_DEBUG_FUNCPTR (gst_dflash_router_start);
   agg_class->update_src_caps = GST_DEBUG_FUNCPTR (gst_dflash_router_update_src_caps);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_POLICY, 0);
@@ -374,6 +460,7 @@ gst_dflash_router_init (GstDflashRouter *self)
 
   self->policy = GST_DFLASH_POLICY_MATCH;
   self->match_min = DEFAULT_MATCH_MIN;
+  self->decide_first = TRUE;
   self->block_pad = g_object_new (GST_TYPE_AGGREGATOR_PAD, "name", "sink", "direction",
                                   GST_PAD_SINK, "template", templ, NULL);
   gst_element_add_pad (GST_ELEMENT (self), GST_PAD (self->block_pad));

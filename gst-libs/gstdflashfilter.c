@@ -199,6 +199,10 @@ sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       gst_caps_unref (out);
       return ok;
     }
+    case GST_EVENT_FLUSH_START:
+      if (GST_DFLASH_FILTER_GET_CLASS (filter)->unlock)
+        GST_DFLASH_FILTER_GET_CLASS (filter)->unlock (filter);
+      break;
     case GST_EVENT_FLUSH_STOP:
       if (GST_DFLASH_FILTER_GET_CLASS (filter)->reset)
         GST_DFLASH_FILTER_GET_CLASS (filter)->reset (filter);
@@ -206,6 +210,17 @@ sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
     default:
       break;
   }
+  return gst_pad_event_default (pad, parent, event);
+}
+
+static gboolean
+src_event (GstPad *pad, GstObject *parent, GstEvent *event)
+{
+  GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
+  GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
+
+  if (klass->src_event && klass->src_event (filter, event))
+    return TRUE;
   return gst_pad_event_default (pad, parent, event);
 }
 
@@ -262,6 +277,9 @@ change_state (GstElement *element, GstStateChange transition)
       && !GST_DFLASH_FILTER_GET_CLASS (filter)->sink_any_memory
       && !ensure_device (filter, p->backend))
     return GST_STATE_CHANGE_FAILURE;
+  /* a round waiting in process() must let the streaming thread go */
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && GST_DFLASH_FILTER_GET_CLASS (filter)->unlock)
+    GST_DFLASH_FILTER_GET_CLASS (filter)->unlock (filter);
   ret = GST_ELEMENT_CLASS (gst_dflash_filter_parent_class)->change_state (element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && GST_DFLASH_FILTER_GET_CLASS (filter)->reset)
     GST_DFLASH_FILTER_GET_CLASS (filter)->reset (filter);
@@ -334,6 +352,7 @@ constructed (GObject *object)
   gst_element_add_pad (GST_ELEMENT (filter), p->sinkpad);
   p->srcpad = gst_pad_new_from_template (gst_element_class_get_pad_template (klass, "src"), "src");
   gst_pad_set_query_function (p->srcpad, GST_DEBUG_FUNCPTR (src_query));
+  gst_pad_set_event_function (p->srcpad, GST_DEBUG_FUNCPTR (src_event));
   gst_pad_use_fixed_caps (p->srcpad);
   gst_element_add_pad (GST_ELEMENT (filter), p->srcpad);
 }
@@ -379,6 +398,12 @@ GstDflashDevice *
 gst_dflash_filter_device (GstDflashFilter *filter)
 {
   return PRIV (filter)->device;
+}
+
+GstPad *
+gst_dflash_filter_src_pad (GstDflashFilter *filter)
+{
+  return PRIV (filter)->srcpad;
 }
 
 static GstCaps *

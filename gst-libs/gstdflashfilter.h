@@ -35,6 +35,12 @@ struct _GstDflashFilterClass {
                             GstBuffer **out);
   /* Forget per-stream state (a flush, a stop). */
   void (*reset) (GstDflashFilter *filter);
+  /* A flush or a stop is coming: a process() that waits must return
+   * (GST_FLOW_FLUSHING) and not wait again until reset. Optional. */
+  void (*unlock) (GstDflashFilter *filter);
+  /* An event from downstream, before it goes on upstream: TRUE where the
+   * stage took it (and its reference). Optional. */
+  gboolean (*src_event) (GstDflashFilter *filter, GstEvent *event);
 
   /* The sink takes any memory, whatever the backend (a stage that reads
    * only the round's meta and the sequence: ngramdraft); it runs on the
@@ -52,6 +58,8 @@ GstDflashModel *gst_dflash_filter_model (GstDflashFilter *filter);
 GstDflashBackend gst_dflash_filter_backend (GstDflashFilter *filter);
 /* Its device (NULL on the CPU). */
 GstDflashDevice *gst_dflash_filter_device (GstDflashFilter *filter);
+/* Its src pad (transfer none). */
+GstPad *gst_dflash_filter_src_pad (GstDflashFilter *filter);
 /* Add the pad templates of a stage: its sink and src caps strings, without
  * features; the tensor types (taps, context, block) get every memory the
  * build has (gst_dflash_tensor_caps), the others system memory. */

@@ -136,3 +136,55 @@ gst_dflash_verdict_event_parse (GstEvent *event, guint *sequence, guint *round,
       "anchor-position", G_TYPE_INT64, anchor_pos, "accepted", G_TYPE_INT, accepted,
       "bonus", G_TYPE_INT, bonus, "done", G_TYPE_BOOLEAN, done, NULL);
 }
+
+GstEvent *
+gst_dflash_route_event_new (guint sequence, guint round, gboolean chain)
+{
+  return gst_event_new_custom (GST_EVENT_CUSTOM_UPSTREAM,
+      gst_structure_new (GST_DFLASH_ROUTE_EVENT, "sequence", G_TYPE_UINT, sequence,
+          "round", G_TYPE_UINT, round, "chain", G_TYPE_BOOLEAN, chain, NULL));
+}
+
+gboolean
+gst_dflash_route_event_parse (GstEvent *event, guint *sequence, guint *round, gboolean *chain)
+{
+  const GstStructure *s;
+
+  if (GST_EVENT_TYPE (event) != GST_EVENT_CUSTOM_UPSTREAM
+      || !(s = gst_event_get_structure (event))
+      || !gst_structure_has_name (s, GST_DFLASH_ROUTE_EVENT))
+    return FALSE;
+  return gst_structure_get (s, "sequence", G_TYPE_UINT, sequence, "round", G_TYPE_UINT, round,
+      "chain", G_TYPE_BOOLEAN, chain, NULL);
+}
+
+GstQuery *
+gst_dflash_route_query_new (void)
+{
+  return gst_query_new_custom (GST_QUERY_CUSTOM,
+      gst_structure_new (GST_DFLASH_ROUTE_QUERY, "first", G_TYPE_BOOLEAN, FALSE, NULL));
+}
+
+gboolean
+gst_dflash_is_route_query (GstQuery *query)
+{
+  const GstStructure *s = gst_query_get_structure (query);
+
+  return GST_QUERY_TYPE (query) == GST_QUERY_CUSTOM && s
+      && gst_structure_has_name (s, GST_DFLASH_ROUTE_QUERY);
+}
+
+void
+gst_dflash_route_query_set (GstQuery *query, gboolean first)
+{
+  gst_structure_set (gst_query_writable_structure (query), "first", G_TYPE_BOOLEAN, first, NULL);
+}
+
+gboolean
+gst_dflash_route_query_get (GstQuery *query)
+{
+  gboolean first = FALSE;
+
+  gst_structure_get_boolean (gst_query_get_structure (query), "first", &first);
+  return first;
+}

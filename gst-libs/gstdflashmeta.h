@@ -57,4 +57,23 @@ gboolean gst_dflash_verdict_event_parse (GstEvent *event, guint *sequence, guint
                                          gint64 *anchor_pos, gint *accepted, gint *bonus,
                                          gboolean *done);
 
+/* The route of a round, decided before its block is drafted: a router
+ * that takes the chain's proposal and decides when it arrives (its
+ * decide-first) sends this upstream on the block's branch, for every
+ * round, and dflashblock skips the block on the chain's rounds. The
+ * block's branch asks first, with the query below, whether a router there
+ * decides so (only then does dflashblock wait for a decision). */
+#define GST_DFLASH_ROUTE_EVENT "dflash-route"
+#define GST_DFLASH_ROUTE_QUERY "dflash-route-first"
+
+GstEvent *gst_dflash_route_event_new (guint sequence, guint round, gboolean chain);
+gboolean gst_dflash_route_event_parse (GstEvent *event, guint *sequence, guint *round,
+                                       gboolean *chain);
+/* A query "does a router downstream decide each round first?"; answered
+ * with gst_dflash_route_query_set, read with gst_dflash_route_query_get. */
+GstQuery *gst_dflash_route_query_new (void);
+void gst_dflash_route_query_set (GstQuery *query, gboolean first);
+gboolean gst_dflash_route_query_get (GstQuery *query);
+gboolean gst_dflash_is_route_query (GstQuery *query);
+
 G_END_DECLS

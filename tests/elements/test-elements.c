@@ -746,6 +746,18 @@ GST_START_TEST (test_ngramdraft_harness)
   gst_buffer_unref (buf);
   gst_caps_unref (caps);
   gst_harness_teardown (h);
+
+  /* draft-per-match bounds a proposal by the match it comes from: with
+   * suffixes of at most 2 tokens and one token a matched token, at most 2 */
+  h = stage_harness ("tapsource name=src max-new-tokens=8 ! ngramdraft max-n=2 draft-per-match=1",
+                     &buf, &caps);
+  check_proposal (buf, GST_DFLASH_SOURCE_CHAIN, 2);
+  fail_unless (gst_buffer_get_size (buf) / sizeof (gint32) <= round_meta (buf)->match,
+      "%" G_GSIZE_FORMAT " drafts after a match of %u", gst_buffer_get_size (buf) / sizeof (gint32),
+      round_meta (buf)->match);
+  gst_buffer_unref (buf);
+  gst_caps_unref (caps);
+  gst_harness_teardown (h);
 }
 GST_END_TEST;
 
@@ -1183,6 +1195,140 @@ GST_START_TEST (test_router_round_mismatch)
 }
 GST_END_TEST;
 
+
+/* The router decides each round when the chain's proposal arrives and
+ * tells dflashblock, which drafts only the block's rounds: the block is
+ * skipped on exactly the rounds the chain got, the text is still the plain
+ * decoding's, and with decide-first off every round is drafted. */
+#define ROUTED_FIRST "tapsource name=src max-new-tokens=%d ! tee name=t ! queue ! ctxsettle ! " \
+    "dflashblock name=blk ! selector ! router name=r policy=%s decide-first=%s ! verifier name=v ! " \
+    "fakesink name=out  t. ! queue ! ngramdraft name=ng ! r.chain"
+
+static void
+routed_first (const gchar *policy, gboolean first)
+{
+  const gint max_new = 40;
+  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+  Run *r = run_new_printf (ROUTED_FIRST, max_new, policy, first ? "true" : "false");
+  g_autofree gchar *text = NULL;
+  GstElement *router, *blk;
+  guint64 block_rounds = 0, chain_rounds = 0, skipped = 0;
+  guint rounds;
+
+  run_to_eos (r);
+  text = run_text (r);
+  assert_text (text, want, policy);
+  rounds = run_count (r, "dflash-round");
+  router = run_get (r, "r");
+  blk = run_get (r, "blk");
+  g_object_get (router, "block-rounds", &block_rounds, "chain-rounds", &chain_rounds, NULL);
+  g_object_get (blk, "skipped-rounds", &skipped, NULL);
+  gst_object_unref (router);
+  gst_object_unref (blk);
+  fail_unless_equals_int (block_rounds + chain_rounds, rounds);
+  if (first) {
+    fail_unless_equals_int (skipped, chain_rounds);
+    if (!g_strcmp0 (policy, "chain"))
+      fail_unless_equals_int (skipped, rounds);
+    if (!g_strcmp0 (policy, "block"))
+      fail_unless_equals_int (skipped, 0);
+  } else {
+    fail_unless_equals_int (skipped, 0);
+  }
+  run_free (r);
+}
+
+GST_START_TEST (test_routed_decide_first)
+{
+  routed_first ("chain", TRUE);
+  routed_first ("match", TRUE);
+  routed_first ("block", TRUE);
+  routed_first ("chain", FALSE);
+}
+GST_END_TEST;
+
+/* Without a queue on the block's branch the tee cannot give the chain its
+ * round while dflashblock waits for the route: after route-timeout it
+ * drafts anyway, warns once naming the property, and the run ends with the
+ * plain decoding's text (never a hang, never a lost round). */
+GST_START_TEST (test_decide_first_without_queue)
+{
+  const gint max_new = 12;
+  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+  Run *r = run_new_printf ("tapsource name=src max-new-tokens=%d ! tee name=t ! ctxsettle ! "
+      "dflashblock route-timeout=50 ! selector ! router name=r policy=chain ! verifier name=v ! "
+      "fakesink name=out  t. ! queue ! ngramdraft ! r.chain", max_new);
+  GstBus *bus = gst_element_get_bus (r->pipeline);
+  gint64 deadline = g_get_monotonic_time () + (gint64) watchdog_s * G_USEC_PER_SEC;
+  guint warnings = 0;
+  gboolean eos = FALSE;
+  g_autofree gchar *text = NULL;
+
+  fail_unless (gst_element_set_state (r->pipeline, GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE);
+  while (!eos && g_get_monotonic_time () < deadline) {
+    GstMessage *msg = gst_bus_timed_pop_filtered (bus, 100 * GST_MSECOND,
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING);
+    if (!msg)
+      continue;
+    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_WARNING) {
+      g_autoptr (GError) w = NULL;
+      gst_message_parse_warning (msg, &w, NULL);
+      fail_unless (strstr (w->message, "route-timeout=50") != NULL, "warning: %s", w->message);
+      warnings++;
+    } else if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
+      g_autoptr (GError) e = NULL;
+      gst_message_parse_error (msg, &e, NULL);
+      fail ("error from %s: %s", GST_MESSAGE_SRC_NAME (msg), e->message);
+    } else {
+      eos = TRUE;
+    }
+    gst_message_unref (msg);
+  }
+  gst_object_unref (bus);
+  fail_unless (eos, "no EOS within %u s", watchdog_s);
+  fail_unless_equals_int (warnings, 1);
+  text = run_text (r);
+  assert_text (text, want, "decide-first without a queue");
+  run_free (r);
+  /* the warning was expected: the next test starts clean */
+  g_atomic_int_set (&dflash_warnings, 0);
+}
+GST_END_TEST;
+
+/* min-confidence cuts the block's drafts and changes nothing in the text:
+ * at 1 no draft survives (every probability is below 1), so each round is
+ * a plain decoding step; lower, the drafts are at most block − 1 long. */
+GST_START_TEST (test_selector_min_confidence)
+{
+  const gint max_new = 24;
+  const gchar *floors[] = { "1.0", "0.3" };
+  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+
+  for (guint i = 0; i < G_N_ELEMENTS (floors); i++) {
+    Run *r = run_new_printf ("tapsource name=src max-new-tokens=%d ! ctxsettle ! dflashblock ! "
+        "selector min-confidence=%s ! verifier name=v ! fakesink name=out", max_new, floors[i]);
+    g_autofree gchar *text = NULL;
+    guint drafted = 0;
+
+    run_to_eos (r);
+    text = run_text (r);
+    assert_text (text, want, floors[i]);
+    for (guint m = 0; m < r->messages->len; m++) {
+      const GstStructure *st = g_ptr_array_index (r->messages, m);
+      gint d = -1;
+      if (!gst_structure_has_name (st, "dflash-round"))
+        continue;
+      fail_unless (gst_structure_get_int (st, "drafted", &d));
+      fail_unless (d >= 0 && d <= 7, "a round drafted %d", d);
+      drafted += d;
+    }
+    if (i == 0)
+      fail_unless_equals_int (drafted, 0);
+    run_free (r);
+  }
+}
+GST_END_TEST;
+
 /* ------------------------------------------------------- flush and state */
 
 /* Holds the `at`-th text buffer on the verifier's src pad: the pipeline
@@ -1468,8 +1614,56 @@ GST_START_TEST (test_too_long)
   /* prompt plus max-new-tokens past the target's positions: an error before
    * any round, not a run that fails half way */
   Run *r = run_new ("tapsource max-new-tokens=1000000 ! verifier ! fakesink");
+  GString *tokens = g_string_new ("1");
 
-  run_to_error (r, "max_position_embeddings");
+  /* the error names the element, both numbers and what would fit */
+  run_to_error (r, "max_position_embeddings 512");
+  fail_unless (strstr (r->error, "tapsource0: prompt 1 has ") != NULL, "%s", r->error);
+  fail_unless (strstr (r->error, "max-new-tokens 1000000") != NULL, "%s", r->error);
+  fail_unless (strstr (r->error, "max-new-tokens may be at most ") != NULL, "%s", r->error);
+  run_free (r);
+  /* a prompt that alone fills the context names its length and the most
+   * accepted */
+  for (gint i = 1; i < 600; i++)
+    g_string_append (tokens, ",1");
+  r = run_new_printf ("tapsource max-new-tokens=1 tokens=\"%s\" ! verifier ! fakesink", tokens->str);
+  run_to_error (r, "prompt 1 has 600 tokens, more than the context");
+  fail_unless (strstr (r->error, "at most ") != NULL, "%s", r->error);
+  run_free (r);
+  g_string_free (tokens, TRUE);
+}
+GST_END_TEST;
+
+/* A draft outside the vocabulary reaching the verifier (a broken drafter
+ * upstream) ends the run with an error naming the token and the range; a
+ * probe writes one into the selector's proposals. */
+static GstPadProbeReturn
+bad_draft (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  GstBuffer *buf = gst_buffer_make_writable (GST_PAD_PROBE_INFO_BUFFER (info));
+  GstMapInfo map;
+
+  if (gst_buffer_get_size (buf) >= sizeof (int) && gst_buffer_map (buf, &map, GST_MAP_WRITE)) {
+    ((int *) map.data)[0] = 5000;
+    gst_buffer_unmap (buf, &map);
+  }
+  GST_PAD_PROBE_INFO_DATA (info) = buf;
+  return GST_PAD_PROBE_OK;
+}
+
+GST_START_TEST (test_verifier_bad_draft)
+{
+  Run *r = run_new ("tapsource max-new-tokens=16 ! ctxsettle ! dflashblock ! selector name=sel ! "
+                    "verifier name=v ! fakesink");
+  GstElement *sel = run_get (r, "sel");
+  GstPad *pad = gst_element_get_static_pad (sel, "src");
+
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, bad_draft, NULL, NULL);
+  run_to_error (r, "is token 5000, outside the vocabulary of ");
+  fail_unless (strstr (r->error, "v: draft 0 of sequence 0 round ") != NULL, "%s", r->error);
+  fail_unless (strstr (r->error, "(0 … 1023)") != NULL, "%s", r->error);
+  gst_object_unref (pad);
+  gst_object_unref (sel);
   run_free (r);
 }
 GST_END_TEST;
@@ -1770,6 +1964,9 @@ dflash_elements_suite (void)
   tcase_add_test (tc, test_routed_block);
   tcase_add_test (tc, test_routed_chain);
   tcase_add_test (tc, test_router_round_mismatch);
+  tcase_add_test (tc, test_routed_decide_first);
+  tcase_add_test (tc, test_decide_first_without_queue);
+  tcase_add_test (tc, test_selector_min_confidence);
 
   TCASE ("flush");
   tcase_add_test (tc, test_flushing_seek_mid_run);
@@ -1785,6 +1982,7 @@ dflash_elements_suite (void)
   tcase_add_test (tc, test_prompts_file_empty);
   tcase_add_test (tc, test_tokens_bad);
   tcase_add_test (tc, test_too_long);
+  tcase_add_test (tc, test_verifier_bad_draft);
   tcase_add_test (tc, test_restart_after_error);
 
   TCASE ("in-flight");

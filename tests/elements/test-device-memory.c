@@ -16,6 +16,7 @@
 
 #include "gstdflashdevice.h"
 #include "gstdflashdevicememory.h"
+#include "../common/hold-vulkan-driver.h"
 
 /* The device of `backend`, or NULL (printing why) where there is none. */
 static GstDflashDevice *

@@ -21,6 +21,7 @@
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include "../common/hold-vulkan-driver.h"
 
 static guint watchdog_s = 60;
 

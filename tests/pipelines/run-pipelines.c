@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "../common/hold-vulkan-driver.h"
 
 static guint watchdog_s = 60;
 static guint n_checks;

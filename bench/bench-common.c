@@ -1,7 +1,23 @@
-/* gst-dflash — the benchmarks' copy-bandwidth probe. */
+/* gst-dflash — what the benchmarks share: the bandwidth probes, the median. */
 #include "bench-common.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+
+  return (x > y) - (x < y);
+}
+
+double
+dfl_bench_median (double *v, int n)
+{
+  qsort (v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 double
 dfl_bench_copy_bandwidth (gsize mib)

@@ -15,6 +15,9 @@ double dfl_bench_copy_bandwidth (gsize mib);
  * and writes it, so this is the tighter floor of a read-bound step. */
 double dfl_bench_read_bandwidth (gsize mib);
 
+/* The median of v[0 … n−1] (sorts v in place). */
+double dfl_bench_median (double *v, int n);
+
 static inline double
 dfl_bench_now (void)
 {

@@ -67,20 +67,6 @@ fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, 
     f->fc_bytes = n * dfl_dtype_size (dtype);
 }
 
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
-
-static double
-median (double *v, int n)
-{
-  qsort (v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int
 main (int argc, char **argv)
 {
@@ -154,8 +140,8 @@ main (int argc, char **argv)
     dfl_drafter_settle (d);
     settle[i] = dfl_bench_now () - t0;
   }
-  printf ("settle: %d rows in %.3f s (median of 3): %.0f rows/s\n", ctx_rows, median (settle, 3),
-          ctx_rows / median (settle, 3));
+  printf ("settle: %d rows in %.3f s (median of 3): %.0f rows/s\n", ctx_rows, dfl_bench_median (settle, 3),
+          ctx_rows / dfl_bench_median (settle, 3));
 
   /* blocks over that context; the first one warms up */
   h = g_new (float, (gsize) rows * g.hidden);
@@ -171,7 +157,7 @@ main (int argc, char **argv)
       blocks[i - 1] = dfl_bench_now () - t0;
   }
   {
-    double med = median (blocks, n_blocks);
+    double med = dfl_bench_median (blocks, n_blocks);
     double floor_streamed = streamed / bw, floor_total = total / bw;
     printf ("block: %.1f ms (median of %d, min %.1f, max %.1f), context %d rows\n", med * 1e3, n_blocks,
             blocks[0] * 1e3, blocks[n_blocks - 1] * 1e3, ctx_rows);
@@ -191,7 +177,7 @@ main (int argc, char **argv)
     dfl_drafter_select (d, h + g.hidden, rows - 1, logits, g.vocab, 0, chosen, NULL);
     sel[i] = dfl_bench_now () - t0;
   }
-  printf ("select: %d rows over %d logits in %.2f ms (median of 5)\n", rows - 1, g.vocab, median (sel, 5) * 1e3);
+  printf ("select: %d rows over %d logits in %.2f ms (median of 5)\n", rows - 1, g.vocab, dfl_bench_median (sel, 5) * 1e3);
 
   g_free (taps);
   g_free (h);

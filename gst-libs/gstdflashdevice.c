@@ -183,8 +183,32 @@ gst_dflash_backend_caps_feature (GstDflashBackend backend)
   }
 }
 
+/* One device object per back end in the process, while anything holds it.
+ * A pipeline finds its device through its elements' context queries, so
+ * two pipelines of one process (`dflash ab`, an application running
+ * several) would each open their own; but a model's GPU engines are made
+ * on one device's stream and serve every pipeline the model is in. So a
+ * second open hands back the device already open. */
+static GMutex opened_lock;
+static GWeakRef opened[GST_DFLASH_BACKEND_VULKAN + 1];
+
+static GstDflashDevice *device_open (GstDflashBackend backend, GError **error);
+
 GstDflashDevice *
 gst_dflash_device_open (GstDflashBackend backend, GError **error)
+{
+  GstDflashDevice *dev = NULL;
+
+  g_return_val_if_fail (backend <= GST_DFLASH_BACKEND_VULKAN, NULL);
+  g_mutex_lock (&opened_lock);
+  if (!(dev = g_weak_ref_get (&opened[backend])) && (dev = device_open (backend, error)))
+    g_weak_ref_set (&opened[backend], dev);
+  g_mutex_unlock (&opened_lock);
+  return dev;
+}
+
+static GstDflashDevice *
+device_open (GstDflashBackend backend, GError **error)
 {
   g_autoptr (GstDflashDevice) dev = NULL;
 

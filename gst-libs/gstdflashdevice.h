@@ -25,8 +25,10 @@ G_BEGIN_DECLS
 #define GST_TYPE_DFLASH_DEVICE (gst_dflash_device_get_type ())
 G_DECLARE_FINAL_TYPE (GstDflashDevice, gst_dflash_device, GST, DFLASH_DEVICE, GstObject)
 
-/* Open the first device of `backend` (CUDA or VULKAN). Where this build has
- * no such back end, or the machine no such device, NULL with a
+/* Open the first device of `backend` (CUDA or VULKAN), or a new reference
+ * to the one this process already has open (one per back end: a model's
+ * GPU engines live on one device, whichever pipeline uses them). Where this
+ * build has no such back end, or the machine no such device, NULL with a
  * DFL_ERROR_UNSUPPORTED error saying which and why. */
 GstDflashDevice *gst_dflash_device_open (GstDflashBackend backend, GError **error);
 

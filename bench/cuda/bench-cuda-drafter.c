@@ -31,21 +31,6 @@
 #include "cuda-drafter.h"
 
 static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-
-  return x < y ? -1 : x > y;
-}
-
-static double
-median (double *v, int n)
-{
-  qsort (v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int
 die (GError *error)
 {
   fprintf (stderr, "bench-cuda-drafter: %s\n", error->message);
@@ -189,9 +174,9 @@ main (int argc, char **argv)
         t[i] = dfl_bench_now () - t0;
     }
     if (mode == 0)
-      graph_s = median (t, steps);
+      graph_s = dfl_bench_median (t, steps);
     else
-      direct_s = median (t, steps);
+      direct_s = dfl_bench_median (t, steps);
   }
   dfl_cuda_drafter_set_use_graph (cd, TRUE);
 
@@ -203,7 +188,7 @@ main (int argc, char **argv)
     if (i >= 0)
       t[i] = dfl_bench_now () - t0;
   }
-  select_s = median (t, steps);
+  select_s = dfl_bench_median (t, steps);
 
   /* settle: rows at the context's end, rewound after each */
   for (int which = 0; which < 2; which++) {
@@ -218,9 +203,9 @@ main (int argc, char **argv)
       dfl_cuda_draft_ctx_truncate (ctx, context);
     }
     if (which == 0)
-      settle16 = 16 / median (t, steps);
+      settle16 = 16 / dfl_bench_median (t, steps);
     else
-      settle512 = 512 / median (t, steps);
+      settle512 = 512 / dfl_bench_median (t, steps);
   }
 
   printf ("copy bandwidth: %.1f GB/s\n", bw / 1e9);

@@ -21,22 +21,8 @@
 #include <string.h>
 
 #include "bench-common.h"
+#include "qwen3-8b-shape.h"
 #include "cuda-target.h"
-
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-
-  return x < y ? -1 : x > y;
-}
-
-static double
-median (double *v, int n)
-{
-  qsort (v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Median seconds of `steps` forwards of `rows` tokens at position `at`, the
  * cache truncated back to `at` after each; every row's argmax comes back. */
@@ -62,7 +48,7 @@ time_steps (DflCudaTarget *t, DflCudaTargetSeq *seq, int at, int rows, int steps
       times[s] = dfl_bench_now () - t0;
     dfl_cuda_target_seq_truncate (seq, at);
   }
-  *seconds = median (times, steps);
+  *seconds = dfl_bench_median (times, steps);
   return TRUE;
 }
 
@@ -100,18 +86,7 @@ main (int argc, char **argv)
     return 2;
   }
 
-  c.hidden = 4096;
-  c.intermediate = 12288;
-  c.layers = layers;
-  c.heads = 32;
-  c.kv_heads = 8;
-  c.head_dim = 128;
-  c.vocab = 151936;
-  c.max_positions = 40960;
-  c.rms_eps = 1e-6;
-  c.rope_theta = 1e6;
-  c.tie_word_embeddings = FALSE;
-  c.bos_id = -1;
+  c = dfl_bench_qwen3_8b_config (layers);
   if (context + verify > c.max_positions) {
     fprintf (stderr, "bench-cuda-target: --context %d and --verify %d pass the model's %d "
              "positions\n", context, verify, c.max_positions);

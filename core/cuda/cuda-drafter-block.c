@@ -201,12 +201,16 @@ enqueue_block (DflCudaDraftCtx *ctx, int width, float *d_out)
                    FALSE, cd->s_round);
 }
 
+static gboolean block_locked (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
+                              float *d_out, GError **error);
+
 gboolean
 dfl_cuda_draft_block (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
                       float *d_out, GError **error)
 {
   DflCudaDrafter *cd = ctx->cd;
   const DflDrafterGeometry *g = &cd->g;
+  gboolean ok;
 
   g_return_val_if_fail (d_out != NULL, FALSE);
   if (anchor >= (guint32) g->vocab) {
@@ -226,8 +230,25 @@ dfl_cuda_draft_block (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, i
                  " indexes", cd->name, anchor_pos);
     return FALSE;
   }
-  if (!dfl_cuda_draft_ctx_check (ctx, anchor_pos, error)
-      || !dfl_cuda_draft_ctx_settle (ctx, error))
+  if (!dfl_cuda_draft_ctx_check (ctx, anchor_pos, error))
+    return FALSE;
+  /* from the settle to the block's launch, the stream is this block's: a
+   * capture must record nothing of another thread's */
+  dfl_cuda_device_lock (cd->dev);
+  ok = block_locked (ctx, anchor_pos, anchor, width, d_out, error);
+  dfl_cuda_device_unlock (cd->dev);
+  return ok;
+}
+
+/* The block once its arguments are checked, the device held. */
+static gboolean
+block_locked (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width, float *d_out,
+              GError **error)
+{
+  DflCudaDrafter *cd = ctx->cd;
+  const DflDrafterGeometry *g = &cd->g;
+
+  if (!dfl_cuda_draft_ctx_settle (ctx, error))
     return FALSE;
   fill_param (ctx, anchor_pos, anchor);
   /* stream-ordered: the previous block has read its parameters by now */

@@ -212,9 +212,8 @@ keep_rows (int window)
  * t = rms(FC · taps, hidden_norm), then per layer K = rope(rms_head(Wk · t,
  * k_norm)), V = Wv · t, written straight into the layer's rows. The
  * positions of every batch go up in one copy first. */
-gboolean
-dfl_cuda_draft_ctx_settle_rows (DflCudaDraftCtx *ctx, const float *d_taps, gsize n,
-                                GError **error)
+static gboolean
+settle_rows_locked (DflCudaDraftCtx *ctx, const float *d_taps, gsize n, GError **error)
 {
   DflCudaDrafter *cd = ctx->cd;
   DflCudaDevice *dev = cd->dev;
@@ -284,6 +283,19 @@ dfl_cuda_draft_ctx_settle_rows (DflCudaDraftCtx *ctx, const float *d_taps, gsize
     }
   }
   return TRUE;
+}
+
+gboolean
+dfl_cuda_draft_ctx_settle_rows (DflCudaDraftCtx *ctx, const float *d_taps, gsize n,
+                                GError **error)
+{
+  gboolean ok;
+
+  /* the batches' launches are the stream's until their positions are read */
+  dfl_cuda_device_lock (ctx->cd->dev);
+  ok = settle_rows_locked (ctx, d_taps, n, error);
+  dfl_cuda_device_unlock (ctx->cd->dev);
+  return ok;
 }
 
 /* Room for `n` more waiting rows; the waiting rows stay at the front. */

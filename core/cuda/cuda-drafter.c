@@ -495,6 +495,8 @@ dfl_cuda_draft_select (DflCudaDrafter *cd, const float *d_block, int width, guin
                  "%s: anchor token %u is outside the vocabulary of %d", cd->name, anchor, g->vocab);
     return FALSE;
   }
+  /* the launches and the ids back are the stream's in turn */
+  dfl_cuda_device_lock (cd->dev);
   if (cd->selector) {
     /* s_ids: [n] chosen, then [n][top] candidates (their first is the plain argmax) */
     dfl_cuda_matmul (cd->dev, &cd->sel, d_block, n, hs, cd->s_hp, g->selector_rank,
@@ -511,6 +513,7 @@ dfl_cuda_draft_select (DflCudaDrafter *cd, const float *d_block, int width, guin
   ids = g_new (int32_t, n_ids);
   ok = dfl_cuda_download (cd->dev, ids, cd->s_ids, n_ids * sizeof (int32_t), error)
       && dfl_cuda_sync (cd->dev, error);
+  dfl_cuda_device_unlock (cd->dev);
   if (ok) {
     for (int r = 0; r < n; r++) {
       if (chosen)

@@ -649,14 +649,38 @@ forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, 
   return TRUE;
 }
 
+/* The forward once its arguments are checked, the target and the device held. */
+static gboolean
+forward_locked (DflCudaTarget *t, DflCudaTargetSeq *s, const int *ids, int n,
+                DflCudaForwardOut *out, GError **error)
+{
+  int pos0 = s->len, chunk;
+
+  if (!dfl_cuda_target_seq_reserve (s, pos0 + n, error)
+      || !scratch_reserve (t, MIN (n, t->chunk_rows), error))
+    return FALSE;
+  chunk = MIN (t->scratch.rows, t->chunk_rows);
+  for (int r0 = 0; r0 < n; r0 += chunk) {
+    int m = MIN (chunk, n - r0);
+    if (!forward_chunk (t, s, ids, r0, m, pos0 + r0, out, error))
+      return FALSE;
+  }
+  /* a fault anywhere in the pass shows here; only then does the cache grow */
+  if (!dfl_cuda_sync (t->dev, error))
+    return FALSE;
+  s->len = pos0 + n;
+  return TRUE;
+}
+
 gboolean
 dfl_cuda_target_forward (DflCudaTarget *t, DflCudaTargetSeq *s, const int *ids, int n,
                          DflCudaForwardOut *out, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
-  int pos0 = s->len, chunk;
+  int pos0 = s->len;
   DflCudaForwardOut none = { 0 };
   g_autoptr (GMutexLocker) locker = NULL;
+  gboolean ok;
 
   g_return_val_if_fail (s->t == t, FALSE);
   if (!out)
@@ -685,18 +709,9 @@ dfl_cuda_target_forward (DflCudaTarget *t, DflCudaTargetSeq *s, const int *ids, 
     }
 
   locker = g_mutex_locker_new (&t->lock);
-  if (!dfl_cuda_target_seq_reserve (s, pos0 + n, error)
-      || !scratch_reserve (t, MIN (n, t->chunk_rows), error))
-    return FALSE;
-  chunk = MIN (t->scratch.rows, t->chunk_rows);
-  for (int r0 = 0; r0 < n; r0 += chunk) {
-    int m = MIN (chunk, n - r0);
-    if (!forward_chunk (t, s, ids, r0, m, pos0 + r0, out, error))
-      return FALSE;
-  }
-  /* a fault anywhere in the pass shows here; only then does the cache grow */
-  if (!dfl_cuda_sync (t->dev, error))
-    return FALSE;
-  s->len = pos0 + n;
-  return TRUE;
+  /* the pass is the stream's from its first launch to the argmax back */
+  dfl_cuda_device_lock (t->dev);
+  ok = forward_locked (t, s, ids, n, out, error);
+  dfl_cuda_device_unlock (t->dev);
+  return ok;
 }

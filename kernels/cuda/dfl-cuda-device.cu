@@ -110,6 +110,7 @@ dfl_cuda_device_open (int ordinal, GError **error)
 
   dev = g_new0 (DflCudaDevice, 1);
   dev->ref_count = 1;
+  g_rec_mutex_init (&dev->turn);
   dev->ordinal = ordinal;
   dev->multiprocessors = prop.multiProcessorCount;
   dev->description = g_strdup_printf ("%s (sm_%d%d, %.0f GiB)", prop.name, prop.major, prop.minor,
@@ -174,7 +175,20 @@ dfl_cuda_device_unref (DflCudaDevice *dev)
   if (dev->pending)
     g_error_free (dev->pending);
   g_free (dev->description);
+  g_rec_mutex_clear (&dev->turn);
   g_free (dev);
+}
+
+void
+dfl_cuda_device_lock (DflCudaDevice *dev)
+{
+  g_rec_mutex_lock (&dev->turn);
+}
+
+void
+dfl_cuda_device_unlock (DflCudaDevice *dev)
+{
+  g_rec_mutex_unlock (&dev->turn);
 }
 
 const char *
@@ -234,22 +248,32 @@ dfl_cuda_free (DflCudaDevice *dev, void *d_ptr)
 gboolean
 dfl_cuda_upload (DflCudaDevice *dev, void *d_dst, const void *src, size_t bytes, GError **error)
 {
+  gboolean ok;
+
   if (bytes == 0)
     return TRUE;
-  return cuda_ok (cudaMemcpyAsync (d_dst, src, bytes, cudaMemcpyHostToDevice, dev->stream),
-                  "upload (cudaMemcpyAsync)", dev->ordinal, error)
-    && dfl_cuda_sync (dev, error);
+  g_rec_mutex_lock (&dev->turn);
+  ok = cuda_ok (cudaMemcpyAsync (d_dst, src, bytes, cudaMemcpyHostToDevice, dev->stream),
+                "upload (cudaMemcpyAsync)", dev->ordinal, error)
+       && dfl_cuda_sync (dev, error);
+  g_rec_mutex_unlock (&dev->turn);
+  return ok;
 }
 
 gboolean
 dfl_cuda_download (DflCudaDevice *dev, void *dst, const void *d_src, size_t bytes,
                    GError **error)
 {
+  gboolean ok;
+
   if (bytes == 0)
     return TRUE;
-  return cuda_ok (cudaMemcpyAsync (dst, d_src, bytes, cudaMemcpyDeviceToHost, dev->stream),
-                  "download (cudaMemcpyAsync)", dev->ordinal, error)
-    && dfl_cuda_sync (dev, error);
+  g_rec_mutex_lock (&dev->turn);
+  ok = cuda_ok (cudaMemcpyAsync (dst, d_src, bytes, cudaMemcpyDeviceToHost, dev->stream),
+                "download (cudaMemcpyAsync)", dev->ordinal, error)
+       && dfl_cuda_sync (dev, error);
+  g_rec_mutex_unlock (&dev->turn);
+  return ok;
 }
 
 void
@@ -259,9 +283,11 @@ dfl_cuda_copy_d2d (DflCudaDevice *dev, void *d_dst, const void *d_src, size_t by
 
   if (bytes == 0)
     return;
+  g_rec_mutex_lock (&dev->turn);
   status = cudaMemcpyAsync (d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, dev->stream);
   if (status != cudaSuccess)
     dfl_cuda_note_cuda (dev, "dfl_cuda_copy_d2d", status);
+  g_rec_mutex_unlock (&dev->turn);
 }
 
 void
@@ -271,9 +297,11 @@ dfl_cuda_memset (DflCudaDevice *dev, void *d_dst, int value, size_t bytes)
 
   if (bytes == 0)
     return;
+  g_rec_mutex_lock (&dev->turn);
   status = cudaMemsetAsync (d_dst, value, bytes, dev->stream);
   if (status != cudaSuccess)
     dfl_cuda_note_cuda (dev, "dfl_cuda_memset", status);
+  g_rec_mutex_unlock (&dev->turn);
 }
 
 void
@@ -284,25 +312,30 @@ dfl_cuda_copy_2d (DflCudaDevice *dev, void *d_dst, size_t dst_pitch, const void 
 
   if (row_bytes == 0 || rows == 0)
     return;
+  g_rec_mutex_lock (&dev->turn);
   status = cudaMemcpy2DAsync (d_dst, dst_pitch, d_src, src_pitch, row_bytes, rows,
                               cudaMemcpyDeviceToDevice, dev->stream);
   if (status != cudaSuccess)
     dfl_cuda_note_cuda (dev, "dfl_cuda_copy_2d", status);
+  g_rec_mutex_unlock (&dev->turn);
 }
 
 gboolean
 dfl_cuda_sync (DflCudaDevice *dev, GError **error)
 {
-  cudaError_t status = cudaStreamSynchronize (dev->stream);
+  cudaError_t status;
+  gboolean ok;
 
+  g_rec_mutex_lock (&dev->turn);
+  status = cudaStreamSynchronize (dev->stream);
   if (status == cudaSuccess)
     status = cudaGetLastError ();
   else
     cudaGetLastError ();
   /* the earlier failure first: a fault usually follows from it */
-  if (!take_pending (dev, error))
-    return FALSE;
-  return cuda_ok (status, "a launch on the stream", dev->ordinal, error);
+  ok = take_pending (dev, error) && cuda_ok (status, "a launch on the stream", dev->ordinal, error);
+  g_rec_mutex_unlock (&dev->turn);
+  return ok;
 }
 
 gboolean
@@ -368,15 +401,19 @@ struct _DflCudaGraph {
 gboolean
 dfl_cuda_capture_begin (DflCudaDevice *dev, GError **error)
 {
+  /* held until dfl_cuda_capture_end: nothing of another thread's is recorded */
+  g_rec_mutex_lock (&dev->turn);
   /* launches before the capture must not have failed unseen */
-  if (!dfl_cuda_check (dev, "before a graph capture", error))
-    return FALSE;
-  return cuda_ok (cudaStreamBeginCapture (dev->stream, cudaStreamCaptureModeThreadLocal),
-                  "cudaStreamBeginCapture", dev->ordinal, error);
+  if (dfl_cuda_check (dev, "before a graph capture", error)
+      && cuda_ok (cudaStreamBeginCapture (dev->stream, cudaStreamCaptureModeThreadLocal),
+                  "cudaStreamBeginCapture", dev->ordinal, error))
+    return TRUE;
+  g_rec_mutex_unlock (&dev->turn);
+  return FALSE;
 }
 
-DflCudaGraph *
-dfl_cuda_capture_end (DflCudaDevice *dev, GError **error)
+static DflCudaGraph *
+capture_end (DflCudaDevice *dev, GError **error)
 {
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
@@ -409,13 +446,25 @@ dfl_cuda_capture_end (DflCudaDevice *dev, GError **error)
   return g;
 }
 
+DflCudaGraph *
+dfl_cuda_capture_end (DflCudaDevice *dev, GError **error)
+{
+  DflCudaGraph *g = capture_end (dev, error);
+
+  g_rec_mutex_unlock (&dev->turn);
+  return g;
+}
+
 void
 dfl_cuda_graph_launch (DflCudaDevice *dev, DflCudaGraph *graph)
 {
-  cudaError_t status = cudaGraphLaunch (graph->exec, dev->stream);
+  cudaError_t status;
 
+  g_rec_mutex_lock (&dev->turn);
+  status = cudaGraphLaunch (graph->exec, dev->stream);
   if (status != cudaSuccess)
     dfl_cuda_note_cuda (dev, "cudaGraphLaunch", status);
+  g_rec_mutex_unlock (&dev->turn);
 }
 
 void

@@ -240,91 +240,79 @@ dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n)
 
 /* Grouped-query attention in two passes.
  *
- * Pass one: a block per (kv head, chunk of ATT_CHUNK keys, group of up to
- * ATT_QMAX query vectors). The query vectors of one kv head are every row's
- * heads of that group, so the chunk's keys and values are read from memory
- * once for all of them (a verify step's 16 rows × 4 heads share each read)
- * and staged in shared memory ATT_TILE keys at a time (with the query
- * vectors: about 75 KiB at head_dim 128, 140 KiB at 256, which Hopper and
- * A100-class cards offer a block). An online softmax keeps, per query
- * vector, the running maximum m, the running sum l of exp(s − m) and the
- * output accumulated against m. The block leaves (m, l, acc) of each query
- * vector for its chunk in `partial`.
+ * Pass one: a block per (kv head, chunk of keys, group of up to ATT_QMAX
+ * query vectors). The query vectors of one kv head are every row's heads of
+ * that group, so the chunk's keys and values are read from memory once for
+ * all of them (a verify step's 16 rows × 4 heads share each read). The
+ * whole chunk goes into shared memory at once, its loads all in flight
+ * together, so a block waits on memory once; chunks are short (64 keys, 32
+ * at head_dim above 128) so that even a decode step at 1024 keys spreads
+ * over a card's worth of blocks. The block then works in three steps, each
+ * shared out by whole pieces over its threads, so a decode step's four
+ * query vectors keep only the threads they need busy and sixty-four keep
+ * them all:
+ *   scores  a piece is 4 query vectors × 4 keys over a quarter of the
+ *           head's dimensions (every 16th float4); the quarters are summed
+ *           across a quad of lanes;
+ *   softmax a warp per query vector: the chunk's maximum m, p = exp(s − m)
+ *           and their sum l over the keys the row sees;
+ *   values  a piece is 4 query vectors × 4 dimensions, Σ_k p_k · v_k over
+ *           the chunk's keys in order.
+ * The block leaves (m, l, acc) of each query vector for its chunk in
+ * `partial`. Pass two: a block per (row, head) merges the chunks in order,
+ * each rescaled to the largest m.
  *
- * Pass two: a block per (row, head) merges the chunks in order, each
- * rescaled to the largest m.
- *
- * The chunks and tiles sit at absolute key positions, fixed whatever the
- * rows: a row's keys are split the same way, summed in the same order,
- * whether it is computed alone (decoding) or among 16 (verifying). Keys
- * outside a row's range count exactly nothing (an all-masked tile leaves m,
- * l and acc as they were), so the row's output is bitwise the same either
- * way: speculative and plain decoding on the card cannot part on a near-tie
- * in attention. */
-#define ATT_CHUNK 128
-#define ATT_TILE 32
+ * Batch-invariant: chunks sit at absolute key positions, and every number
+ * a query vector gets is made by the same operations in the same order
+ * whichever piece, thread or block computes it and whatever other rows the
+ * call has; keys outside a row's range count exactly nothing (p = 0), and a
+ * chunk it sees nothing of (l = 0) is skipped in the merge. So a row's
+ * output is bitwise the same decoded alone, verified among 16, or launched
+ * over a longer key bound: speculative and plain decoding on the card
+ * cannot part on a near-tie in attention. */
 #define ATT_QMAX 64
 #define ATT_THREADS 256
 #define ATT_MAX_HEAD_DIM 256
+/* float4 loads of K (and of V) a thread issues for a chunk: CH · head_dim / 4
+ * over the threads, at most 64 · 128 / 4 / 256 = 32 · 256 / 4 / 256 */
+#define ATT_KV_LOADS 8
 
+static int
+attention_chunk_keys (int head_dim)
+{
+  return head_dim <= 128 ? 64 : 32;
+}
+
+/* Shared memory of a block: Q [QMAX][hd + 4], K [CH][hd + 4], V [CH][hd],
+ * the scores [QMAX][CH + 4], p transposed [CH][QMAX + 4], the key ranges. */
 static size_t
 attention_smem (int head_dim)
 {
-  int ld = head_dim + 4;
-  return sizeof (float) * ((size_t) ATT_QMAX * ld + 2 * (size_t) ATT_TILE * ld
-                           + (size_t) ATT_QMAX * (ATT_TILE + 1))
+  size_t ch = (size_t) attention_chunk_keys (head_dim), ld = (size_t) head_dim + 4;
+  return sizeof (float) * (ATT_QMAX * ld + ch * ld + ch * head_dim + ATT_QMAX * (ch + 4)
+                           + ch * (ATT_QMAX + 4))
          + sizeof (int) * 2 * ATT_QMAX;
 }
 
-/* NG: float4 groups of the output each thread owns per query vector,
- * ceil(head_dim / 32) rounded up to 1, 2, 4 or 8. Loads are unrolled into
- * registers (the whole of a thread's share of a tile in flight at once) and
- * the next tile's are issued before the current one is computed on, so a
- * block waits on memory once, not once per element. */
-template <int NG>
+template <int CH>
 __global__ static void
+__launch_bounds__ (ATT_THREADS)
 attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int head_dim,
                         const float *k, const float *v, int kv_stride, const int32_t *lo_arr,
                         const int32_t *hi_arr, float scale, float *partial, int chunks)
 {
-  /* a thread's share of the query vectors and of a K or V tile */
-  enum { Q_LOADS = ATT_QMAX * NG * 32 / ATT_THREADS, KV_LOADS = ATT_TILE * NG * 32 / ATT_THREADS };
   extern __shared__ float4 sh4[];
   float *sh = (float *) sh4;
-  const int ld = head_dim + 4, hpg = heads / kv_heads;
+  const int hd = head_dim, ld = hd + 4, hd4 = hd / 4, hpg = heads / kv_heads;
   const int g = blockIdx.x, chunk = blockIdx.y, q0 = blockIdx.z * ATT_QMAX;
-  const int nq = MIN (ATT_QMAX, rows * hpg - q0), t = threadIdx.x;
-  float *q_sh = sh, *k_sh = q_sh + ATT_QMAX * ld, *v_sh = k_sh + ATT_TILE * ld;
-  float *p_sh = v_sh + ATT_TILE * ld;
-  int *lo_sh = (int *) (p_sh + ATT_QMAX * (ATT_TILE + 1)), *hi_sh = lo_sh + ATT_QMAX;
+  const int nq = MIN (ATT_QMAX, rows * hpg - q0), nqg = (nq + 3) / 4;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int kb0 = chunk * CH;
+  float *q_sh = sh, *k_sh = q_sh + ATT_QMAX * ld, *v_sh = k_sh + CH * ld;
+  float *s_sh = v_sh + CH * hd, *p_sh = s_sh + ATT_QMAX * (CH + 4);
+  int *lo_sh = (int *) (p_sh + CH * (ATT_QMAX + 4)), *hi_sh = lo_sh + ATT_QMAX;
   __shared__ int range[2];
-  /* query vectors qa, qa + 1: scored against keys 4·part … 4·part + 3 of a
-   * tile; their output's float4 groups part, part + 8, … are this thread's */
-  const int qa = (t >> 3) * 2, part = t & 7;
-  float4 acc[2][NG];
-  float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
-  float kr[KV_LOADS], vr[KV_LOADS];
-  int kb0 = chunk * ATT_CHUNK, kb1 = kb0 + ATT_CHUNK, base, end;
 
-  /* query vector qi is row (q0 + qi) / hpg, head g·hpg + (q0 + qi) % hpg */
-  {
-    float qr[Q_LOADS];
-#pragma unroll
-    for (int it = 0; it < Q_LOADS; it++) {
-      int i = t + it * ATT_THREADS, qi = i / head_dim, d = i % head_dim;
-      qr[it] = 0.0f;
-      if (qi < nq) {
-        int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
-        qr[it] = q[((size_t) r * heads + h) * head_dim + d];
-      }
-    }
-#pragma unroll
-    for (int it = 0; it < Q_LOADS; it++) {
-      int i = t + it * ATT_THREADS, qi = i / head_dim, d = i % head_dim;
-      if (qi < ATT_QMAX)
-        q_sh[qi * ld + d] = qr[it];
-    }
-  }
   if (t < ATT_QMAX) {
     int lo = 0, hi = 0;
     if (t < nq) {
@@ -336,150 +324,170 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
     hi_sh[t] = hi;
   }
   if (t == 0) {
-    range[0] = kb1;
+    range[0] = kb0 + CH;
     range[1] = kb0;
   }
-#pragma unroll
-  for (int a = 0; a < 2; a++)
-#pragma unroll
-    for (int i = 0; i < NG; i++)
-      acc[a][i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
   __syncthreads ();
   /* the keys of this chunk any of the block's rows sees */
-  if (t < nq && lo_sh[t] < hi_sh[t] && lo_sh[t] < kb1 && hi_sh[t] > kb0) {
+  if (t < nq && lo_sh[t] < hi_sh[t] && lo_sh[t] < kb0 + CH && hi_sh[t] > kb0) {
     atomicMin (&range[0], MAX (lo_sh[t], kb0));
-    atomicMax (&range[1], MIN (hi_sh[t], kb1));
+    atomicMax (&range[1], MIN (hi_sh[t], kb0 + CH));
   }
   __syncthreads ();
-  /* tiles at fixed positions from the chunk's start */
-  base = kb0 + (range[0] - kb0) / ATT_TILE * ATT_TILE;
-  end = range[1];
-
-#define ATT_LOAD_TILE(at)                                                               \
-  _Pragma ("unroll") for (int it = 0; it < KV_LOADS; it++) {                            \
-    int i = t + it * ATT_THREADS, j = i / head_dim, d = i % head_dim;                   \
-    kr[it] = vr[it] = 0.0f;                                                              \
-    if ((at) + j < end && j < ATT_TILE) {                                               \
-      size_t o = (size_t) ((at) + j) * kv_stride + (size_t) g * head_dim + d;          \
-      kr[it] = k[o];                                                                     \
-      vr[it] = v[o];                                                                     \
-    }                                                                                    \
+  if (range[0] >= range[1]) {
+    /* none: every query vector's share of this chunk is empty */
+    for (int qi = t; qi < nq; qi += ATT_THREADS) {
+      int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+      float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
+      p[0] = -INFINITY;
+      p[1] = 0.0f;
+    }
+    return;
   }
-  if (base < end)
-    ATT_LOAD_TILE (base);
 
-  for (; base < end; base += ATT_TILE) {
-    int count = MIN (ATT_TILE, end - base);
-    float s[2][4];
-
+  /* K and V of the chunk (zeros outside the keys seen) and the query
+   * vectors, every load issued before the first store */
+  {
+    const int klo = range[0], khi = range[1];
+    float4 kr[ATT_KV_LOADS], vr[ATT_KV_LOADS];
 #pragma unroll
-    for (int it = 0; it < KV_LOADS; it++) {
-      int i = t + it * ATT_THREADS, j = i / head_dim, d = i % head_dim;
-      if (j < ATT_TILE) {
-        k_sh[j * ld + d] = kr[it];
-        v_sh[j * ld + d] = vr[it];
+    for (int it = 0; it < ATT_KV_LOADS; it++) {
+      int i = t + it * ATT_THREADS, j = i / hd4, d = (i % hd4) * 4, key = kb0 + j;
+      kr[it] = vr[it] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+      if (j < CH && key >= klo && key < khi) {
+        size_t o = (size_t) key * kv_stride + (size_t) g * hd + d;
+        kr[it] = *(const float4 *) (k + o);
+        vr[it] = *(const float4 *) (v + o);
       }
     }
-    __syncthreads ();
-    if (base + ATT_TILE < end)
-      ATT_LOAD_TILE (base + ATT_TILE);
-
+    for (int i = t; i < nqg * 4 * hd4; i += ATT_THREADS) {
+      int qi = i / hd4, d = (i % hd4) * 4;
+      float4 x = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+      if (qi < nq) {
+        int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+        x = *(const float4 *) (q + ((size_t) r * heads + h) * hd + d);
+      }
+      *(float4 *) &q_sh[qi * ld + d] = x;
+    }
 #pragma unroll
-    for (int a = 0; a < 2; a++)
+    for (int it = 0; it < ATT_KV_LOADS; it++) {
+      int i = t + it * ATT_THREADS, j = i / hd4, d = (i % hd4) * 4;
+      if (j < CH) {
+        *(float4 *) &k_sh[j * ld + d] = kr[it];
+        *(float4 *) &v_sh[j * hd + d] = vr[it];
+      }
+    }
+  }
+  __syncthreads ();
+
+  /* scores: piece i is quarter (i & 3) of query vectors 4·(i / CH) … + 3
+   * against keys 4·((i / 4) % (CH / 4)) … + 3. A quarter is the float4
+   * groups 4·quarter, +16, +32, …; the four quarters sit in one quad of
+   * lanes (CH is a multiple of 32, so a warp's pieces are all there). */
+  for (int i = t; i < nqg * CH; i += ATT_THREADS) {
+    const int quarter = i & 3, kg = (i >> 2) % (CH / 4), qg = i / CH;
+    float a[4][4];
+#pragma unroll
+    for (int x = 0; x < 4; x++)
 #pragma unroll
       for (int c = 0; c < 4; c++)
-        s[a][c] = 0.0f;
-    for (int d = 0; d < head_dim; d += 4) {
-      float4 x0 = *(const float4 *) &q_sh[qa * ld + d];
-      float4 x1 = *(const float4 *) &q_sh[(qa + 1) * ld + d];
+        a[x][c] = 0.0f;
+    for (int d = 4 * quarter; d < hd; d += 16) {
+      float4 qv[4], kv[4];
+#pragma unroll
+      for (int x = 0; x < 4; x++)
+        qv[x] = *(const float4 *) &q_sh[(qg * 4 + x) * ld + d];
+#pragma unroll
+      for (int c = 0; c < 4; c++)
+        kv[c] = *(const float4 *) &k_sh[(kg * 4 + c) * ld + d];
+#pragma unroll
+      for (int x = 0; x < 4; x++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+          a[x][c] += qv[x].x * kv[c].x + qv[x].y * kv[c].y + qv[x].z * kv[c].z
+                     + qv[x].w * kv[c].w;
+    }
+    /* the quarters' sums: (q0 + q1) + (q2 + q3), the same bits in every
+     * lane of the quad (float addition commutes) */
+#pragma unroll
+    for (int x = 0; x < 4; x++)
 #pragma unroll
       for (int c = 0; c < 4; c++) {
-        float4 kk = *(const float4 *) &k_sh[(part * 4 + c) * ld + d];
-        s[0][c] += x0.x * kk.x + x0.y * kk.y + x0.z * kk.z + x0.w * kk.w;
-        s[1][c] += x1.x * kk.x + x1.y * kk.y + x1.z * kk.z + x1.w * kk.w;
+        a[x][c] += __shfl_xor_sync (0xffffffffu, a[x][c], 1);
+        a[x][c] += __shfl_xor_sync (0xffffffffu, a[x][c], 2);
       }
-    }
-
-    /* the online softmax: the 8 lanes of a query pair share the tile's
-     * maximum and sum by shuffles, always in the same order */
+    /* lane `quarter` of the quad stores query vector qg·4 + quarter's four */
 #pragma unroll
-    for (int a = 0; a < 2; a++) {
-      int qi = qa + a;
-      float tile_max = -INFINITY, sum = 0.0f, m_new, alpha;
-#pragma unroll
-      for (int c = 0; c < 4; c++) {
-        int key = base + part * 4 + c;
-        gboolean seen = part * 4 + c < count && key >= lo_sh[qi] && key < hi_sh[qi];
-        s[a][c] = seen ? s[a][c] * scale : -INFINITY;
-        tile_max = fmaxf (tile_max, s[a][c]);
-      }
-#pragma unroll
-      for (int off = 1; off < 8; off <<= 1)
-        tile_max = fmaxf (tile_max, __shfl_xor_sync (0xffffffffu, tile_max, off));
-      m_new = fmaxf (m[a], tile_max);
-      /* nothing seen yet (or only −inf scores): nothing to rescale */
-      alpha = m_new == -INFINITY ? 1.0f : expf (m[a] - m_new);
-#pragma unroll
-      for (int c = 0; c < 4; c++) {
-        float p = s[a][c] == -INFINITY ? 0.0f : expf (s[a][c] - m_new);
-        p_sh[qi * (ATT_TILE + 1) + part * 4 + c] = p;
-        sum += p;
-      }
-#pragma unroll
-      for (int off = 1; off < 8; off <<= 1)
-        sum += __shfl_xor_sync (0xffffffffu, sum, off);
-      l[a] = l[a] * alpha + sum;
-      m[a] = m_new;
-#pragma unroll
-      for (int i = 0; i < NG; i++) {
-        acc[a][i].x *= alpha; acc[a][i].y *= alpha; acc[a][i].z *= alpha; acc[a][i].w *= alpha;
-      }
-    }
-    __syncthreads ();
-
-    /* acc += Σ_j p_j · v_j over the tile */
-    for (int j = 0; j < count; j++) {
-      float p0 = p_sh[qa * (ATT_TILE + 1) + j], p1 = p_sh[(qa + 1) * (ATT_TILE + 1) + j];
-#pragma unroll
-      for (int i = 0; i < NG; i++) {
-        int d = (part + 8 * i) * 4;
-        if (d < head_dim) {
-          float4 vv = *(const float4 *) &v_sh[j * ld + d];
-          acc[0][i].x += p0 * vv.x; acc[0][i].y += p0 * vv.y;
-          acc[0][i].z += p0 * vv.z; acc[0][i].w += p0 * vv.w;
-          acc[1][i].x += p1 * vv.x; acc[1][i].y += p1 * vv.y;
-          acc[1][i].z += p1 * vv.z; acc[1][i].w += p1 * vv.w;
-        }
-      }
-    }
-    /* k, v and p are read to the end before the next tile writes them */
-    __syncthreads ();
+    for (int x = 0; x < 4; x++)
+      if (x == quarter)
+        *(float4 *) &s_sh[(qg * 4 + x) * (CH + 4) + kg * 4]
+          = make_float4 (a[x][0], a[x][1], a[x][2], a[x][3]);
   }
-#undef ATT_LOAD_TILE
+  __syncthreads ();
 
-  /* [row·heads + head][chunk][m, l, acc[head_dim]] */
+  /* softmax over the chunk: a warp per query vector, lane j holding keys
+   * j, j + 32, …; the sum of p by a fixed tree of shuffles */
+  for (int qi = warp; qi < nqg * 4; qi += ATT_THREADS / 32) {
+    float s[CH / 32], mx = -INFINITY, sum = 0.0f;
 #pragma unroll
-  for (int a = 0; a < 2; a++) {
-    int qi = qa + a;
-    float *p;
-    if (qi >= nq)
-      continue;
-    {
+    for (int u = 0; u < CH / 32; u++) {
+      int j = lane + 32 * u, key = kb0 + j;
+      gboolean seen = qi < nq && key >= lo_sh[qi] && key < hi_sh[qi];
+      s[u] = seen ? s_sh[qi * (CH + 4) + j] * scale : -INFINITY;
+      mx = fmaxf (mx, s[u]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, off));
+#pragma unroll
+    for (int u = 0; u < CH / 32; u++) {
+      float p = s[u] == -INFINITY ? 0.0f : expf (s[u] - mx);
+      p_sh[(lane + 32 * u) * (ATT_QMAX + 4) + qi] = p;
+      sum += p;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      sum += __shfl_xor_sync (0xffffffffu, sum, off);
+    if (lane == 0 && qi < nq) {
       int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
-      p = partial + (((size_t) r * heads + h) * chunks + chunk) * (head_dim + 2);
+      float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
+      p[0] = mx;
+      p[1] = sum;
     }
-    if (part == 0) {
-      p[0] = m[a];
-      p[1] = l[a];
+  }
+  __syncthreads ();
+
+  /* values: piece i is query vectors 4·(i / (hd/4)) … + 3 × dimensions
+   * 4·(i % (hd/4)) … + 3, the chunk's keys summed in order */
+  for (int i = t; i < nqg * hd4; i += ATT_THREADS) {
+    const int d = (i % hd4) * 4, qg = i / hd4;
+    float4 acc[4];
+#pragma unroll
+    for (int x = 0; x < 4; x++)
+      acc[x] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int j = 0; j < CH; j++) {
+      float4 p = *(const float4 *) &p_sh[j * (ATT_QMAX + 4) + qg * 4];
+      float4 vv = *(const float4 *) &v_sh[j * hd + d];
+      float px[4] = { p.x, p.y, p.z, p.w };
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        acc[x].x += px[x] * vv.x;
+        acc[x].y += px[x] * vv.y;
+        acc[x].z += px[x] * vv.z;
+        acc[x].w += px[x] * vv.w;
+      }
     }
 #pragma unroll
-    for (int i = 0; i < NG; i++) {
-      int d = (part + 8 * i) * 4;
-      if (d < head_dim) {
-        p[2 + d] = acc[a][i].x;
-        p[3 + d] = acc[a][i].y;
-        p[4 + d] = acc[a][i].z;
-        p[5 + d] = acc[a][i].w;
+    for (int x = 0; x < 4; x++) {
+      int qi = qg * 4 + x;
+      if (qi < nq) {
+        int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+        float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2) + 2 + d;
+        p[0] = acc[x].x;
+        p[1] = acc[x].y;
+        p[2] = acc[x].z;
+        p[3] = acc[x].w;
       }
     }
   }
@@ -517,19 +525,19 @@ attention_combine_kernel (const float *partial, int chunks, int head_dim, float 
 void
 dfl_cuda_kernels_setup (DflCudaDevice *dev)
 {
-  int bytes = (int) attention_smem (ATT_MAX_HEAD_DIM);
   /* above the default 48 KiB of shared memory a launch must opt in */
-  cudaFuncSetAttribute (attention_chunk_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  cudaFuncSetAttribute (attention_chunk_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  cudaFuncSetAttribute (attention_chunk_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  cudaFuncSetAttribute (attention_chunk_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaFuncSetAttribute (attention_chunk_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        (int) attention_smem (128));
+  cudaFuncSetAttribute (attention_chunk_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        (int) attention_smem (ATT_MAX_HEAD_DIM));
   (void) dev;
 }
 
 static size_t
 attention_partial_floats (int rows, int heads, int head_dim, int max_keys)
 {
-  size_t chunks = ((size_t) MAX (max_keys, 1) + ATT_CHUNK - 1) / ATT_CHUNK;
+  size_t ch = (size_t) attention_chunk_keys (head_dim);
+  size_t chunks = ((size_t) MAX (max_keys, 1) + ch - 1) / ch;
   return (size_t) rows * heads * chunks * (head_dim + 2);
 }
 
@@ -573,7 +581,7 @@ dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, i
                     const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
                     float *d_out)
 {
-  int chunks, groups, ng;
+  int ch, chunks, groups;
   size_t smem;
   dim3 grid;
 
@@ -584,6 +592,13 @@ dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, i
     dfl_cuda_note_invalid (dev, "dfl_cuda_attention",
                            "head_dim %d (a multiple of 4, at most %d), %d heads over %d kv heads, "
                            "%d keys", head_dim, ATT_MAX_HEAD_DIM, heads, kv_heads, max_keys);
+    return;
+  }
+  /* q, K and V are read as float4 */
+  if (kv_stride % 4 || ((uintptr_t) d_q | (uintptr_t) d_k | (uintptr_t) d_v) % 16) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_attention",
+                           "K/V rows of stride %d floats (a multiple of 4 is needed) or q, k, v "
+                           "not 16-byte aligned", kv_stride);
     return;
   }
   if (attention_partial_floats (rows, heads, head_dim, max_keys) > dev->att_partial_floats) {
@@ -603,25 +618,17 @@ dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, i
       return;
     }
   }
-  chunks = MAX ((max_keys + ATT_CHUNK - 1) / ATT_CHUNK, 1);
+  ch = attention_chunk_keys (head_dim);
+  chunks = MAX ((max_keys + ch - 1) / ch, 1);
   groups = (rows * (heads / kv_heads) + ATT_QMAX - 1) / ATT_QMAX;
   grid = dim3 (kv_heads, chunks, groups);
   smem = attention_smem (head_dim);
-  ng = (head_dim + 31) / 32;
-  if (ng <= 1)
-    attention_chunk_kernel<1><<<grid, ATT_THREADS, smem, dev->stream>>> (
-      d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
-      dev->d_att_partial, chunks);
-  else if (ng <= 2)
-    attention_chunk_kernel<2><<<grid, ATT_THREADS, smem, dev->stream>>> (
-      d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
-      dev->d_att_partial, chunks);
-  else if (ng <= 4)
-    attention_chunk_kernel<4><<<grid, ATT_THREADS, smem, dev->stream>>> (
+  if (ch == 64)
+    attention_chunk_kernel<64><<<grid, ATT_THREADS, smem, dev->stream>>> (
       d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
       dev->d_att_partial, chunks);
   else
-    attention_chunk_kernel<8><<<grid, ATT_THREADS, smem, dev->stream>>> (
+    attention_chunk_kernel<32><<<grid, ATT_THREADS, smem, dev->stream>>> (
       d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
       dev->d_att_partial, chunks);
   dfl_cuda_launched (dev, "dfl_cuda_attention");

@@ -12,6 +12,8 @@ struct _DflCudaDevice {
   int ordinal;
   char *description;
   cudaStream_t stream;
+  /* whose turn it is to enqueue on the stream (dfl_cuda_device_lock) */
+  GRecMutex turn;
   cublasHandle_t cublas;
   void *d_cublas_workspace;
   int multiprocessors;

@@ -39,6 +39,18 @@ int dfl_cuda_device_ordinal (DflCudaDevice *dev);
 void *dfl_cuda_device_stream (DflCudaDevice *dev);
 void *dfl_cuda_device_cublas (DflCudaDevice *dev);
 
+/* Taking turns on the one stream. Threads that share a device (a
+ * pipeline's verifier and its dflashblock, two pipelines of one process)
+ * enqueue on the same stream, and a stream records whatever any thread
+ * enqueues while it is being captured into a graph. So a caller that
+ * enqueues a sequence of work and then reads its results or its errors (a
+ * forward, a block, a capture from begin to end) holds the device for the
+ * whole sequence: another thread's launches cannot land inside its graph
+ * nor take its pending error. Recursive; the copies, syncs and captures
+ * below take it themselves. */
+void dfl_cuda_device_lock (DflCudaDevice *dev);
+void dfl_cuda_device_unlock (DflCudaDevice *dev);
+
 /* Device memory. alloc: NULL with a DFL_ERROR_LIMIT error naming the size
  * when the card has no room. Freeing NULL does nothing. */
 void *dfl_cuda_alloc (DflCudaDevice *dev, size_t bytes, GError **error);
@@ -66,7 +78,8 @@ double dfl_cuda_copy_bandwidth (DflCudaDevice *dev, size_t bytes, GError **error
 
 /* CUDA graphs of the stream's work (the block, the verify step): capture
  * begins; end returns an executable graph (NULL with an error); launch
- * enqueues it. */
+ * enqueues it. The calling thread holds the device from a successful
+ * begin to its end (dfl_cuda_device_lock). */
 typedef struct _DflCudaGraph DflCudaGraph;
 gboolean dfl_cuda_capture_begin (DflCudaDevice *dev, GError **error);
 DflCudaGraph *dfl_cuda_capture_end (DflCudaDevice *dev, GError **error);
@@ -130,8 +143,9 @@ void dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n);
  * per row, read on the device so a captured graph can be replayed over
  * other ranges; an empty range gives zeros); `max_keys` bounds every d_hi
  * (the launch covers keys [0, max_keys)). Softmax in F32 with the maximum
- * subtracted, scale usually 1/sqrt(head_dim). head_dim a multiple of 4, at
- * most 256. Causal decoding over a cache is lo = 0, hi = past + r + 1; the
+ * subtracted, scale usually 1/sqrt(head_dim). head_dim and kv_stride
+ * multiples of 4, head_dim at most 256, q, k and v 16-byte aligned (rows
+ * are read as float4). Causal decoding over a cache is lo = 0, hi = past + r + 1; the
  * drafter's block is its window of the context then every block row.
  *
  * Batch-invariant: the keys are split into chunks and tiles at fixed

@@ -178,6 +178,12 @@ test_errors (void)
   g_assert_nonnull (strstr (error->message, "dfl_cuda_attention"));
   g_assert_nonnull (strstr (error->message, "512"));
   g_clear_error (&error);
+  /* K/V rows are read as float4: a stride of 130 floats is refused, named */
+  dfl_cuda_attention (dev, d_x, 1, 2, 2, 64, d_x, d_x, 130, d_i, d_i, 16, 1.0f, d_x);
+  g_assert_false (dfl_cuda_sync (dev, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "stride 130"));
+  g_clear_error (&error);
 
   dfl_cuda_top_k (dev, d_x, 1, 16, 16, 65, d_x, d_i);
   g_assert_false (dfl_cuda_check (dev, "top-k of 65", &error));
@@ -481,7 +487,7 @@ static void
 check_attention (int rows, int heads, int kv_heads, int hd, int keys, float sharp)
 {
   g_autoptr (GRand) r = g_rand_new_with_seed (rows * 17 + heads * 5 + hd + keys);
-  int kv_stride = kv_heads * hd + 7;    /* padded rows exercise the stride */
+  int kv_stride = kv_heads * hd + 4;    /* padded rows exercise the stride */
   size_t nq = (size_t) rows * heads * hd, nkv = (size_t) keys * kv_stride;
   g_autofree float *q = random_floats (r, nq, sharp);
   g_autofree float *k = random_floats (r, nkv, 1.0f);

@@ -76,6 +76,36 @@ check_round_trip (GstDflashBackend backend)
   gst_memory_unref (mem);
 }
 
+/* Opening a back end twice in one process gives the same device (a
+ * model's GPU engines live on one device, whichever pipeline finds it);
+ * once nothing holds it, the next open makes a new one, which works. */
+static void
+check_shared (GstDflashBackend backend)
+{
+  GstDflashDevice *first = open_or_skip (backend), *second;
+
+  if (!first)
+    return;
+  second = gst_dflash_device_open (backend, NULL);
+  fail_unless (second == first, "a second open of %s made another device",
+               gst_dflash_backend_nick (backend));
+  gst_object_unref (second);
+  gst_object_unref (first);
+  check_round_trip (backend);
+}
+
+GST_START_TEST (test_vulkan_shared)
+{
+  check_shared (GST_DFLASH_BACKEND_VULKAN);
+}
+GST_END_TEST;
+
+GST_START_TEST (test_cuda_shared)
+{
+  check_shared (GST_DFLASH_BACKEND_CUDA);
+}
+GST_END_TEST;
+
 GST_START_TEST (test_vulkan_round_trip)
 {
   check_round_trip (GST_DFLASH_BACKEND_VULKAN);
@@ -179,6 +209,8 @@ device_memory_suite (void)
   tcase_add_test (tc, test_vulkan_pool);
   tcase_add_test (tc, test_cuda_pool);
   tcase_add_test (tc, test_context);
+  tcase_add_test (tc, test_vulkan_shared);
+  tcase_add_test (tc, test_cuda_shared);
   return s;
 }
 

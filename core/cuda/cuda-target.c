@@ -15,6 +15,20 @@
 #define HEAD_ROWS 64
 #define DEFAULT_CHUNK_ROWS 512
 
+/* Forwards of at most GRAPH_MAX_ROWS rows (decode and verify steps) replay
+ * a CUDA graph of the pass: a step of a small model costs its hundreds of
+ * launches more than its bytes. Such a pass writes its K/V rows to a
+ * scratch and copies them into the cache at the position read on the
+ * device, and its attention covers keys up to the next multiple of
+ * GRAPH_KEY_STEP (attention's output does not depend on that bound), so
+ * one graph serves every step of a sequence until the context passes the
+ * next multiple, the cache moves, or the rows or outputs asked for change.
+ * Each sequence keeps its GRAPH_SLOTS most recently used graphs. */
+#define GRAPH_MAX_ROWS 32
+#define GRAPH_KEY_STEP 1024
+#define GRAPH_SLOTS 8
+#define GRAPH_MAX_TAPS 16
+
 typedef struct {
   float *in_norm, *post_norm, *q_norm, *k_norm;   /* F32 [hidden] or [head_dim] */
   DflCudaWeights q, k, v, o, gate, up, down;
@@ -32,7 +46,29 @@ typedef struct {
   float *logits;       /* [MIN (rows, HEAD_ROWS)][vocab] when the caller keeps none */
   int32_t *argmax;     /* [HEAD_ROWS] */
   void *io;            /* what a chunk uploads: Io, then ids, lo, hi [rows] each */
+  /* a graphed pass's K and V rows before they go into the cache,
+   * [MIN (rows, GRAPH_MAX_ROWS)][kv_heads·head_dim] each */
+  float *k_new, *v_new;
+  /* a graphed pass's taps, [GRAPH_MAX_ROWS][taps_width] */
+  float *taps;
+  size_t taps_width;
 } Scratch;
+
+/* What a captured pass was made for: replayed only for the same. */
+typedef struct {
+  int rows, max_keys, logits_from;
+  gboolean norm, head, argmax;       /* the final norm; the head; its argmax */
+  int n_taps, taps[GRAPH_MAX_TAPS];
+  const float *k, *v;                /* the caches it writes, and their room */
+  int cap;
+  guint64 scratch_generation, attention_generation;
+} GraphKey;
+
+typedef struct {
+  GraphKey key;
+  DflCudaGraph *graph;
+  guint64 used;
+} TargetGraph;
 
 /* The head of the uploaded block; the position is read by rope on the card. */
 typedef struct {
@@ -54,7 +90,9 @@ struct _DflCudaTarget {
   GMutex lock;              /* one forward at a time: they share the scratch */
   int chunk_rows;
   Scratch scratch;
+  guint64 scratch_generation;   /* bumped when the scratch is made again */
   void *host_io;            /* the host side of scratch.io */
+  gboolean use_graph;
 };
 
 struct _DflCudaTargetSeq {
@@ -62,6 +100,8 @@ struct _DflCudaTargetSeq {
   int len;
   int cap;        /* positions the caches have room for */
   float *k, *v;   /* [layers][cap][kv_heads·head_dim] */
+  TargetGraph graphs[GRAPH_SLOTS];
+  guint64 graph_clock;
 };
 
 static void *
@@ -188,6 +228,7 @@ target_alloc (DflCudaDevice *dev, const DflQwen3Config *c, const char *origin)
   t->allocations = g_ptr_array_new ();
   t->layers = g_new0 (Layer, c->layers);
   t->chunk_rows = DEFAULT_CHUNK_ROWS;
+  t->use_graph = TRUE;
   g_mutex_init (&t->lock);
   return t;
 }
@@ -333,12 +374,13 @@ scratch_release (DflCudaTarget *t)
 {
   Scratch *s = &t->scratch;
   void *bufs[] = { s->h, s->x, s->q, s->att, s->gate, s->up, s->rounded, s->logits,
-                   s->argmax, s->io };
+                   s->argmax, s->io, s->k_new, s->v_new, s->taps };
 
   for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
     dfl_cuda_free (t->dev, bufs[i]);
   memset (s, 0, sizeof *s);
   g_clear_pointer (&t->host_io, g_free);
+  t->scratch_generation++;
 }
 
 void
@@ -394,6 +436,14 @@ dfl_cuda_target_weight_bytes (const DflCudaTarget *t)
 }
 
 void
+dfl_cuda_target_set_use_graph (DflCudaTarget *t, gboolean use_graph)
+{
+  g_mutex_lock (&t->lock);
+  t->use_graph = use_graph;
+  g_mutex_unlock (&t->lock);
+}
+
+void
 dfl_cuda_target_set_chunk_rows (DflCudaTarget *t, int rows)
 {
   g_return_if_fail (rows > 0);
@@ -442,7 +492,11 @@ scratch_reserve (DflCudaTarget *t, int rows, GError **error)
       || !(s->logits = dfl_cuda_alloc (t->dev, (size_t) head_rows * c->vocab * sizeof (float),
                                        error))
       || !(s->argmax = dfl_cuda_alloc (t->dev, HEAD_ROWS * sizeof (int32_t), error))
-      || !(s->io = dfl_cuda_alloc (t->dev, io_bytes (rows), error))) {
+      || !(s->io = dfl_cuda_alloc (t->dev, io_bytes (rows), error))
+      || !(s->k_new = dfl_cuda_alloc (t->dev, (size_t) MIN (rows, GRAPH_MAX_ROWS) * c->kv_heads
+                                      * c->head_dim * sizeof (float), error))
+      || !(s->v_new = dfl_cuda_alloc (t->dev, (size_t) MIN (rows, GRAPH_MAX_ROWS) * c->kv_heads
+                                      * c->head_dim * sizeof (float), error))) {
     scratch_release (t);
     return FALSE;
   }
@@ -467,6 +521,8 @@ dfl_cuda_target_seq_free (DflCudaTargetSeq *s)
 {
   if (!s)
     return;
+  for (int i = 0; i < GRAPH_SLOTS; i++)
+    dfl_cuda_graph_free (s->graphs[i].graph);
   dfl_cuda_free (s->t->dev, s->k);
   dfl_cuda_free (s->t->dev, s->v);
   g_free (s);
@@ -569,11 +625,18 @@ head_rows (DflCudaTarget *t, DflCudaForwardOut *out, int first, int rows, GError
   return TRUE;
 }
 
-/* One chunk: `m` rows of the forward starting at row `r0`, at cache position
- * `pos` (= the forward's first position + r0). */
-static gboolean
-forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, int m, int pos,
-               DflCudaForwardOut *out, GError **error)
+/* The launches of one chunk: `m` rows of the forward starting at row `r0`,
+ * at cache position `pos`, its ids and key ranges already uploaded. Direct
+ * (`graph` NULL): K and V go straight into their cache rows, attention
+ * covers the keys held, taps and logits go where `out` says. For a graph
+ * (`graph` the key it is captured for): nothing that changes from step to
+ * step is written into a launch: K and V go through the scratch into the
+ * cache at the position read on the device, attention covers
+ * graph->max_keys, taps and logits stay in the scratch (copied out after
+ * the replay, graph_outputs). */
+static void
+enqueue_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, int r0, int m, int pos,
+               DflCudaForwardOut *out, const GraphKey *graph)
 {
   const DflQwen3Config *c = &t->cfg;
   Scratch *s = &t->scratch;
@@ -581,31 +644,22 @@ forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, 
   int hs = c->hidden, hd = c->head_dim, nh = c->heads, kv = c->kv_heads;
   int qd = nh * hd, kd = kv * hd, ffn = c->intermediate;
   float eps = (float) c->rms_eps, scale = 1.0f / sqrtf ((float) hd);
-  Io *io = t->host_io;
-  int32_t *h_ids = io_ids (t->host_io), *h_lo = h_ids + m, *h_hi = h_lo + m;
   const int64_t *d_pos = s->io;
   const int32_t *d_ids = io_ids (s->io), *d_lo = d_ids + m, *d_hi = d_lo + m;
-  int from = MAX (out->logits_from, 0);
-
-  /* the only upload: ids, the position and each row's causal key range */
-  io->pos0 = pos;
-  for (int i = 0; i < m; i++) {
-    h_ids[i] = ids[r0 + i];
-    h_lo[i] = 0;
-    h_hi[i] = pos + i + 1;
-  }
-  if (!dfl_cuda_upload (dev, s->io, t->host_io, io_bytes (m), error))
-    return FALSE;
+  int max_keys = graph ? graph->max_keys : pos + m;
+  const int *tap_layers = graph ? graph->taps : out->tap_layers;
+  int n_taps = graph ? graph->n_taps : (out->d_taps ? out->n_tap_layers : 0);
+  float *taps = graph ? s->taps : out->d_taps + (size_t) r0 * n_taps * hs;
 
   dfl_cuda_embed (dev, t->embed.d_data, t->embed.type, hs, d_ids, m, s->h);
   for (int li = 0; li < c->layers; li++) {
     const Layer *l = &t->layers[li];
     float *k_layer = seq->k + (size_t) li * seq->cap * kd;
     float *v_layer = seq->v + (size_t) li * seq->cap * kd;
-    float *kc = k_layer + (size_t) pos * kd, *vc = v_layer + (size_t) pos * kd;
+    float *kc = graph ? s->k_new : k_layer + (size_t) pos * kd;
+    float *vc = graph ? s->v_new : v_layer + (size_t) pos * kd;
 
     dfl_cuda_rmsnorm (dev, s->x, s->h, m, hs, l->in_norm, eps);
-    /* K and V go straight into their cache rows */
     dfl_cuda_matmul (dev, &l->q, s->x, m, hs, s->q, qd, qd, FALSE, s->rounded);
     dfl_cuda_matmul (dev, &l->k, s->x, m, hs, kc, kd, kd, FALSE, s->rounded);
     dfl_cuda_matmul (dev, &l->v, s->x, m, hs, vc, kd, kd, FALSE, s->rounded);
@@ -614,7 +668,11 @@ forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, 
     dfl_cuda_rmsnorm (dev, kc, kc, m * kv, hd, l->k_norm, eps);
     dfl_cuda_rope (dev, s->q, m, nh, hd, t->inv_freq, d_pos);
     dfl_cuda_rope (dev, kc, m, kv, hd, t->inv_freq, d_pos);
-    dfl_cuda_attention (dev, s->q, m, nh, kv, hd, k_layer, v_layer, kd, d_lo, d_hi, pos + m,
+    if (graph) {
+      dfl_cuda_copy_rows_at (dev, k_layer, kd, d_pos, kc, m);
+      dfl_cuda_copy_rows_at (dev, v_layer, kd, d_pos, vc, m);
+    }
+    dfl_cuda_attention (dev, s->q, m, nh, kv, hd, k_layer, v_layer, kd, d_lo, d_hi, max_keys,
                         scale, s->att);
     dfl_cuda_matmul (dev, &l->o, s->att, m, qd, s->h, hs, hs, TRUE, s->rounded);
 
@@ -624,21 +682,65 @@ forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, 
     dfl_cuda_silu_mul (dev, s->gate, s->up, (size_t) m * ffn);
     dfl_cuda_matmul (dev, &l->down, s->gate, m, ffn, s->h, hs, hs, TRUE, s->rounded);
 
-    for (int ti = 0; ti < out->n_tap_layers && out->d_taps; ti++)
-      if (out->tap_layers[ti] == li) {
-        size_t pitch = (size_t) out->n_tap_layers * hs * sizeof (float);
-        dfl_cuda_copy_2d (dev, out->d_taps + ((size_t) r0 * out->n_tap_layers + ti) * hs,
-                          pitch, s->h, hs * sizeof (float), hs * sizeof (float), m);
+    for (int ti = 0; ti < n_taps; ti++)
+      if (tap_layers[ti] == li) {
+        size_t pitch = (size_t) n_taps * hs * sizeof (float);
+        dfl_cuda_copy_2d (dev, taps + (size_t) ti * hs, pitch, s->h, hs * sizeof (float),
+                          hs * sizeof (float), m);
       }
   }
+  /* a graph's rows that give logits, normed and through the head into the
+   * scratch (a direct pass does this in head_rows, as the caller asks) */
+  if (graph && graph->norm && graph->logits_from < m) {
+    int first = graph->logits_from, rows = m - first;
+    dfl_cuda_rmsnorm (dev, s->x, s->h + (size_t) first * hs, rows, hs, t->norm, eps);
+    if (graph->head)
+      dfl_cuda_matmul (dev, &t->head, s->x, rows, hs, s->logits, c->vocab, c->vocab, FALSE,
+                       s->rounded);
+    if (graph->argmax)
+      dfl_cuda_argmax (dev, s->logits, rows, c->vocab, c->vocab, s->argmax);
+  }
+}
+
+/* The ids, the position and each row's causal key range of a chunk: the
+ * pass's only upload. */
+static gboolean
+upload_io (DflCudaTarget *t, const int *ids, int r0, int m, int pos, GError **error)
+{
+  Io *io = t->host_io;
+  int32_t *h_ids = io_ids (t->host_io), *h_lo = h_ids + m, *h_hi = h_lo + m;
+
+  io->pos0 = pos;
+  for (int i = 0; i < m; i++) {
+    h_ids[i] = ids[r0 + i];
+    h_lo[i] = 0;
+    h_hi[i] = pos + i + 1;
+  }
+  return dfl_cuda_upload (t->dev, t->scratch.io, t->host_io, io_bytes (m), error);
+}
+
+/* One chunk, launched directly: `m` rows of the forward starting at row
+ * `r0`, at cache position `pos` (= the forward's first position + r0). */
+static gboolean
+forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, int m, int pos,
+               DflCudaForwardOut *out, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  Scratch *s = &t->scratch;
+  int hs = c->hidden, from = MAX (out->logits_from, 0);
+
+  if (!upload_io (t, ids, r0, m, pos, error))
+    return FALSE;
+  enqueue_chunk (t, seq, r0, m, pos, out, NULL);
 
   /* this chunk's rows that give logits: [first, r0 + m) of the forward */
   if (out->d_logits || out->logits || out->argmax || out->hidden) {
     int first = MAX (from, r0), rows = r0 + m - first;
     if (rows > 0) {
-      dfl_cuda_rmsnorm (dev, s->x, s->h + (size_t) (first - r0) * hs, rows, hs, t->norm, eps);
+      dfl_cuda_rmsnorm (t->dev, s->x, s->h + (size_t) (first - r0) * hs, rows, hs, t->norm,
+                        (float) c->rms_eps);
       if (out->hidden
-          && !dfl_cuda_download (dev, out->hidden + (size_t) (first - from) * hs, s->x,
+          && !dfl_cuda_download (t->dev, out->hidden + (size_t) (first - from) * hs, s->x,
                                  (size_t) rows * hs * sizeof (float), error))
         return FALSE;
       if ((out->d_logits || out->logits || out->argmax)
@@ -647,6 +749,125 @@ forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, 
     }
   }
   return TRUE;
+}
+
+/* --- the forward as a graph --- */
+
+static gboolean
+graph_key_equal (const GraphKey *a, const GraphKey *b)
+{
+  return a->rows == b->rows && a->max_keys == b->max_keys && a->logits_from == b->logits_from
+         && a->norm == b->norm && a->head == b->head && a->argmax == b->argmax
+         && a->n_taps == b->n_taps
+         && memcmp (a->taps, b->taps, sizeof (int) * a->n_taps) == 0 && a->k == b->k
+         && a->v == b->v && a->cap == b->cap && a->scratch_generation == b->scratch_generation
+         && a->attention_generation == b->attention_generation;
+}
+
+/* Whether `n` rows with `out` can go as one graphed pass. */
+static gboolean
+graph_fits (DflCudaTarget *t, int n, const DflCudaForwardOut *out)
+{
+  return t->use_graph && n <= GRAPH_MAX_ROWS && n <= t->chunk_rows
+         && (!out->d_taps || out->n_tap_layers <= GRAPH_MAX_TAPS);
+}
+
+/* The graph of `key` for this sequence: one kept, or captured now into the
+ * least recently used slot. */
+static DflCudaGraph *
+graph_for (DflCudaTarget *t, DflCudaTargetSeq *seq, const GraphKey *key, int pos,
+           DflCudaForwardOut *out, GError **error)
+{
+  TargetGraph *slot = &seq->graphs[0];
+
+  for (int i = 0; i < GRAPH_SLOTS; i++) {
+    TargetGraph *g = &seq->graphs[i];
+    if (g->graph && graph_key_equal (&g->key, key)) {
+      g->used = ++seq->graph_clock;
+      return g->graph;
+    }
+    if (!g->graph || g->used < slot->used)
+      slot = g;
+  }
+  g_clear_pointer (&slot->graph, dfl_cuda_graph_free);
+  if (!dfl_cuda_capture_begin (t->dev, error))
+    return NULL;
+  enqueue_chunk (t, seq, 0, key->rows, pos, out, key);
+  if (!(slot->graph = dfl_cuda_capture_end (t->dev, error)))
+    return NULL;
+  slot->key = *key;
+  slot->used = ++seq->graph_clock;
+  return slot->graph;
+}
+
+/* The whole forward of `n` ≤ GRAPH_MAX_ROWS rows as one replayed graph,
+ * then what `out` asks for copied out of the scratch. */
+static gboolean
+forward_graphed (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int n,
+                 DflCudaForwardOut *out, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  Scratch *s = &t->scratch;
+  DflCudaDevice *dev = t->dev;
+  int pos = seq->len, hs = c->hidden, from = MAX (out->logits_from, 0);
+  int rows = n - from;
+  GraphKey key = { 0 };
+  DflCudaGraph *graph;
+
+  key.rows = n;
+  key.logits_from = MIN (from, n);
+  key.argmax = out->argmax != NULL;
+  key.head = out->argmax || out->logits || out->d_logits;
+  key.norm = key.head || out->hidden;
+  key.n_taps = out->d_taps ? out->n_tap_layers : 0;
+  memcpy (key.taps, out->tap_layers, sizeof (int) * key.n_taps);
+  /* the keys held after this pass, rounded up; never past the cache's room
+   * (a row sees no key past its own position) */
+  key.max_keys = MIN ((pos + n + GRAPH_KEY_STEP - 1) / GRAPH_KEY_STEP * GRAPH_KEY_STEP,
+                      seq->cap);
+  key.k = seq->k;
+  key.v = seq->v;
+  key.cap = seq->cap;
+
+  /* room first: nothing may grow inside a capture */
+  if (key.n_taps && s->taps_width < (size_t) key.n_taps * hs) {
+    dfl_cuda_free (dev, s->taps);
+    s->taps_width = 0;
+    if (!(s->taps = dfl_cuda_alloc (dev, (size_t) GRAPH_MAX_ROWS * key.n_taps * hs
+                                    * sizeof (float), error)))
+      return FALSE;
+    s->taps_width = (size_t) key.n_taps * hs;
+    t->scratch_generation++;
+  }
+  if (!dfl_cuda_attention_reserve (dev, n, c->heads, c->head_dim, key.max_keys, error))
+    return FALSE;
+  key.scratch_generation = t->scratch_generation;
+  key.attention_generation = dfl_cuda_attention_scratch_generation (dev);
+
+  if (!upload_io (t, ids, 0, n, pos, error)
+      || !(graph = graph_for (t, seq, &key, pos, out, error)))
+    return FALSE;
+  dfl_cuda_graph_launch (dev, graph);
+
+  /* what the caller asked for, out of the scratch */
+  if (key.n_taps)
+    dfl_cuda_copy_2d (dev, out->d_taps, (size_t) key.n_taps * hs * sizeof (float), s->taps,
+                      s->taps_width * sizeof (float), (size_t) key.n_taps * hs * sizeof (float),
+                      n);
+  if (rows > 0) {
+    if (out->d_logits)
+      dfl_cuda_copy_d2d (dev, out->d_logits, s->logits, (size_t) rows * c->vocab * sizeof (float));
+    if ((out->argmax
+         && !dfl_cuda_download (dev, out->argmax, s->argmax, rows * sizeof (int32_t), error))
+        || (out->logits
+            && !dfl_cuda_download (dev, out->logits, s->logits,
+                                   (size_t) rows * c->vocab * sizeof (float), error))
+        || (out->hidden
+            && !dfl_cuda_download (dev, out->hidden, s->x, (size_t) rows * hs * sizeof (float),
+                                   error)))
+      return FALSE;
+  }
+  return dfl_cuda_check (dev, "the target's graphed forward", error);
 }
 
 /* The forward once its arguments are checked, the target and the device held. */
@@ -659,12 +880,18 @@ forward_locked (DflCudaTarget *t, DflCudaTargetSeq *s, const int *ids, int n,
   if (!dfl_cuda_target_seq_reserve (s, pos0 + n, error)
       || !scratch_reserve (t, MIN (n, t->chunk_rows), error))
     return FALSE;
+  if (graph_fits (t, n, out)) {
+    if (!forward_graphed (t, s, ids, n, out, error))
+      return FALSE;
+    goto done;
+  }
   chunk = MIN (t->scratch.rows, t->chunk_rows);
   for (int r0 = 0; r0 < n; r0 += chunk) {
     int m = MIN (chunk, n - r0);
     if (!forward_chunk (t, s, ids, r0, m, pos0 + r0, out, error))
       return FALSE;
   }
+done:
   /* a fault anywhere in the pass shows here; only then does the cache grow */
   if (!dfl_cuda_sync (t->dev, error))
     return FALSE;

@@ -60,6 +60,10 @@ const float *dfl_cuda_target_final_norm (const DflCudaTarget *t);
 /* Bytes of weights one decode step reads on the card: every matrix once, the
  * head, one embedding row (as dfl_target_weight_bytes, in the card's types). */
 guint64 dfl_cuda_target_weight_bytes (const DflCudaTarget *t);
+/* Whether decode and verify steps (forwards of a few rows) replay a
+ * captured CUDA graph of the pass (default TRUE) or launch its kernels one
+ * by one: the same numbers either way (tests compare the two). */
+void dfl_cuda_target_set_use_graph (DflCudaTarget *t, gboolean use_graph);
 /* Rows a forward pass runs at once; longer inputs go through in chunks of
  * this many rows, which bounds the scratch memory (default 512). */
 void dfl_cuda_target_set_chunk_rows (DflCudaTarget *t, int rows);

@@ -236,6 +236,28 @@ dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n)
   dfl_cuda_launched (dev, "dfl_cuda_add");
 }
 
+__global__ static void
+copy_rows_at_kernel (float *dst, int width, const int64_t *row0, const float *src, size_t n)
+{
+  float *d = dst + *row0 * (int64_t) width;
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    d[i] = src[i];
+}
+
+extern "C" void
+dfl_cuda_copy_rows_at (DflCudaDevice *dev, float *d_dst, int width, const int64_t *d_row0,
+                       const float *d_src, int rows)
+{
+  size_t n = (size_t) rows * width;
+
+  if (n == 0)
+    return;
+  copy_rows_at_kernel<<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (d_dst, width, d_row0,
+                                                                       d_src, n);
+  dfl_cuda_launched (dev, "dfl_cuda_copy_rows_at");
+}
+
 /* --- attention --- */
 
 /* Grouped-query attention in two passes.

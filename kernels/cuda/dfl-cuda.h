@@ -133,6 +133,12 @@ void dfl_cuda_silu_mul (DflCudaDevice *dev, float *d_gate, const float *d_up, si
 /* x[i] += y[i]. */
 void dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n);
 
+/* `rows` packed rows of `width` floats from d_src into d_dst's rows
+ * *d_row0 … *d_row0 + rows − 1 (the first row is read on the device, so a
+ * captured graph can write a KV cache at the position of each replay). */
+void dfl_cuda_copy_rows_at (DflCudaDevice *dev, float *d_dst, int width, const int64_t *d_row0,
+                            const float *d_src, int rows);
+
 /* Grouped-query attention of `rows` query rows over the keys of a cache or a scratch:
  *   q   [rows][heads][head_dim]
  *   k,v key rows of stride `kv_stride` floats; head g of key j at

@@ -435,6 +435,22 @@ test_elementwise (void)
   down (got, d_g, sizeof (float) * n);
   for (size_t i = 0; i < n; i++)
     g_assert_cmpfloat (got[i], ==, (float) ((double) g[i] + u[i]));
+
+  /* 7 rows of 1000 from u into g at the row held on the card (37): the
+   * rows before and after are left as they were */
+  {
+    const int64_t row0 = 37;
+    int64_t *d_row0 = up (&row0, sizeof row0);
+    dfl_cuda_upload (dev, d_g, g, sizeof (float) * n, NULL);
+    dfl_cuda_copy_rows_at (dev, d_g, 1000, d_row0, d_u, 7);
+    sync_ok ();
+    down (got, d_g, sizeof (float) * n);
+    for (size_t i = 0; i < n; i++) {
+      gboolean moved = i >= 37000 && i < 44000;
+      g_assert_cmpfloat (got[i], ==, moved ? u[i - 37000] : g[i]);
+    }
+    dfl_cuda_free (dev, d_row0);
+  }
   dfl_cuda_free (dev, d_g);
   dfl_cuda_free (dev, d_u);
 }

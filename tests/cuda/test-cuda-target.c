@@ -396,6 +396,89 @@ test_truncate (gconstpointer data)
   fixture_close (&f);
 }
 
+/* Every output of a run of decode and verify steps over two sequences taking
+ * turns, appended to `all`: a prompt (launched directly), then steps of
+ * 1 to 16 rows, each verify step truncated back as a speculative round
+ * keeps only part of it, until the context nears the model's positions
+ * (the caches grow on the way, so graphs are captured again). */
+static void
+graph_run (DflCudaTarget *t, Fixture *f, GByteArray *all)
+{
+  static const int steps[] = { 1, 16, 5, 1, 16, 16, 2, 1, 9, 16, 1, 1, 32, 16, 3 };
+  const DflQwen3Config *c = dfl_cuda_target_config (t);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflCudaTargetSeq) a = dfl_cuda_target_seq_new (t, &error);
+  g_autoptr (DflCudaTargetSeq) b = dfl_cuda_target_seq_new (t, &error);
+  DflCudaTargetSeq *seqs[] = { a, b };
+  int taps[] = { 0, f->layers - 1 }, ids[32];
+  gsize tap_floats = (gsize) 32 * 2 * f->hidden;
+  float *d_taps = dfl_cuda_alloc (device, tap_floats * sizeof (float), &error);
+  g_autofree float *logits = g_new (float, (gsize) 32 * f->vocab);
+  g_autofree float *hidden = g_new (float, (gsize) 32 * f->hidden);
+  int32_t argmax[32];
+
+  g_assert_no_error (error);
+  for (int q = 0; q < 2; q++)
+    g_assert_true (dfl_cuda_target_forward (t, seqs[q], f->ids, MIN (f->n, 40), NULL, &error));
+  for (int i = 0;; i++) {
+    int n = steps[i % G_N_ELEMENTS (steps)];
+    for (int q = 0; q < 2; q++) {
+      DflCudaTargetSeq *seq = seqs[q];
+      int len = dfl_cuda_target_seq_length (seq);
+      DflCudaForwardOut out = { 0 };
+      g_autofree float *tap_rows = NULL;
+      if (len + n + 16 > c->max_positions)
+        goto out;
+      for (int r = 0; r < n; r++)
+        ids[r] = (f->ids[(i + r) % f->n] * 13 + i * 7 + r + q) % f->vocab;
+      out.tap_layers = taps;
+      out.n_tap_layers = 2;
+      out.d_taps = d_taps;
+      out.logits_from = i % 3 == 2 ? n - 1 : 0;
+      out.logits = logits;
+      out.argmax = argmax;
+      out.hidden = hidden;
+      g_assert_true (dfl_cuda_target_forward (t, seq, ids, n, &out, &error));
+      g_assert_no_error (error);
+      tap_rows = download_f32 (d_taps, (gsize) n * 2 * f->hidden);
+      g_byte_array_append (all, (guint8 *) tap_rows, n * 2 * f->hidden * sizeof (float));
+      {
+        gsize given = (gsize) (n - out.logits_from);   /* rows with logits */
+        g_byte_array_append (all, (guint8 *) logits, given * f->vocab * sizeof (float));
+        g_byte_array_append (all, (guint8 *) hidden, given * f->hidden * sizeof (float));
+        g_byte_array_append (all, (guint8 *) argmax, given * sizeof (int32_t));
+      }
+      /* a verify step keeps the anchor and some drafts */
+      if (n == 16)
+        dfl_cuda_target_seq_truncate (seq, len + 1 + i % 7);
+    }
+  }
+out:
+  dfl_cuda_free (device, d_taps);
+}
+
+/* Decode and verify steps replayed from captured graphs give the bits of
+ * the same steps launched directly. */
+static void
+test_graph (gconstpointer data)
+{
+  Fixture f;
+  g_autoptr (DflCudaTarget) graphed = NULL, direct = NULL;
+  g_autoptr (GByteArray) a = g_byte_array_new (), b = g_byte_array_new ();
+
+  fixture_open (&f, data);
+  graphed = card_target (&f, DFL_CUDA_TARGET_AS_STORED);
+  direct = card_target (&f, DFL_CUDA_TARGET_AS_STORED);
+  dfl_cuda_target_set_use_graph (direct, FALSE);
+  graph_run (graphed, &f, a);
+  graph_run (direct, &f, b);
+  g_test_message ("%u bytes of outputs compared", a->len);
+  g_assert_cmpuint (a->len, ==, b->len);
+  g_assert_cmpuint (a->len, >, 100000);
+  g_assert_true (memcmp (a->data, b->data, a->len) == 0);
+  fixture_close (&f);
+}
+
 /* 150 tokens (more than one head block) in chunks of 7 rows against one
  * pass, and against the CPU; logits kept on the card against the host copy;
  * logits of the last rows only; the tokens over three calls that grow the
@@ -611,10 +694,12 @@ main (int argc, char **argv)
     g_autofree char *p2 = g_strdup_printf ("/cuda-target/parity-stored/%s", variants[i]);
     g_autofree char *p3 = g_strdup_printf ("/cuda-target/truncate/%s", variants[i]);
     g_autofree char *p4 = g_strdup_printf ("/cuda-target/chunks/%s", variants[i]);
+    g_autofree char *p5 = g_strdup_printf ("/cuda-target/graph/%s", variants[i]);
     g_test_add_data_func (p1, variants[i], test_parity_f32);
     g_test_add_data_func (p2, variants[i], test_parity_stored);
     g_test_add_data_func (p3, variants[i], test_truncate);
     g_test_add_data_func (p4, variants[i], test_chunks);
+    g_test_add_data_func (p5, variants[i], test_graph);
   }
   g_test_add_func ("/cuda-target/bad-input", test_bad_input);
   g_test_add_func ("/cuda-target/random", test_random);

@@ -1,12 +1,15 @@
 /* gst-dflash — overlap of drafting and verification with sequences in flight.
  *
- *   bench-pipeline [--model DIR] [--prompts N] [--max-new N]
+ *   bench-pipeline [--model DIR] [--prompts N] [--max-new N] [--backend cpu|cuda|vulkan]
  *
  * Runs the same prompts through
  *   tapsource in-flight=K ! queue ! ctxsettle ! queue ! dflashblock ! selector ! queue ! verifier ! fakesink
  * for K = 1, 2 and 4, and prints the wall time, the busy time of the
  * drafting elements (ctxsettle, dflashblock, selector) and of the verifier,
- * their sum, and tokens/s. With one sequence the stages take turns, so the
+ * their sum, and tokens/s; then each drafting element's busy time alone.
+ * --backend sets every element's `backend` (cuda: the target's weights
+ * widened to F32, as pipelines/speculative-cuda.pipeline has them; vulkan:
+ * the drafting elements only, the target stays on the CPU). With one sequence the stages take turns, so the
  * wall time is about the sum; with several, drafting one sequence while
  * the target verifies another makes the wall time shorter than the sum.
  * A benchmark: it asserts nothing about time.
@@ -14,6 +17,7 @@
 #include <gst/gst.h>
 #include <glib/gstdio.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "bench-common.h"
 #include "gstdflashelements.h"
@@ -39,11 +43,13 @@ int
 main (int argc, char **argv)
 {
   g_autofree char *model = NULL;
+  g_autofree char *backend = NULL;
   int n_prompts = 8, max_new = 48;
   GOptionEntry entries[] = {
     { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Target folder with its dflash.safetensors (default: tapsource's)", "DIR" },
     { "prompts", 0, 0, G_OPTION_ARG_INT, &n_prompts, "Prompts (sequences) to run (default 8)", "N" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "New tokens a prompt (default 48)", "N" },
+    { "backend", 0, 0, G_OPTION_ARG_STRING, &backend, "cpu (default), cuda or vulkan", "B" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- drafting and verification overlap");
@@ -58,6 +64,12 @@ main (int argc, char **argv)
     fprintf (stderr, "bench-pipeline: %s\n", error ? error->message : "--prompts and --max-new must be ≥ 1");
     return 2;
   }
+  if (!backend)
+    backend = g_strdup ("cpu");
+  if (strcmp (backend, "cpu") && strcmp (backend, "cuda") && strcmp (backend, "vulkan")) {
+    fprintf (stderr, "bench-pipeline: --backend must be cpu, cuda or vulkan, not %s\n", backend);
+    return 2;
+  }
   gst_plugin_register_static (GST_VERSION_MAJOR, GST_VERSION_MINOR, "dflash", "DFlash",
       gst_dflash_elements_register, "0", "LGPL", "gst-dflash", "gst-dflash", "https://example.invalid");
   for (int i = 0; i < n_prompts; i++)
@@ -66,14 +78,17 @@ main (int argc, char **argv)
   file = g_build_filename (dir, "prompts.txt", NULL);
   g_file_set_contents (file, text->str, -1, NULL);
 
-  printf ("%d prompts, %d new tokens each\n", n_prompts, max_new);
-  printf ("in-flight   wall s   drafting busy s   verifier busy s   sum s   sum/wall   tokens/s\n");
+  printf ("%d prompts, %d new tokens each, backend %s\n", n_prompts, max_new, backend);
+  printf ("in-flight   wall s   drafting busy s   verifier busy s   sum s   sum/wall   tokens/s"
+          "   (settle, block, select busy s)\n");
   for (guint k = 0; k < G_N_ELEMENTS (in_flight); k++) {
     g_autofree char *desc = g_strdup_printf (
-        "tapsource name=src %s%s prompts-file=\"%s\" in-flight=%d max-new-tokens=%d ! queue ! "
-        "ctxsettle name=settle ! queue ! dflashblock name=block ! selector name=select ! queue ! "
-        "verifier name=verify ! fakesink sync=false", model ? "model=" : "", model ? model : "",
-        file, in_flight[k], max_new);
+        "tapsource name=src %s%s prompts-file=\"%s\" in-flight=%d max-new-tokens=%d %s ! queue ! "
+        "ctxsettle name=settle backend=%s ! queue ! dflashblock name=block backend=%s ! "
+        "selector name=select backend=%s ! queue ! verifier name=verify %s ! fakesink sync=false",
+        model ? "model=" : "", model ? model : "", file, in_flight[k], max_new,
+        strcmp (backend, "cuda") == 0 ? "backend=cuda gpu-weights=f32" : "", backend, backend,
+        backend, strcmp (backend, "cuda") == 0 ? "backend=cuda" : "");
     GstElement *pipeline = gst_parse_launch (desc, &error);
     g_autoptr (GstBus) bus = NULL;
     GstMessage *msg;
@@ -108,8 +123,10 @@ main (int argc, char **argv)
     gst_message_unref (msg);
     draft = (busy (pipeline, "settle") + busy (pipeline, "block") + busy (pipeline, "select")) / 1e9;
     verify = busy (pipeline, "verify") / 1e9;
-    printf ("%9d   %6.2f   %15.2f   %15.2f   %5.2f   %8.2f   %8.1f\n", in_flight[k], wall, draft,
-            verify, draft + verify, (draft + verify) / wall, tokens / wall);
+    printf ("%9d   %6.2f   %15.2f   %15.2f   %5.2f   %8.2f   %8.1f   (%.2f, %.2f, %.2f)\n",
+            in_flight[k], wall, draft, verify, draft + verify, (draft + verify) / wall,
+            tokens / wall, busy (pipeline, "settle") / 1e9, busy (pipeline, "block") / 1e9,
+            busy (pipeline, "select") / 1e9);
     gst_element_set_state (pipeline, GST_STATE_NULL);
     gst_object_unref (pipeline);
   }

@@ -265,19 +265,19 @@ block_locked (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width
                                      block_keys (ctx, l), error))
       return FALSE;
   if (!ctx->graph || ctx->graph_generation != ctx->generation || ctx->graph_width != width
-      || ctx->graph_out != d_out
       || ctx->graph_scratch != dfl_cuda_attention_scratch_generation (cd->dev)) {
     dfl_cuda_draft_ctx_drop_graph (ctx);
     if (!dfl_cuda_capture_begin (cd->dev, error))
       return FALSE;
-    enqueue_block (ctx, width, d_out);
+    enqueue_block (ctx, width, cd->s_block);
     if (!(ctx->graph = dfl_cuda_capture_end (cd->dev, error)))
       return FALSE;
     ctx->graph_generation = ctx->generation;
     ctx->graph_width = width;
-    ctx->graph_out = d_out;
     ctx->graph_scratch = dfl_cuda_attention_scratch_generation (cd->dev);
   }
   dfl_cuda_graph_launch (cd->dev, ctx->graph);
+  dfl_cuda_copy_d2d (cd->dev, d_out, cd->s_block,
+                     dfl_cuda_draft_block_floats (cd, width) * sizeof (float));
   return dfl_cuda_check (cd->dev, "the drafter's block graph", error);
 }

@@ -38,6 +38,10 @@ struct _DflCudaDrafter {
   void *d_scratch;
   float *s_h, *s_x, *s_x2, *s_q, *s_y, *s_o, *s_d, *s_gate, *s_up;
   float *s_t;                       /* settle: SETTLE_BATCH × hidden */
+  /* a graph's block output at the head's full width, copied to the
+   * caller's buffer after each replay: a graph captured into the caller's
+   * buffer would be captured again whenever a pool hands out another */
+  float *s_block;
   void *s_round;                    /* x rounded for F16/BF16 products */
   float *s_hp, *s_vals;             /* selection */
   int32_t *s_ids;                   /* [block − 1] chosen, then [block − 1][top] candidates */
@@ -79,7 +83,6 @@ struct _DflCudaDraftCtx {
   DflCudaGraph *graph;
   guint64 graph_generation;
   int graph_width;
-  float *graph_out;
   guint64 graph_scratch;   /* attention's scratch the graph reads */
 };
 

@@ -245,6 +245,7 @@ alloc_scratch (DflCudaDrafter *cd, GError **error)
     { &cd->s_d, b * kproj * 4 }, { &cd->s_gate, b * ffn * 4 }, { &cd->s_up, b * ffn * 4 },
     { &cd->s_t, sb * hs * 4 }, { &cd->s_round, round * 2 }, { &cd->s_hp, b * rank * 4 },
     { &cd->s_vals, b * top * 4 }, { &cd->s_ids, b * (top + 1) * 4 },
+    { &cd->s_block, dfl_cuda_draft_block_floats (cd, cd->head.rows) * 4 },
   };
   gsize total = 0, off = 0;
   guint8 *base;

@@ -12,7 +12,8 @@
  * changes from round to round (the anchor's position and id, the key ranges
  * of each row, the context rows a windowed layer reads) lives in device
  * memory the kernels read. A graph is captured again when a context buffer
- * is reallocated, or when the output buffer or the width changes.
+ * is reallocated or the width changes; it writes the drafter's own buffer,
+ * copied to the caller's after each replay, so any output buffer will do.
  *
  * Not thread-safe: one caller at a time per drafter (a drafter's contexts
  * share its scratch).

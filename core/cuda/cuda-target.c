@@ -633,7 +633,7 @@ head_rows (DflCudaTarget *t, DflCudaForwardOut *out, int first, int rows, GError
  * step is written into a launch: K and V go through the scratch into the
  * cache at the position read on the device, attention covers
  * graph->max_keys, taps and logits stay in the scratch (copied out after
- * the replay, graph_outputs). */
+ * the replay, in forward_graphed). */
 static void
 enqueue_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, int r0, int m, int pos,
                DflCudaForwardOut *out, const GraphKey *graph)

@@ -190,7 +190,7 @@ typedef struct {
   void *d_trunk;
   DflCudaDrafter *cd;
   DflCudaDraftCtx *ctx;
-  float *d_out, *d_taps;
+  float *d_out, *d_out2, *d_taps;   /* d_out2: a replay's other destination */
   int width;
   double tol, worst_rows, worst_logits;
   int blocks, drafts, agree_chosen, agree_plain;
@@ -209,6 +209,9 @@ pair_open_gpu (Pair *p, DflCudaType as)
   p->d_out = dfl_cuda_alloc (device, dfl_cuda_draft_block_floats (p->cd, p->g->vocab)
                              * sizeof (float), &error);
   g_assert_no_error (error);
+  p->d_out2 = dfl_cuda_alloc (device, dfl_cuda_draft_block_floats (p->cd, p->g->vocab)
+                              * sizeof (float), &error);
+  g_assert_no_error (error);
 }
 
 static void
@@ -219,6 +222,7 @@ pair_close (Pair *p)
                   p->worst_rows, p->worst_logits, p->tol, p->drafts, p->agree_chosen,
                   p->agree_plain);
   dfl_cuda_free (device, p->d_out);
+  dfl_cuda_free (device, p->d_out2);
   dfl_cuda_free (device, p->d_taps);
   dfl_cuda_draft_ctx_free (p->ctx);
   dfl_cuda_drafter_free (p->cd);
@@ -325,11 +329,15 @@ both_block (Pair *p, gint64 pos, guint32 anchor)
   g_assert_no_error (error);
   g_assert_true (dfl_cuda_download (device, direct, p->d_out, nf * sizeof (float), &error));
   dfl_cuda_drafter_set_use_graph (p->cd, TRUE);
-  /* twice: the first captures, the second replays */
+  /* twice: the first captures, the second replays into another buffer
+   * (a pipeline's pool hands out whichever tensor came back) */
   for (int i = 0; i < 2; i++) {
-    g_assert_true (dfl_cuda_draft_block (p->ctx, pos, anchor, p->width, p->d_out, &error));
+    g_assert_true (dfl_cuda_draft_block (p->ctx, pos, anchor, p->width,
+                                         i ? p->d_out2 : p->d_out, &error));
     g_assert_no_error (error);
   }
+  g_assert_true (dfl_cuda_download (device, out, p->d_out2, nf * sizeof (float), &error));
+  g_assert_cmpmem (out, nf * sizeof (float), direct, nf * sizeof (float));
   g_assert_true (dfl_cuda_download (device, out, p->d_out, nf * sizeof (float), &error));
   g_assert_true (dfl_cuda_sync (device, &error));
   g_assert_cmpmem (out, nf * sizeof (float), direct, nf * sizeof (float));

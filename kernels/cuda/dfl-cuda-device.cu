@@ -170,6 +170,7 @@ dfl_cuda_device_unref (DflCudaDevice *dev)
     cublasDestroy (dev->cublas);
   cudaFree (dev->d_cublas_workspace);
   cudaFree (dev->d_att_partial);
+  cudaFree (dev->d_topk);
   if (dev->stream)
     cudaStreamDestroy (dev->stream);
   if (dev->pending)

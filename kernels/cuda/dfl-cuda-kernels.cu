@@ -772,15 +772,25 @@ order_key (float v)
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* One block per row. The k-th largest key is found a byte at a time (a
+/* One block per row, or per slice of a row. The k-th largest key is found a byte at a time (a
  * radix select: four passes, each a histogram of the next byte among the
  * keys that share the bytes found so far); then every key above it is
  * taken, and of the keys equal to it the first ones by index, as many as
  * are missing; the ≤ k taken are ranked by (value down, index up). That is
  * the CPU's dfl_top_k: the k largest, equals in index order, NaN skipped.
- * Slots past the row's non-NaN values get value NaN and index −1. */
+ * Slots past the row's non-NaN values get value NaN and index −1.
+ *
+ * Block b takes slice b % slices of row b / slices: `slice_len` values from
+ * (b % slices) · slice_len on (the last slice what is left), its indices
+ * counted from the row's start; its k go to values/indices + b·k. With
+ * `map`, the row is a list of candidates (another call's slices, one after
+ * the other) and map[row·ld + i] is candidate i's index in the original
+ * row: candidates lie slice by slice in index order and each slice's in
+ * (value down, index up), so among equal values the candidate order is the
+ * index order and the ranking holds. */
 __global__ static void
-top_k_kernel (const float *x, int n, int ld, int k, float *values, int32_t *indices)
+top_k_kernel (const float *x, int n, int ld, int k, int slices, int slice_len,
+              const int32_t *map, float *values, int32_t *indices)
 {
   __shared__ unsigned hist[256];
   __shared__ unsigned prefix_sh, need_sh, valid_sh, taken_sh, eq_seen_sh;
@@ -788,9 +798,13 @@ top_k_kernel (const float *x, int n, int ld, int k, float *values, int32_t *indi
   __shared__ unsigned key_sh[TOPK_MAX];
   __shared__ float val_sh[TOPK_MAX];
   __shared__ int idx_sh[TOPK_MAX];
-  const float *row = x + (size_t) blockIdx.x * ld;
+  const int r = blockIdx.x / slices, first = (blockIdx.x % slices) * slice_len;
+  const float *row = x + (size_t) r * ld + first;
+  const int32_t *row_map = map ? map + (size_t) r * ld : NULL;
   unsigned prefix = 0, mask = 0, threshold, need, gt_count;
   int take_all, count;
+
+  n = MAX (MIN (n - first, slice_len), 0);
 
   if (threadIdx.x == 0) {
     prefix_sh = 0;
@@ -896,7 +910,7 @@ top_k_kernel (const float *x, int n, int ld, int k, float *values, int32_t *indi
       for (int j = 0; j < count; j++)
         rank += key_sh[j] > key_sh[t] || (key_sh[j] == key_sh[t] && idx_sh[j] < idx_sh[t]);
       vo[rank] = val_sh[t];
-      io[rank] = idx_sh[t];
+      io[rank] = row_map ? row_map[idx_sh[t]] : first + idx_sh[t];
     } else {
       vo[t] = NAN;
       io[t] = -1;
@@ -904,10 +918,19 @@ top_k_kernel (const float *x, int n, int ld, int k, float *values, int32_t *indi
   }
 }
 
+/* Rows longer than this go through two passes: a block per slice of
+ * TOPK_SLICE values finds the slice's k, then a block per row the k of
+ * those (a row of 151936 logits is 75 slices: 1200 blocks for a block's 16
+ * rows instead of 16 walking 600 KB each, four passes apiece). */
+#define TOPK_SLICE 2048
+
 extern "C" void
 dfl_cuda_top_k (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, int k,
                 float *d_values, int32_t *d_indices)
 {
+  int slices;
+  size_t need;
+
   if (rows <= 0)
     return;
   if (k < 1 || k > TOPK_MAX || n < 0) {
@@ -915,8 +938,43 @@ dfl_cuda_top_k (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, i
                            TOPK_MAX, n);
     return;
   }
-  top_k_kernel<<<rows, BLOCK, 0, dev->stream>>> (d_x, n, ld, k, d_values, d_indices);
-  dfl_cuda_launched (dev, "dfl_cuda_top_k");
+  slices = (n + TOPK_SLICE - 1) / TOPK_SLICE;
+  if (slices <= 2) {
+    top_k_kernel<<<rows, BLOCK, 0, dev->stream>>> (d_x, n, ld, k, 1, MAX (n, 1), NULL,
+                                                   d_values, d_indices);
+    dfl_cuda_launched (dev, "dfl_cuda_top_k");
+    return;
+  }
+  /* the candidates: values then indices, [rows][slices·k] each */
+  need = (size_t) rows * slices * k * (sizeof (float) + sizeof (int32_t));
+  if (need > dev->topk_bytes) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    void *d = NULL;
+    cudaStreamIsCapturing (dev->stream, &capturing);
+    /* the launches already queued may still read the old candidates */
+    if (capturing != cudaStreamCaptureStatusNone || cudaStreamSynchronize (dev->stream)
+        || cudaMalloc (&d, need) != cudaSuccess) {
+      cudaGetLastError ();
+      dfl_cuda_note_invalid (dev, "dfl_cuda_top_k", "no room for the candidates of %d rows of "
+                             "%d values (%zu bytes)%s", rows, n, need,
+                             capturing != cudaStreamCaptureStatusNone ? " inside a graph capture"
+                             : "");
+      return;
+    }
+    cudaFree (dev->d_topk);
+    dev->d_topk = d;
+    dev->topk_bytes = need;
+  }
+  {
+    float *cand = (float *) dev->d_topk;
+    int32_t *cand_idx = (int32_t *) (cand + (size_t) rows * slices * k);
+    top_k_kernel<<<rows * slices, BLOCK, 0, dev->stream>>> (d_x, n, ld, k, slices, TOPK_SLICE,
+                                                            NULL, cand, cand_idx);
+    dfl_cuda_launched (dev, "dfl_cuda_top_k (the slices)");
+    top_k_kernel<<<rows, BLOCK, 0, dev->stream>>> (cand, slices * k, slices * k, k, 1,
+                                                   slices * k, cand_idx, d_values, d_indices);
+    dfl_cuda_launched (dev, "dfl_cuda_top_k (their candidates)");
+  }
 }
 
 __device__ static inline float

@@ -22,6 +22,9 @@ struct _DflCudaDevice {
   float *d_att_partial;
   size_t att_partial_floats;
   guint64 att_partial_generation;
+  /* top-k's candidates of long rows (grown outside captures) */
+  void *d_topk;
+  size_t topk_bytes;
   /* The first failure a launcher met (a launch error, a cuBLAS status, an
    * argument no kernel here takes): launchers cannot return errors, so it
    * waits here for the next dfl_cuda_sync / dfl_cuda_check. */

@@ -918,8 +918,8 @@ top_k_kernel (const float *x, int n, int ld, int k, int slices, int slice_len,
   }
 }
 
-/* Rows longer than this go through two passes: a block per slice of
- * TOPK_SLICE values finds the slice's k, then a block per row the k of
+/* Rows longer than two slices of TOPK_SLICE values go through two passes:
+ * a block per slice finds the slice's k, then a block per row the k of
  * those (a row of 151936 logits is 75 slices: 1200 blocks for a block's 16
  * rows instead of 16 walking 600 KB each, four passes apiece). */
 #define TOPK_SLICE 2048

@@ -240,6 +240,36 @@ test_rope (void)
       }
 }
 
+/* `out` within 1e-5 of causal attention in float64: row r of q (heads of
+ * hd) over the keys and values [0, pos0 + r] (kv heads, packed). */
+static void
+assert_causal_reference (const float *q, int rows, int heads, int kv, int hd, const float *k,
+                         const float *v, int pos0, float scale, const float *out)
+{
+  g_autofree double *s = g_new (double, pos0 + rows);
+
+  for (int rr = 0; rr < rows; rr++)
+    for (int h = 0; h < heads; h++) {
+      int g = h / (heads / kv), seen = pos0 + rr + 1;
+      double top = -INFINITY, sum = 0;
+      for (int p = 0; p < seen; p++) {
+        s[p] = 0;
+        for (int d = 0; d < hd; d++)
+          s[p] += (double) q[((gsize) rr * heads + h) * hd + d] * k[((gsize) p * kv + g) * hd + d];
+        s[p] *= scale;
+        top = MAX (top, s[p]);
+      }
+      for (int p = 0; p < seen; p++)
+        sum += (s[p] = exp (s[p] - top));
+      for (int d = 0; d < hd; d++) {
+        double ref = 0;
+        for (int p = 0; p < seen; p++)
+          ref += s[p] / sum * v[((gsize) p * kv + g) * hd + d];
+        g_assert_cmpfloat (fabs (out[((gsize) rr * heads + h) * hd + d] - ref), <=, 1e-5);
+      }
+    }
+}
+
 static void
 test_attention (void)
 {
@@ -256,26 +286,7 @@ test_attention (void)
     v[i] = frand (r);
   }
   dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, out);
-  for (int rr = 0; rr < rows; rr++)
-    for (int h = 0; h < heads; h++) {
-      int g = h / (heads / kv), seen = pos0 + rr + 1;
-      double s[16], top = -INFINITY, sum = 0;
-      for (int p = 0; p < seen; p++) {
-        s[p] = 0;
-        for (int d = 0; d < hd; d++)
-          s[p] += (double) q[(rr * heads + h) * hd + d] * k[(p * kv + g) * hd + d];
-        s[p] *= scale;
-        top = MAX (top, s[p]);
-      }
-      for (int p = 0; p < seen; p++)
-        sum += (s[p] = exp (s[p] - top));
-      for (int d = 0; d < hd; d++) {
-        double ref = 0;
-        for (int p = 0; p < seen; p++)
-          ref += s[p] / sum * v[(p * kv + g) * hd + d];
-        g_assert_cmpfloat (fabs (out[(rr * heads + h) * hd + d] - ref), <=, 1e-5);
-      }
-    }
+  assert_causal_reference (q, rows, heads, kv, hd, k, v, pos0, scale, out);
 }
 
 /* The attention of a row is bitwise the same whatever rows come with it,
@@ -324,26 +335,7 @@ test_attention_invariant (void)
       dfl_kernels_set_isa (DFL_KERNELS_BEST);
     }
     /* and near the float64 attention */
-    for (int rr = 0; rr < rows; rr++)
-      for (int h = 0; h < heads; h++) {
-        int g = h / (heads / kv), seen = pos0 + rr + 1;
-        double s[64], top = -INFINITY, sum = 0;
-        for (int p = 0; p < seen; p++) {
-          s[p] = 0;
-          for (int d = 0; d < hd; d++)
-            s[p] += (double) q[((gsize) rr * heads + h) * hd + d] * k[((gsize) p * kv + g) * hd + d];
-          s[p] *= scale;
-          top = MAX (top, s[p]);
-        }
-        for (int p = 0; p < seen; p++)
-          sum += (s[p] = exp (s[p] - top));
-        for (int d = 0; d < hd; d++) {
-          double ref = 0;
-          for (int p = 0; p < seen; p++)
-            ref += s[p] / sum * v[((gsize) p * kv + g) * hd + d];
-          g_assert_cmpfloat (fabs (out[((gsize) rr * heads + h) * hd + d] - ref), <=, 1e-5);
-        }
-      }
+    assert_causal_reference (q, rows, heads, kv, hd, k, v, pos0, scale, out);
   }
 }
 

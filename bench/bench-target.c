@@ -1,14 +1,17 @@
 /* gst-dflash — the CPU target's speed against its memory-bandwidth floor.
  *
- *   bench-target [--target DIR] [--prompt N] [--decode N]
+ *   bench-target [--target DIR] [--prompt N] [--decode N] [--verify-rows N]
  *
  * Without --target it writes a random BF16 Qwen3 checkpoint of about 41M
  * parameters (hidden 512, 8 layers, 8 heads over 4, head_dim 64,
  * intermediate 1536, vocab 32000, tied) to a temporary folder and runs that.
  * Prints prefill and decode tokens/s, and decode's floor: the weight bytes one
  * decode step reads (as stored: BF16 here) over the copy bandwidth measured
- * in the same run, with their ratio. A benchmark, not a test: it asserts
- * nothing about time.
+ * in the same run, with their ratio. Then what a verification costs: a pass
+ * of 2 … N rows (default 16) at the decode position, each the median of
+ * several, as a multiple of a one-row step measured in the same loop — the
+ * figure a speculative round's speed-up is made of. A benchmark, not a
+ * test: it asserts nothing about time.
  */
 #include <cjson/cJSON.h>
 #include <glib/gstdio.h>
@@ -112,11 +115,12 @@ int
 main (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *made = NULL;
-  int prompt = 128, decode = 64;
+  int prompt = 128, decode = 64, verify_rows = 16;
   GOptionEntry entries[] = {
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: a random 41M one)", "DIR" },
     { "prompt", 0, 0, G_OPTION_ARG_INT, &prompt, "Prompt tokens for prefill (default 128)", "N" },
     { "decode", 0, 0, G_OPTION_ARG_INT, &decode, "Decode steps (default 64)", "N" },
+    { "verify-rows", 0, 0, G_OPTION_ARG_INT, &verify_rows, "Largest verification pass timed (default 16; 1 skips them)", "N" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- the CPU target's speed");
@@ -130,8 +134,10 @@ main (int argc, char **argv)
   int tok;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
-  if (!g_option_context_parse (ctx, &argc, &argv, &error) || prompt < 1 || decode < 1) {
-    fprintf (stderr, "bench-target: %s\n", error ? error->message : "--prompt and --decode must be ≥ 1");
+  if (!g_option_context_parse (ctx, &argc, &argv, &error) || prompt < 1 || decode < 1
+      || verify_rows < 1 || verify_rows > 64) {
+    fprintf (stderr, "bench-target: %s\n", error ? error->message
+             : "--prompt and --decode must be ≥ 1, --verify-rows 1 … 64");
     return 2;
   }
   if (!target_dir) {
@@ -148,7 +154,7 @@ main (int argc, char **argv)
     return 1;
   }
   c = dfl_target_config (t);
-  if (prompt + decode + 1 > c->max_positions) {
+  if (prompt + decode + verify_rows > c->max_positions) {
     fprintf (stderr, "bench-target: --prompt + --decode pass max_position_embeddings %d\n", c->max_positions);
     return 2;
   }
@@ -158,7 +164,7 @@ main (int argc, char **argv)
   ids = g_new (int, prompt);
   for (int i = 0; i < prompt; i++)
     ids[i] = (i * 7919 + 13) % c->vocab;
-  logits = g_new (float, c->vocab);
+  logits = g_new (float, (gsize) c->vocab * verify_rows);
   seq = dfl_target_seq_new (t);
 
   /* one warm-up pass so first-touch page faults of the weights stay out */
@@ -195,6 +201,33 @@ main (int argc, char **argv)
   printf ("decode / floor: %.2fx\n", step_s / floor_s);
   printf ("read floor:     %.2f ms a step (the same bytes / read bandwidth); decode / read floor: %.2fx\n",
           dfl_target_weight_bytes (t) / rbw * 1e3, step_s / (dfl_target_weight_bytes (t) / rbw));
+  if (verify_rows > 1) {
+    /* one-row steps and n-row passes interleaved at the same position, so
+     * both see the same machine; each figure a median */
+    enum { REPS = 15 };
+    int at = dfl_target_seq_length (seq);
+    int vids[64];
+    for (int i = 0; i < verify_rows; i++)
+      vids[i] = (i * 31 + 5) % c->vocab;
+    printf ("verify pass:    rows  ms      x one-row step\n");
+    for (int n = 2; n <= verify_rows; n++) {
+      double one[REPS], many[REPS], m1, mn;
+      for (int r = 0; r < REPS; r++) {
+        DflForwardOut out = { .logits_from = 0, .logits = logits };
+        t0 = dfl_bench_now ();
+        dfl_target_forward (t, seq, vids, 1, &out, NULL);
+        one[r] = dfl_bench_now () - t0;
+        dfl_target_seq_truncate (seq, at);
+        t0 = dfl_bench_now ();
+        dfl_target_forward (t, seq, vids, n, &out, NULL);
+        many[r] = dfl_bench_now () - t0;
+        dfl_target_seq_truncate (seq, at);
+      }
+      m1 = dfl_bench_median (one, REPS);
+      mn = dfl_bench_median (many, REPS);
+      printf ("                %4d  %6.2f  %.2fx\n", n, mn * 1e3, mn / m1);
+    }
+  }
   if (made)
     remove_checkpoint (made);
   return 0;

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-for a in speculative selector-plain routed chain-only; do
+for a in routed speculative selector-plain routed-match chain-only; do
   echo "== $a.pipeline against no-draft.pipeline"
   "$build/tools/dflash" ab "pipelines/$a.pipeline" pipelines/no-draft.pipeline \
     --prompts bench/heldout-prompts.txt --max-new 128 --plot "$build/ab-$a.png" | sed -n '/^total/,$p'

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dfl-error.h"
+#include "route-cost.h"
 
 struct _DflSpec {
   const DflTarget *target;
@@ -21,6 +22,7 @@ struct _DflSpec {
   int *drafts;
   float *emb, *logits, *tip, *block_logits;
   int vocab, hs, tap_width, head_width;
+  DflRouteCost cost;     /* DFL_ROUTE_COST's figures, this sequence's rounds */
 };
 
 struct _DflVerifier {
@@ -129,7 +131,7 @@ dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
   }
 }
 
-static const char *route_names[] = { "none", "block", "chain", "auto", "match" };
+static const char *route_names[] = { "none", "block", "chain", "auto", "match", "cost" };
 
 const char *
 dfl_route_name (DflRoute route)
@@ -160,6 +162,7 @@ dfl_spec_params_init (DflSpecParams *p)
     .chain_max = 15,
     .ngram = DFL_NGRAM_DEFAULT,
     .match_min = 3,
+    .probe_every = DFL_ROUTE_COST_PROBE_EVERY,
   };
 }
 
@@ -170,7 +173,7 @@ dfl_spec_new (const DflTarget *target, DflDrafter *drafter, const DflSpecParams 
   const DflQwen3Config *c = dfl_target_config (target);
   g_autoptr (DflSpec) s = g_new0 (DflSpec, 1);
   gboolean needs_drafter = params->route == DFL_ROUTE_BLOCK || params->route == DFL_ROUTE_AUTO
-      || params->route == DFL_ROUTE_MATCH;
+      || params->route == DFL_ROUTE_MATCH || params->route == DFL_ROUTE_COST;
 
   if (needs_drafter && !drafter) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
@@ -188,6 +191,7 @@ dfl_spec_new (const DflTarget *target, DflDrafter *drafter, const DflSpecParams 
   s->target = target;
   s->drafter = drafter;
   s->p = *params;
+  dfl_route_cost_init (&s->cost, params->probe_every);
   s->vocab = c->vocab;
   s->hs = c->hidden;
   s->block = drafter ? dfl_drafter_geometry (drafter)->block : params->chain_max + 1;
@@ -377,13 +381,23 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
   gint64 a = n_tok - 1;                /* the anchor's position */
   int m = 0, k, bonus, chain_m;
   gint64 t0 = g_get_monotonic_time (), t1;
+  gboolean costed = FALSE;
+  DflRouteArm arm = DFL_ROUTE_ARM_BLOCK;
 
   g_return_val_if_fail (!s->done, FALSE);
   g_return_val_if_fail (dfl_target_seq_length (s->seq) == a, FALSE);
 
+  if (s->p.route == DFL_ROUTE_COST) {
+    /* the match rule, and below it whichever arm has paid better */
+    int match = 0;
+    chain_m = dfl_ngram_propose (&s->p.ngram, tokens, n_tok, s->block - 1, s->drafts, &match);
+    costed = match < s->p.match_min;
+    arm = costed ? dfl_route_cost_choose (&s->cost) : DFL_ROUTE_ARM_CHAIN;
+  }
   if (s->p.route != DFL_ROUTE_NONE) {
-    if (dfl_route_choose (s->p.route, s->drafter, s->tip, &s->p.ngram, s->p.match_min,
-                          tokens, n_tok, s->block - 1, s->drafts, &chain_m)) {
+    if (s->p.route == DFL_ROUTE_COST ? arm == DFL_ROUTE_ARM_CHAIN
+        : dfl_route_choose (s->p.route, s->drafter, s->tip, &s->p.ngram, s->p.match_min,
+                            tokens, n_tok, s->block - 1, s->drafts, &chain_m)) {
       m = chain_m >= 0 ? chain_m
           : dfl_ngram_propose (&s->p.ngram, tokens, n_tok, s->block - 1, s->drafts, NULL);
       s->stats.chain_rounds++;
@@ -412,6 +426,8 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
     dfl_drafter_queue_context (s->drafter, a, dfl_verifier_taps (s->verifier), k + 1);
   memcpy (s->tip, dfl_verifier_tip (s->verifier), sizeof (float) * s->hs);
   s->stats.verify_s += (g_get_monotonic_time () - t1) / 1e6;
+  if (costed)
+    dfl_route_cost_observe (&s->cost, arm, k + 1, (g_get_monotonic_time () - t0) / 1e6);
   s->stats.rounds++;
   s->stats.round_tokens += k + 1;
 

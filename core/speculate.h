@@ -26,6 +26,8 @@ typedef enum {
   DFL_ROUTE_CHAIN,   /* prompt lookup every round */
   DFL_ROUTE_AUTO,    /* the sidecar's router (dflash_route): margin > 0 is the block's */
   DFL_ROUTE_MATCH,   /* prompt lookup where its suffix match is ≥ match_min tokens, else the block */
+  DFL_ROUTE_COST,    /* as MATCH, but below match_min the block only where it has given more
+                      * tokens a second (route-cost.h) */
 } DflRoute;
 
 const char *dfl_route_name (DflRoute route);
@@ -39,7 +41,8 @@ typedef struct {
   int head_width;       /* the head's first rows the block's logits cover; 0: all */
   int chain_max;        /* tokens a chain proposal may hold when there is no drafter (block − 1 otherwise) */
   DflNgram ngram;
-  int match_min;        /* DFL_ROUTE_MATCH's threshold */
+  int match_min;        /* DFL_ROUTE_MATCH's and DFL_ROUTE_COST's threshold */
+  int probe_every;      /* DFL_ROUTE_COST: decisions between tries of the arm it favours less */
 } DflSpecParams;
 
 void dfl_spec_params_init (DflSpecParams *p);

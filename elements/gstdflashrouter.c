@@ -16,8 +16,17 @@
  * margin of the target's tip row between the subspaces of rounds the block
  * won and rounds the chain won: above zero, the block); `policy=match`
  * takes the chain where its match is at least `match-min` tokens long, the
- * block otherwise; `block` and `chain` always take one. The verdict of the
- * round goes back up the block's branch only, so tapsource hears it once.
+ * block otherwise; `policy=cost` takes the chain on such a match too, and
+ * below it whichever of the block and the chain's short (or empty)
+ * proposal has given more tokens a second so far, measured from each
+ * round's decision to its verdict (core/route-cost.h) and kept with the
+ * model, so every pipeline on it starts from what the earlier ones
+ * measured (apart for targets on the CPU and on CUDA): on a GPU, where a
+ * block costs a fraction of a target step, that is the block; on a few CPU
+ * cores, where it costs several, mostly a plain step, the block still
+ * tried once every #GstDflashRouter:probe-every decisions. `block` and
+ * `chain` always take one. The verdict of the round goes back up the
+ * block's branch only, so tapsource hears it once.
  *
  * With #GstDflashRouter:decide-first (the default) a round is routed as
  * soon as the chain's proposal for it arrives, as the core's own loop
@@ -45,6 +54,7 @@
 #include "gstdflashcaps.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
+#include "route-cost.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_router_debug);
 #define GST_CAT_DEFAULT gst_dflash_router_debug
@@ -61,6 +71,7 @@ typedef enum {
   GST_DFLASH_POLICY_MATCH,
   GST_DFLASH_POLICY_BLOCK,
   GST_DFLASH_POLICY_CHAIN,
+  GST_DFLASH_POLICY_COST,
 } GstDflashPolicy;
 
 #define GST_TYPE_DFLASH_POLICY (gst_dflash_policy_get_type ())
@@ -73,6 +84,8 @@ gst_dflash_policy_get_type (void)
     { GST_DFLASH_POLICY_MATCH, "The chain when its match is at least match-min tokens", "match" },
     { GST_DFLASH_POLICY_BLOCK, "Always the block", "block" },
     { GST_DFLASH_POLICY_CHAIN, "Always the chain", "chain" },
+    { GST_DFLASH_POLICY_COST, "The chain on a match of match-min tokens, else the block or the "
+      "chain's proposal, whichever has given more tokens a second", "cost" },
     { 0, NULL, NULL },
   };
 
@@ -92,7 +105,18 @@ enum {
   PROP_BLOCK_ROUNDS,
   PROP_CHAIN_ROUNDS,
   PROP_DECIDE_FIRST,
+  PROP_PROBE_EVERY,
+  PROP_BLOCK_RATE,
+  PROP_CHAIN_RATE,
 };
+
+/* A round policy=cost decided below match-min, until its verdict. */
+typedef struct {
+  guint round;
+  gint64 decided_us;
+  DflRouteArm arm;
+  gboolean cuda_target;      /* whose figures it goes into */
+} Pending;
 
 struct _GstDflashRouter {
   GstAggregator parent;
@@ -102,6 +126,12 @@ struct _GstDflashRouter {
   GstDflashModel *model;
   guint64 block_rounds, chain_rounds;
   gboolean decide_first;
+  /* policy=cost: by sequence, the round decided on the model's figures
+   * (under the object lock: the chain's branch decides, the verifier's
+   * thread brings the verdict); where the last one's target ran */
+  int probe_every;
+  GHashTable *pending;
+  gboolean last_cuda;
 };
 
 #define _do_init \
@@ -141,6 +171,72 @@ gst_dflash_router_release_pad (GstElement *element, GstPad *pad)
   GST_ELEMENT_CLASS (parent_class)->release_pad (element, pad);
 }
 
+/* policy=cost: the round's route, decided once (when the chain's proposal
+ * arrives) on the model's figures for where the sequence's target runs,
+ * and looked up after. */
+static gboolean
+cost_choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *cm, int match_min)
+{
+  GstDflashSeq *seq;
+  gboolean cuda, chain;
+  DflRouteCost *rc;
+  Pending *p;
+
+  /* the chain's first proposal can come before the aggregator has seen
+   * any caps (it handles them in its own thread): find the model here */
+  if (!self->model && self->chain_pad)
+    gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (self->chain_pad), &self->model);
+  if (!self->model) {
+    /* no tapsource upstream: the caps check ends the run with an error */
+    GST_WARNING_OBJECT (self, "policy=cost: no model yet, round %u goes to the chain", cm->round);
+    return TRUE;
+  }
+  seq = gst_dflash_model_seq_get (self->model, cm->loop, cm->sequence);
+  cuda = seq && seq->cuda_kv;
+
+  GST_OBJECT_LOCK (self);
+  p = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (cm->sequence));
+  if (p && p->round == cm->round) {
+    chain = p->arm == DFL_ROUTE_ARM_CHAIN;
+  } else if (cm->match >= (guint) match_min) {
+    chain = TRUE;
+  } else {
+    p = g_new (Pending, 1);
+    p->round = cm->round;
+    p->decided_us = g_get_monotonic_time ();
+    p->cuda_target = self->last_cuda = cuda;
+    rc = gst_dflash_model_route_cost_lock (self->model, cuda);
+    rc->probe_every = self->probe_every;
+    p->arm = dfl_route_cost_choose (rc);
+    gst_dflash_model_route_cost_unlock (self->model);
+    g_hash_table_insert (self->pending, GUINT_TO_POINTER (cm->sequence), p);
+    chain = p->arm == DFL_ROUTE_ARM_CHAIN;
+  }
+  GST_OBJECT_UNLOCK (self);
+  return chain;
+}
+
+/* policy=cost: a verdict brings the figures of the round it ends. */
+static void
+cost_observe (GstDflashRouter *self, GstEvent *verdict)
+{
+  guint sequence, round;
+  gint accepted;
+  Pending *p;
+
+  if (!gst_dflash_verdict_event_parse (verdict, &sequence, &round, NULL, &accepted, NULL, NULL))
+    return;
+  GST_OBJECT_LOCK (self);
+  p = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (sequence));
+  if (p && p->round == round) {
+    DflRouteCost *rc = gst_dflash_model_route_cost_lock (self->model, p->cuda_target);
+    dfl_route_cost_observe (rc, p->arm, accepted + 1, (g_get_monotonic_time () - p->decided_us) / 1e6);
+    gst_dflash_model_route_cost_unlock (self->model);
+    g_hash_table_remove (self->pending, GUINT_TO_POINTER (sequence));
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
 /* TRUE where the round goes to the chain. `round` is the round's meta
  * (either branch's: both carry the round's tip), `cm` the chain's proposal's
  * (NULL: no chain proposal). */
@@ -158,6 +254,8 @@ choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstD
   match_min = self->match_min;
   GST_OBJECT_UNLOCK (self);
   switch (policy) {
+    case GST_DFLASH_POLICY_COST:
+      return cost_choose_chain (self, cm, match_min);
     case GST_DFLASH_POLICY_CHAIN:
       return TRUE;
     case GST_DFLASH_POLICY_MATCH:
@@ -253,6 +351,22 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
       gst_event_unref (event);
       return FALSE;
     }
+    if (self->policy == GST_DFLASH_POLICY_COST && !self->model) {
+      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+          ("router: policy=cost keeps its figures with the model, and no dflash.model context "
+           "was found upstream (a tapsource before the router)"), (NULL));
+      gst_event_unref (event);
+      return FALSE;
+    }
+    if (self->policy == GST_DFLASH_POLICY_COST && !self->decide_first) {
+      /* deciding after both have drafted, the block's drafting is paid
+       * every round and never seen in its figure */
+      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+          ("router: policy=cost needs decide-first=true (it weighs the block's drafting time, "
+           "which it only sees when the block drafts the rounds routed to it alone)"), (NULL));
+      gst_event_unref (event);
+      return FALSE;
+    }
   }
   return GST_AGGREGATOR_CLASS (parent_class)->sink_event (agg, pad, event);
 }
@@ -280,9 +394,12 @@ gst_dflash_router_src_event (GstAggregator *agg, GstEvent *event)
 {
   GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
 
-  if ((GST_EVENT_TYPE (event) == GST_EVENT_CUSTOM_UPSTREAM
-       && gst_event_has_name (event, GST_DFLASH_VERDICT_EVENT))
-      || GST_EVENT_TYPE (event) == GST_EVENT_SEEK)
+  if (GST_EVENT_TYPE (event) == GST_EVENT_CUSTOM_UPSTREAM
+      && gst_event_has_name (event, GST_DFLASH_VERDICT_EVENT)) {
+    cost_observe (self, event);
+    return gst_pad_push_event (GST_PAD (self->block_pad), event);
+  }
+  if (GST_EVENT_TYPE (event) == GST_EVENT_SEEK)
     return gst_pad_push_event (GST_PAD (self->block_pad), event);
   return GST_AGGREGATOR_CLASS (parent_class)->src_event (agg, event);
 }
@@ -332,7 +449,23 @@ gst_dflash_router_start (GstAggregator *agg)
   GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
 
   self->block_rounds = self->chain_rounds = 0;
+  /* the model's figures stay: they are the machine's, not this run's */
+  GST_OBJECT_LOCK (self);
+  g_hash_table_remove_all (self->pending);
+  GST_OBJECT_UNLOCK (self);
   return TRUE;
+}
+
+/* A flush drops the rounds in flight: their verdicts will not come. */
+static GstFlowReturn
+gst_dflash_router_flush (GstAggregator *agg)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+
+  GST_OBJECT_LOCK (self);
+  g_hash_table_remove_all (self->pending);
+  GST_OBJECT_UNLOCK (self);
+  return GST_FLOW_OK;
 }
 
 static void
@@ -350,6 +483,11 @@ gst_dflash_router_set_property (GObject *object, guint prop_id, const GValue *va
       break;
     case PROP_DECIDE_FIRST:
       self->decide_first = g_value_get_boolean (value);
+      break;
+    case PROP_PROBE_EVERY:
+      GST_OBJECT_LOCK (self);
+      self->probe_every = g_value_get_int (value);
+      GST_OBJECT_UNLOCK (self);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -378,6 +516,20 @@ gst_dflash_router_get_property (GObject *object, guint prop_id, GValue *value, G
     case PROP_DECIDE_FIRST:
       g_value_set_boolean (value, self->decide_first);
       break;
+    case PROP_PROBE_EVERY:
+      g_value_set_int (value, self->probe_every);
+      break;
+    case PROP_BLOCK_RATE:
+    case PROP_CHAIN_RATE:
+      if (self->model) {
+        DflRouteCost *rc = gst_dflash_model_route_cost_lock (self->model, self->last_cuda);
+        g_value_set_double (value, dfl_route_cost_rate (rc, prop_id == PROP_BLOCK_RATE
+                                                        ? DFL_ROUTE_ARM_BLOCK : DFL_ROUTE_ARM_CHAIN));
+        gst_dflash_model_route_cost_unlock (self->model);
+      } else {
+        g_value_set_double (value, 0.0);
+      }
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -388,6 +540,7 @@ static void
 gst_dflash_router_finalize (GObject *object)
 {
   g_clear_object (&GST_DFLASH_ROUTER (object)->model);
+  g_hash_table_unref (GST_DFLASH_ROUTER (object)->pending);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -405,7 +558,8 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    * GstDflashRouter:policy
    *
    * How a round is routed: the sidecar's router (auto), the match rule,
-   * or always one drafter.
+   * the match rule with the rest by measured tokens a second (cost), or
+   * always one drafter.
    */
   g_object_class_install_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy", "How each round chooses between block and chain",
@@ -434,6 +588,40 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
           "Route each round as soon as the chain's proposal arrives, and tell the block's branch "
           "so it drafts only the block's rounds (needs a queue after the tee on that branch)",
           TRUE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstDflashRouter:probe-every
+   *
+   * policy=cost: after each side has been tried a few times, the one its
+   * figures favour less is still tried once every this many decisions, so
+   * that its figure follows the machine and the text.
+   */
+  g_object_class_install_property (gobject_class, PROP_PROBE_EVERY,
+      g_param_spec_int ("probe-every", "Probe every",
+          "policy=cost: decisions between two tries of the side it favours less (0: never)",
+          0, 1000000, DFL_ROUTE_COST_PROBE_EVERY,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  /**
+   * GstDflashRouter:block-tokens-per-second
+   *
+   * policy=cost: what the block's rounds below match-min have given, in
+   * tokens (accepted + 1) a second of drafting and verifying: the model's
+   * figures (every pipeline on the model adds to them) for where the
+   * target of the last round decided ran.
+   */
+  g_object_class_install_property (gobject_class, PROP_BLOCK_RATE,
+      g_param_spec_double ("block-tokens-per-second", "Block tokens per second",
+          "policy=cost: tokens a second the block's rounds have given (decayed figures)",
+          0, G_MAXDOUBLE, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  /**
+   * GstDflashRouter:chain-tokens-per-second
+   *
+   * policy=cost: the same for the chain's rounds below match-min (its short
+   * or empty proposals: mostly plain decoding steps).
+   */
+  g_object_class_install_property (gobject_class, PROP_CHAIN_RATE,
+      g_param_spec_double ("chain-tokens-per-second", "Chain tokens per second",
+          "policy=cost: tokens a second the chain's rounds below match-min have given (decayed figures)",
+          0, G_MAXDOUBLE, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
   gst_element_class_set_static_metadata (element_class, "DFlash router",
       "Filter/Tensor", "Chooses between the block's and the chain drafter's proposals",
       "gst-dflash developers");
@@ -449,6 +637,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   agg_class->src_query = GST_DEBUG_FUNCPTR (gst_dflash_router_src_query);
   agg_class->sink_query = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_query);
   agg_class->start = GST_DEBUG_FUNCPTR (gst_dflash_router_start);
+  agg_class->flush = GST_DEBUG_FUNCPTR (gst_dflash_router_flush);
   agg_class->update_src_caps = GST_DEBUG_FUNCPTR (gst_dflash_router_update_src_caps);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_POLICY, 0);
 }
@@ -461,6 +650,8 @@ gst_dflash_router_init (GstDflashRouter *self)
   self->policy = GST_DFLASH_POLICY_MATCH;
   self->match_min = DEFAULT_MATCH_MIN;
   self->decide_first = TRUE;
+  self->probe_every = DFL_ROUTE_COST_PROBE_EVERY;
+  self->pending = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   self->block_pad = g_object_new (GST_TYPE_AGGREGATOR_PAD, "name", "sink", "direction",
                                   GST_PAD_SINK, "template", templ, NULL);
   gst_element_add_pad (GST_ELEMENT (self), GST_PAD (self->block_pad));

@@ -34,6 +34,11 @@ struct _GstDflashModel {
   GMutex cuda_drafter_lock;  /* its callers, one at a time */
   GstDflashDevice *vk_dev;
   DflVkDrafter *vk_drafter;
+  /* router policy=cost's figures, by where the target runs (CPU, CUDA):
+   * a property of the machine and the pair, so every pipeline on this
+   * model starts from what the earlier ones measured */
+  GMutex route_lock;
+  DflRouteCost route_cost[2];
 };
 
 G_DEFINE_TYPE (GstDflashModel, gst_dflash_model, GST_TYPE_OBJECT);
@@ -76,6 +81,7 @@ gst_dflash_model_finalize (GObject *object)
   gst_clear_object (&m->vk_dev);
   g_mutex_clear (&m->engine_lock);
   g_mutex_clear (&m->cuda_drafter_lock);
+  g_mutex_clear (&m->route_lock);
   dfl_drafter_free (m->drafter);
   dfl_tokenizer_free (m->tokenizer);
   dfl_target_free (m->target);
@@ -96,6 +102,22 @@ gst_dflash_model_init (GstDflashModel *m)
   m->seqs = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, (GDestroyNotify) seq_free);
   g_mutex_init (&m->engine_lock);
   g_mutex_init (&m->cuda_drafter_lock);
+  g_mutex_init (&m->route_lock);
+  for (guint i = 0; i < G_N_ELEMENTS (m->route_cost); i++)
+    dfl_route_cost_init (&m->route_cost[i], DFL_ROUTE_COST_PROBE_EVERY);
+}
+
+DflRouteCost *
+gst_dflash_model_route_cost_lock (GstDflashModel *m, gboolean cuda_target)
+{
+  g_mutex_lock (&m->route_lock);
+  return &m->route_cost[cuda_target ? 1 : 0];
+}
+
+void
+gst_dflash_model_route_cost_unlock (GstDflashModel *m)
+{
+  g_mutex_unlock (&m->route_lock);
 }
 
 GstDflashModel *

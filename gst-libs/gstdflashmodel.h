@@ -20,6 +20,7 @@
 #include <gst/gst.h>
 
 #include "drafter.h"
+#include "route-cost.h"
 #include "sampler.h"
 #include "speculate.h"
 #include "target.h"
@@ -90,6 +91,12 @@ const char *gst_dflash_model_drafter_path (GstDflashModel *m);
 /* The loaded drafter, for its router and selector (never its context). */
 DflDrafter *gst_dflash_model_drafter (GstDflashModel *m);
 int gst_dflash_model_tap_width (GstDflashModel *m);
+
+/* router policy=cost's figures (route-cost.h) for rounds whose target runs
+ * on the CPU or on a CUDA card, shared by every pipeline on the model, held
+ * until the unlock. */
+DflRouteCost *gst_dflash_model_route_cost_lock (GstDflashModel *m, gboolean cuda_target);
+void gst_dflash_model_route_cost_unlock (GstDflashModel *m);
 
 /* A number for a new loop (a tapsource): its sequences are apart from
  * those of every other loop on the model. */

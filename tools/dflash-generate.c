@@ -73,8 +73,12 @@ quoted (const char *v)
 static char *
 describe (DflRoute route, const char *source, const char *select, int head_width)
 {
-  g_autofree char *block = g_strdup_printf ("ctxsettle ! dflashblock head-width=%d ! selector mode=%s",
-                                            head_width, select);
+  /* the settings of pipelines/routed.pipeline, the default run: the
+   * selector cuts the block's draft where the drafter is unsure, the
+   * chain proposes two tokens per token of the suffix it matched */
+  g_autofree char *block = g_strdup_printf ("ctxsettle ! dflashblock head-width=%d ! selector mode=%s "
+                                            "min-confidence=0.05", head_width, select);
+  const char *chain = "ngramdraft max-n=8 draft-per-match=2";
   const char *sinks = "verifier name=v ! fakesink name=text signal-handoffs=true sync=false async=false "
       "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false";
 
@@ -82,15 +86,18 @@ describe (DflRoute route, const char *source, const char *select, int head_width
     case DFL_ROUTE_NONE:
       return g_strdup_printf ("%s ! %s", source, sinks);
     case DFL_ROUTE_CHAIN:
-      return g_strdup_printf ("%s ! ngramdraft ! %s", source, sinks);
+      return g_strdup_printf ("%s ! %s ! %s", source, chain, sinks);
     case DFL_ROUTE_BLOCK:
       return g_strdup_printf ("%s ! %s ! %s", source, block, sinks);
     case DFL_ROUTE_AUTO:
     case DFL_ROUTE_MATCH:
+    case DFL_ROUTE_COST:
     default:
-      return g_strdup_printf ("%s ! tee name=t ! queue ! %s ! router name=r policy=%s ! %s "
-                              "t. ! queue ! ngramdraft ! r.chain",
-                              source, block, route == DFL_ROUTE_AUTO ? "auto" : "match", sinks);
+      /* cost weighs the block against a plain step where prompt lookup
+       * found nothing at all */
+      return g_strdup_printf ("%s ! tee name=t ! queue ! %s ! router name=r policy=%s%s ! %s "
+                              "t. ! queue ! %s ! r.chain", source, block, dfl_route_name (route),
+                              route == DFL_ROUTE_COST ? " match-min=1" : "", sinks, chain);
   }
 }
 
@@ -219,7 +226,7 @@ dfl_cmd_generate (int argc, char **argv)
     { "tokens", 0, 0, G_OPTION_ARG_STRING, &tokens, "Prompt as token ids instead of text", "1,2,3" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens to generate at most (default 64)", "N" },
     { "no-draft", 0, 0, G_OPTION_ARG_NONE, &no_draft, "Plain decoding with the target alone", NULL },
-    { "route", 0, 0, G_OPTION_ARG_STRING, &route_name, "block, chain (prompt lookup), match (chain on a 3-token match, else block) or auto (the sidecar's router); default: auto where the sidecar has a router, else block", "ROUTE" },
+    { "route", 0, 0, G_OPTION_ARG_STRING, &route_name, "cost (chain wherever prompt lookup matched, else whichever of the block and a plain step has given more tokens a second; the default with a drafter), block, chain (prompt lookup), match (chain on a 3-token match, else block) or auto (the sidecar's router)", "ROUTE" },
     { "select", 0, 0, G_OPTION_ARG_STRING, &select, "rescore (the selector, default) or plain (each row's argmax)", "HOW" },
     { "head-width", 0, 0, G_OPTION_ARG_INT, &head_width, "Score drafts over the head's first N rows only (default: all)", "N" },
     { "temperature", 0, 0, G_OPTION_ARG_DOUBLE, &temperature, "Sample at this temperature (default 0: greedy)", "T" },
@@ -263,7 +270,7 @@ dfl_cmd_generate (int argc, char **argv)
   if (head_width < 0)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --head-width must be ≥ 0, not %d", head_width);
   if (route_name && !dfl_route_from_name (route_name, &route))
-    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --route '%s' is not one of block, chain, match, auto", route_name);
+    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --route '%s' is not one of cost, block, chain, match, auto", route_name);
   if (select && g_strcmp0 (select, "rescore") && g_strcmp0 (select, "plain"))
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --select '%s' is not rescore or plain", select);
   if (no_draft && route_name && route != DFL_ROUTE_NONE)
@@ -321,8 +328,9 @@ dfl_cmd_generate (int argc, char **argv)
   if (no_draft)
     route = DFL_ROUTE_NONE;
   else if (!route_name)
-    route = !drafter ? DFL_ROUTE_NONE : dfl_drafter_has_route (drafter) ? DFL_ROUTE_AUTO : DFL_ROUTE_BLOCK;
-  if ((route == DFL_ROUTE_BLOCK || route == DFL_ROUTE_MATCH || route == DFL_ROUTE_AUTO) && !drafter)
+    route = drafter ? DFL_ROUTE_COST : DFL_ROUTE_NONE;
+  if ((route == DFL_ROUTE_BLOCK || route == DFL_ROUTE_MATCH || route == DFL_ROUTE_AUTO
+       || route == DFL_ROUTE_COST) && !drafter)
     return dfl_cli_fail (DFL_EXIT_ERROR, "route '%s' needs a drafter, and %s has no dflash.safetensors "
                          "(name one with --drafter)", dfl_route_name (route), target_dir);
   if (route == DFL_ROUTE_AUTO && !dfl_drafter_has_route (drafter))

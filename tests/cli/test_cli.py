@@ -216,7 +216,7 @@ def main():
 
     # drafting (the random sidecar beside the checkpoint) changes nothing of the text
     plain = None
-    for route in ("none", "block", "chain", "match", "auto"):
+    for route in ("none", "block", "chain", "match", "auto", "cost"):
         args = ["generate", "--target", GOOD, "--prompt", "the the cat the cat", "--max-new", "40", "--json"]
         args += ["--no-draft"] if route == "none" else ["--route", route]
         rc, out, err = run(*args)
@@ -232,6 +232,10 @@ def main():
                   rc == 0 and o.get("new_tokens") == plain and o.get("route") == route
                   and len(o.get("accept_rate_per_position", [])) == 7
                   and {"mean_accepted", "draft_s", "verify_s"} <= set(o), f"rc={rc} {err} {o}")
+    rc, out, err = run("generate", "--target", GOOD, "--prompt", "the the cat the cat", "--max-new", "40", "--json")
+    check("the default route with a drafter is cost, and keeps the no-draft tokens",
+          rc == 0 and json.loads(out).get("route") == "cost" and json.loads(out).get("new_tokens") == plain,
+          f"rc={rc} {err}")
     rc, out, err = run("generate", "--target", GOOD, "--max-new", "8", "--json", "--temperature", "0.8",
                        "--seed", "4", "--top-p", "0.9")
     rc2, out2, err2 = run("generate", "--target", GOOD, "--max-new", "8", "--json", "--temperature", "0.8",

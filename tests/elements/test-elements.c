@@ -1168,6 +1168,46 @@ GST_START_TEST (test_routed_chain)
 }
 GST_END_TEST;
 
+/* policy=cost: lossless like the others; its first round below match-min
+ * goes to the block (the warm-up tries the block first), and after the
+ * run both of its figures are real rates. */
+GST_START_TEST (test_routed_cost)
+{
+  const gint max_new = 64;
+  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+  Run *r = run_new_printf (ROUTED, max_new, "cost probe-every=4");
+  g_autofree gchar *text = NULL;
+  GstElement *router;
+  guint64 block_rounds = 0, chain_rounds = 0;
+  gdouble block_rate = 0, chain_rate = 0;
+
+  routed ("cost", 48, FALSE, FALSE);
+  run_to_eos (r);
+  text = run_text (r);
+  assert_text (text, want, "policy=cost probe-every=4");
+  router = run_get (r, "r");
+  g_object_get (router, "block-rounds", &block_rounds, "chain-rounds", &chain_rounds,
+                "block-tokens-per-second", &block_rate, "chain-tokens-per-second", &chain_rate, NULL);
+  gst_object_unref (router);
+  fail_unless_equals_int (block_rounds + chain_rounds, run_count (r, "dflash-round"));
+  fail_unless (block_rounds > 0, "no block round: the warm-up starts with the block");
+  fail_unless (block_rate > 0 && block_rate < 1e7, "block-tokens-per-second %g", block_rate);
+  fail_unless (chain_rate >= 0 && chain_rate < 1e7, "chain-tokens-per-second %g", chain_rate);
+  run_free (r);
+}
+GST_END_TEST;
+
+/* policy=cost weighs the block's drafting, which only decide-first lets
+ * it see: without it the router refuses, naming the property. */
+GST_START_TEST (test_router_cost_needs_decide_first)
+{
+  Run *r = run_new_printf (ROUTED, 16, "cost decide-first=false");
+
+  run_to_error (r, "decide-first=true");
+  run_free (r);
+}
+GST_END_TEST;
+
 /* The chain's proposal for another round than the block's is an error the
  * router names; a probe shifts the chain branch's round number. */
 static GstPadProbeReturn
@@ -1243,6 +1283,7 @@ GST_START_TEST (test_routed_decide_first)
   routed_first ("chain", TRUE);
   routed_first ("match", TRUE);
   routed_first ("block", TRUE);
+  routed_first ("cost", TRUE);
   routed_first ("chain", FALSE);
 }
 GST_END_TEST;
@@ -1963,6 +2004,8 @@ dflash_elements_suite (void)
   tcase_add_test (tc, test_routed_auto);
   tcase_add_test (tc, test_routed_block);
   tcase_add_test (tc, test_routed_chain);
+  tcase_add_test (tc, test_routed_cost);
+  tcase_add_test (tc, test_router_cost_needs_decide_first);
   tcase_add_test (tc, test_router_round_mismatch);
   tcase_add_test (tc, test_routed_decide_first);
   tcase_add_test (tc, test_decide_first_without_queue);

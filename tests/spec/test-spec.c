@@ -13,6 +13,7 @@
 
 #include "dfl-error.h"
 #include "ngram.h"
+#include "route-cost.h"
 #include "sampler.h"
 #include "speculate.h"
 #include "target.h"
@@ -184,7 +185,7 @@ test_lossless_block (void)
   const DflSampler samplers[] = {
     { .temperature = 0 }, { .temperature = 0.9f, .top_p = 0.95f, .seed = 3 },
   };
-  const DflRoute routes[] = { DFL_ROUTE_BLOCK, DFL_ROUTE_AUTO, DFL_ROUTE_MATCH };
+  const DflRoute routes[] = { DFL_ROUTE_BLOCK, DFL_ROUTE_AUTO, DFL_ROUTE_MATCH, DFL_ROUTE_COST };
   gint64 block_rounds = 0, chain_rounds = 0, accepted = 0;
 
   for (int pi = 0; pi < 5; pi++) {
@@ -211,6 +212,60 @@ test_lossless_block (void)
   g_assert_cmpint (accepted, >, 0);
 }
 
+/* Feed `rounds` rounds of fixed figures, tokens and seconds by arm, and
+ * count the decisions that went to the block. */
+static int
+cost_blocks (DflRouteCost *rc, int rounds, int block_tokens, double block_s, int chain_tokens,
+             double chain_s)
+{
+  int blocks = 0;
+
+  for (int i = 0; i < rounds; i++) {
+    DflRouteArm arm = dfl_route_cost_choose (rc);
+    blocks += arm == DFL_ROUTE_ARM_BLOCK;
+    if (arm == DFL_ROUTE_ARM_BLOCK)
+      dfl_route_cost_observe (rc, arm, block_tokens, block_s);
+    else
+      dfl_route_cost_observe (rc, arm, chain_tokens, chain_s);
+  }
+  return blocks;
+}
+
+/* The cost rule: each arm tried in turn first, then the one with more
+ * tokens a second, the other once every probe_every decisions; a change
+ * of figures turns it within a few probes. */
+static void
+test_route_cost (void)
+{
+  DflRouteCost rc;
+
+  /* warm-up: block, chain, block, … until each has been seen WARMUP times */
+  dfl_route_cost_init (&rc, 16);
+  for (int i = 0; i < 2 * DFL_ROUTE_COST_WARMUP; i++) {
+    DflRouteArm arm = dfl_route_cost_choose (&rc);
+    g_assert_cmpint (arm, ==, i % 2 ? DFL_ROUTE_ARM_CHAIN : DFL_ROUTE_ARM_BLOCK);
+    dfl_route_cost_observe (&rc, arm, arm == DFL_ROUTE_ARM_BLOCK ? 2 : 1,
+                            arm == DFL_ROUTE_ARM_BLOCK ? 0.008 : 0.002);
+  }
+  /* a CPU's figures: the block 2 tokens in 8 ms, a plain step 1 in 2 ms;
+   * only the probes go to the block, one in 16 */
+  g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_BLOCK), 250.0, 1e-6);
+  g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_CHAIN), 500.0, 1e-6);
+  g_assert_cmpint (cost_blocks (&rc, 160, 2, 0.008, 1, 0.002), ==, 10);
+  /* a GPU's: the block 6 tokens in 10 ms against a step's 1 in 7 ms; the
+   * probes bring the new figure in and the block takes over */
+  cost_blocks (&rc, 160, 6, 0.010, 1, 0.007);
+  g_assert_cmpint (cost_blocks (&rc, 160, 6, 0.010, 1, 0.007), ==, 150);
+  /* no probes: the favoured arm only */
+  dfl_route_cost_init (&rc, 0);
+  cost_blocks (&rc, 2 * DFL_ROUTE_COST_WARMUP, 1, 0.01, 1, 0.001);
+  g_assert_cmpint (cost_blocks (&rc, 100, 1, 0.01, 1, 0.001), ==, 0);
+  /* what cannot be a round's figure changes nothing */
+  dfl_route_cost_observe (&rc, DFL_ROUTE_ARM_BLOCK, 5, 0.0);
+  dfl_route_cost_observe (&rc, DFL_ROUTE_ARM_BLOCK, -1, 0.1);
+  g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_BLOCK), 100.0, 1e-6);
+}
+
 static void
 test_route_needs_drafter (void)
 {
@@ -235,6 +290,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/spec/lossless-chain/bf16-tied", "bf16-tied", test_lossless_chain);
   g_test_add_data_func ("/spec/lossless-chain/gqa-hd32-sharded", "gqa-hd32-sharded", test_lossless_chain);
   g_test_add_func ("/spec/route-needs-drafter", test_route_needs_drafter);
-  g_test_add_func ("/spec/lossless-block-auto-match", test_lossless_block);
+  g_test_add_func ("/spec/route-cost", test_route_cost);
+  g_test_add_func ("/spec/lossless-block-auto-match-cost", test_lossless_block);
   return g_test_run ();
 }

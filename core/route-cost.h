@@ -5,8 +5,9 @@
  * the choice is between drafting a block (its cost: the drafter's pass,
  * then verifying more rows) and taking the chain's short or empty proposal
  * (little more than a plain decoding step). Which pays depends on the
- * machine as much as on the drafter: on a GPU a block costs a fraction of
- * a target step, on two CPU cores it costs several. So neither is fixed:
+ * machine and the pair as much as on the drafter: with a large target on
+ * a GPU a block costs a fraction of a target step; with a small one, on
+ * two CPU cores or on a GPU alike, it costs several. So neither is fixed:
  * both are measured as the loop runs, as tokens a round (accepted + 1) over
  * the round's seconds from the decision to the verdict, and each round
  * goes to the one with more tokens a second.

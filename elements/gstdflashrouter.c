@@ -21,10 +21,11 @@
  * proposal has given more tokens a second so far, measured from each
  * round's decision to its verdict (core/route-cost.h) and kept with the
  * model, so every pipeline on it starts from what the earlier ones
- * measured (apart for targets on the CPU and on CUDA): on a GPU, where a
- * block costs a fraction of a target step, that is the block; on a few CPU
- * cores, where it costs several, mostly a plain step, the block still
- * tried once every #GstDflashRouter:probe-every decisions. `block` and
+ * measured (apart for targets on the CPU and on CUDA): where a block
+ * costs a fraction of a target step (a large target on a GPU), that is the
+ * block; where it costs several (a small target, on a few CPU cores or on
+ * a GPU alike), mostly a plain step, the block still tried once every
+ * #GstDflashRouter:probe-every decisions. `block` and
  * `chain` always take one. The verdict of the round goes back up the
  * block's branch only, so tapsource hears it once.
  *

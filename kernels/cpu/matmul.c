@@ -762,6 +762,109 @@ block_avx512 (const float *x, int rows, int ldx, const float *xp, const DflWeigh
 }
 #endif
 
+#ifdef DFL_X86
+/* ---- AVX-512 registers, two or three rows ----
+ *
+ * A verification of one or two drafts is two or three rows: bound by
+ * reading the weights, too few rows for the panel of the blocked path to
+ * pay, and the one-row path would read and convert each block of weights
+ * once per row, the later rows' passes waiting on memory with nothing
+ * fetched ahead (two rows took twice one row's time). Here each weight
+ * vector is converted once and feeds every row, eight outputs at a time,
+ * the next eight outputs' weights fetched meanwhile as the one-row path
+ * does. AVX2's instructions in AVX-512's 32 registers (24 accumulators for
+ * three rows); each output keeps the lane order, so the results are
+ * bitwise the other paths'. (Four outputs at a time for four to six rows
+ * measured slower than the blocked path, so those stay there.) */
+#define FEW_ROWS_MAX 3
+AVX512 static inline __attribute__ ((always_inline)) void
+rows_by_8_kernel (const int R, const DflWeightType T, const float *x, int ldx, const char *w,
+                  size_t wrow, int in, float *y, int ldy, int accumulate, const char *ahead)
+{
+  int in8 = in & ~7;
+  size_t esz = T == DFL_WEIGHT_F32 ? 4 : 2;
+  __m256 a[FEW_ROWS_MAX][8];
+
+#pragma GCC unroll 3
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+      a[r][j] = _mm256_setzero_ps ();
+  for (int i = 0; i < in8; i += 8) {
+    __m256 c[FEW_ROWS_MAX];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+      c[r] = _mm256_loadu_ps (x + (size_t) r * ldx + i);
+    if (ahead) {
+      /* the next rows' bytes at the rate these are read: 8·8 elements a step */
+#pragma GCC unroll 4
+      for (size_t l = 0; l < esz; l++)
+        _mm_prefetch (ahead + (size_t) i * 8 * esz + l * 64, _MM_HINT_T0);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+      __m256 b = load8 (w + j * wrow, T, i);
+#pragma GCC unroll 3
+      for (int r = 0; r < R; r++)
+        a[r][j] = _mm256_fmadd_ps (c[r], b, a[r][j]);
+    }
+  }
+#pragma GCC unroll 3
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < 8; j++) {
+      float v = finish (a[r][j], x + (size_t) r * ldx, w + j * wrow, T, in8, in);
+      float *yo = y + (size_t) r * ldy + j;
+      *yo = accumulate ? *yo + v : v;
+    }
+}
+
+
+#define FEW_ROWS(R, T, N) \
+  AVX512 static void \
+  few_##N##_##R (const float *x, int ldx, const char *w, size_t wrow, int in, float *y, int ldy, \
+                 int accumulate, const char *ahead) \
+  { \
+    rows_by_8_kernel (R, T, x, ldx, w, wrow, in, y, ldy, accumulate, ahead); \
+  }
+#define FEW_ROWS_ALL(T, N) FEW_ROWS (2, T, N) FEW_ROWS (3, T, N)
+FEW_ROWS_ALL (DFL_WEIGHT_F32, f32)
+FEW_ROWS_ALL (DFL_WEIGHT_F16, f16)
+FEW_ROWS_ALL (DFL_WEIGHT_BF16, bf16)
+#undef FEW_ROWS_ALL
+#undef FEW_ROWS
+
+typedef void (*FewRowsFunc) (const float *x, int ldx, const char *w, size_t wrow, int in,
+                             float *y, int ldy, int accumulate, const char *ahead);
+#define FEW_TABLE(N) { few_##N##_2, few_##N##_3 }
+/* [dtype][rows − 2] */
+static const FewRowsFunc few_rows[3][FEW_ROWS_MAX - 1] = {
+  [DFL_WEIGHT_F32] = FEW_TABLE (f32),
+  [DFL_WEIGHT_F16] = FEW_TABLE (f16),
+  [DFL_WEIGHT_BF16] = FEW_TABLE (bf16),
+};
+#undef FEW_TABLE
+
+/* Outputs [o0, o1) of 2 … FEW_ROWS_MAX rows, eight at a time, the rest
+ * one by one. */
+AVX512 static void
+rows_few_avx512 (const float *x, int rows, int ldx, const DflWeights *w, int o0, int o1,
+                 int n_out, float *y, int ldy, int accumulate)
+{
+  size_t esz = w->type == DFL_WEIGHT_F32 ? 4 : 2, wrow = (size_t) w->cols * esz;
+  int o = o0;
+
+  for (; o + 8 <= o1; o += 8) {
+    const char *wo = (const char *) w->data + (size_t) o * wrow;
+    const char *ahead = 8 * wrow <= AHEAD_ROWS_BYTES && o + 16 <= n_out ? wo + 8 * wrow : NULL;
+    few_rows[w->type][rows - 2] (x, ldx, wo, wrow, w->cols, y + o, ldy, accumulate, ahead);
+  }
+  for (; o < o1; o++)
+    for (int r = 0; r < rows; r++)
+      row_by_1 (x + (size_t) r * ldx, (const char *) w->data + (size_t) o * wrow, w->type,
+                w->cols, y + (size_t) r * ldy + o, accumulate);
+}
+#endif
+
 /* The set in use: BEST until the first call resolves it, or as chosen. */
 static int isa_chosen = DFL_KERNELS_BEST;
 
@@ -941,14 +1044,15 @@ blocked (const DflWeights *w, const float *x, int rows, int ldx, float *y, int l
  * anyway. */
 #define BLOCKED_ROWS 4
 /* The same for the AVX-512 tiles: one row reads its weights as fast
- * through the AVX2 path, with less to do around each step. */
-#define BLOCKED5_ROWS 2
+ * through the AVX2 path, with less to do around each step, and two or
+ * three through rows_few_avx512. */
+#define BLOCKED5_ROWS (FEW_ROWS_MAX + 1)
 
 /* The one-row path's blocks of 64 outputs, claimed by the threads. */
 typedef struct {
   const DflWeights *w;
   const float *x;
-  int rows, ldx, ldy, n_out, accumulate, use_avx2, block, n_blocks;
+  int rows, ldx, ldy, n_out, accumulate, use_avx2, use_few, block, n_blocks;
   float *y;
   atomic_int next;
 } Rows;
@@ -963,6 +1067,10 @@ rows_work (void *data, int slot)
   while ((b = atomic_fetch_add_explicit (&r->next, 1, memory_order_relaxed)) < r->n_blocks) {
     int o0 = b * r->block, o1 = o0 + r->block < r->n_out ? o0 + r->block : r->n_out;
 #ifdef DFL_X86
+    if (r->use_few) {
+      rows_few_avx512 (r->x, r->rows, r->ldx, r->w, o0, o1, r->n_out, r->y, r->ldy, r->accumulate);
+      continue;
+    }
     if (r->use_avx2) {
       rows_avx2 (r->x, r->rows, r->ldx, r->w->data, r->w->type, r->w->cols, r->w->cols, o0, o1,
                  r->n_out, r->y, r->ldy, r->accumulate);
@@ -978,12 +1086,13 @@ void
 dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
               float *y, int ldy, int n_out, int accumulate)
 {
-  int use_avx2 = 0;
+  int use_avx2 = 0, use_few = 0;
 
 #ifdef DFL_X86
   {
     DflKernelsIsa isa = dfl_kernels_isa ();
     use_avx2 = isa != DFL_KERNELS_GENERIC;
+    use_few = isa == DFL_KERNELS_AVX512 && rows >= 2 && rows <= FEW_ROWS_MAX;
     if (isa == DFL_KERNELS_AVX512 && rows >= BLOCKED5_ROWS
         && blocked (w, x, rows, ldx, y, ldy, n_out, accumulate, 1))
       return;
@@ -997,13 +1106,14 @@ dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
     int block = 64;
     int n_blocks = (n_out + block - 1) / block;
     Rows r = { .w = w, .x = x, .rows = rows, .ldx = ldx, .y = y, .ldy = ldy, .n_out = n_out,
-               .accumulate = accumulate, .use_avx2 = use_avx2, .block = block,
+               .accumulate = accumulate, .use_avx2 = use_avx2, .use_few = use_few, .block = block,
                .n_blocks = n_blocks };
     atomic_init (&r.next, 0);
     dfl_parallel_run (n_blocks > 1 && (size_t) rows * n_out * w->cols > 32768
                       ? dfl_parallel_threads () : 1, rows_work, &r);
   }
   (void) use_avx2;
+  (void) use_few;
 }
 
 size_t

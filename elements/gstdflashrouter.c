@@ -222,10 +222,13 @@ static void
 cost_observe (GstDflashRouter *self, GstEvent *verdict)
 {
   guint sequence, round;
-  gint accepted;
+  gint accepted, bonus;
+  gint64 anchor_pos;
+  gboolean done;
   Pending *p;
 
-  if (!gst_dflash_verdict_event_parse (verdict, &sequence, &round, NULL, &accepted, NULL, NULL))
+  if (!gst_dflash_verdict_event_parse (verdict, &sequence, &round, &anchor_pos, &accepted, &bonus,
+                                       &done))
     return;
   GST_OBJECT_LOCK (self);
   p = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (sequence));

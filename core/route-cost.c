@@ -18,12 +18,7 @@ dfl_route_cost_choose (DflRouteCost *rc)
 {
   DflRouteArm best, other;
 
-  /* warm-up: the arm seen less, the block first */
-  if (rc->observed[DFL_ROUTE_ARM_BLOCK] < DFL_ROUTE_COST_WARMUP
-      || rc->observed[DFL_ROUTE_ARM_CHAIN] < DFL_ROUTE_COST_WARMUP)
-    return rc->observed[DFL_ROUTE_ARM_BLOCK] <= rc->observed[DFL_ROUTE_ARM_CHAIN]
-        ? DFL_ROUTE_ARM_BLOCK : DFL_ROUTE_ARM_CHAIN;
-  /* a tie goes to the chain: it costs no drafting */
+  /* a tie (nothing seen yet, say) goes to the chain: it costs no drafting */
   best = dfl_route_cost_rate (rc, DFL_ROUTE_ARM_BLOCK) > dfl_route_cost_rate (rc, DFL_ROUTE_ARM_CHAIN)
       ? DFL_ROUTE_ARM_BLOCK : DFL_ROUTE_ARM_CHAIN;
   other = best == DFL_ROUTE_ARM_BLOCK ? DFL_ROUTE_ARM_CHAIN : DFL_ROUTE_ARM_BLOCK;

@@ -15,10 +15,12 @@
  * The figures are ratios of decayed sums (each observation weighs
  * DFL_ROUTE_COST_DECAY of the one before), so they follow a change of
  * load within tens of rounds, and a slow round weighs by its time rather
- * than counting as one more mean. Each side is tried DFL_ROUTE_COST_WARMUP
- * times first, in turn; after that the side the figures favour less is
- * still tried once every `probe_every` decisions, so its figure stays
- * current (a machine that gets busier, a drafter that finds its stride).
+ * than counting as one more mean. The chain goes first (it costs no
+ * drafting, and a one-off run of a few dozen rounds should not pay for a
+ * block it may not need); the side the figures favour less (at first the
+ * block, which has none) is tried once every `probe_every` decisions, so
+ * its figure is made and stays current (a machine that gets busier, a
+ * drafter that finds its stride).
  * Decisions depend only on what was observed: two estimators fed the same
  * rounds decide alike.
  */
@@ -29,7 +31,6 @@
 G_BEGIN_DECLS
 
 #define DFL_ROUTE_COST_DECAY 0.9
-#define DFL_ROUTE_COST_WARMUP 4
 #define DFL_ROUTE_COST_PROBE_EVERY 16
 
 typedef enum {

@@ -595,9 +595,10 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   /**
    * GstDflashRouter:probe-every
    *
-   * policy=cost: after each side has been tried a few times, the one its
-   * figures favour less is still tried once every this many decisions, so
-   * that its figure follows the machine and the text.
+   * policy=cost: the side its figures favour less (at first the block,
+   * which has none: the chain goes first) is tried once every this many
+   * decisions, so that its figure is made and follows the machine and the
+   * text.
    */
   g_object_class_install_property (gobject_class, PROP_PROBE_EVERY,
       g_param_spec_int ("probe-every", "Probe every",

@@ -231,19 +231,19 @@ cost_blocks (DflRouteCost *rc, int rounds, int block_tokens, double block_s, int
   return blocks;
 }
 
-/* The cost rule: each arm tried in turn first, then the one with more
- * tokens a second, the other once every probe_every decisions; a change
- * of figures turns it within a few probes. */
+/* The cost rule: the chain first, the block tried at the probe_every-th
+ * decision, then the one with more tokens a second, the other once every
+ * probe_every decisions; a change of figures turns it within a few probes. */
 static void
 test_route_cost (void)
 {
   DflRouteCost rc;
 
-  /* warm-up: block, chain, block, … until each has been seen WARMUP times */
+  /* the chain until the first probe, which goes to the block */
   dfl_route_cost_init (&rc, 16);
-  for (int i = 0; i < 2 * DFL_ROUTE_COST_WARMUP; i++) {
+  for (int i = 0; i < 16; i++) {
     DflRouteArm arm = dfl_route_cost_choose (&rc);
-    g_assert_cmpint (arm, ==, i % 2 ? DFL_ROUTE_ARM_CHAIN : DFL_ROUTE_ARM_BLOCK);
+    g_assert_cmpint (arm, ==, i == 15 ? DFL_ROUTE_ARM_BLOCK : DFL_ROUTE_ARM_CHAIN);
     dfl_route_cost_observe (&rc, arm, arm == DFL_ROUTE_ARM_BLOCK ? 2 : 1,
                             arm == DFL_ROUTE_ARM_BLOCK ? 0.008 : 0.002);
   }
@@ -252,14 +252,15 @@ test_route_cost (void)
   g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_BLOCK), 250.0, 1e-6);
   g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_CHAIN), 500.0, 1e-6);
   g_assert_cmpint (cost_blocks (&rc, 160, 2, 0.008, 1, 0.002), ==, 10);
-  /* a GPU's: the block 6 tokens in 10 ms against a step's 1 in 7 ms; the
-   * probes bring the new figure in and the block takes over */
+  /* a large target on a GPU: the block 6 tokens in 10 ms against a
+   * step's 1 in 7 ms; the probes bring the new figure in and the block
+   * takes over */
   cost_blocks (&rc, 160, 6, 0.010, 1, 0.007);
   g_assert_cmpint (cost_blocks (&rc, 160, 6, 0.010, 1, 0.007), ==, 150);
-  /* no probes: the favoured arm only */
+  /* no probes: the favoured arm only, the chain where nothing is known */
   dfl_route_cost_init (&rc, 0);
-  cost_blocks (&rc, 2 * DFL_ROUTE_COST_WARMUP, 1, 0.01, 1, 0.001);
   g_assert_cmpint (cost_blocks (&rc, 100, 1, 0.01, 1, 0.001), ==, 0);
+  dfl_route_cost_observe (&rc, DFL_ROUTE_ARM_BLOCK, 1, 0.01);
   /* what cannot be a round's figure changes nothing */
   dfl_route_cost_observe (&rc, DFL_ROUTE_ARM_BLOCK, 5, 0.0);
   dfl_route_cost_observe (&rc, DFL_ROUTE_ARM_BLOCK, -1, 0.1);

@@ -36,5 +36,4 @@ dfl_route_cost_observe (DflRouteCost *rc, DflRouteArm arm, int tokens, double se
     return;
   rc->tokens[arm] = DFL_ROUTE_COST_DECAY * rc->tokens[arm] + tokens;
   rc->seconds[arm] = DFL_ROUTE_COST_DECAY * rc->seconds[arm] + seconds;
-  rc->observed[arm]++;
 }

@@ -40,7 +40,6 @@ typedef enum {
 
 typedef struct {
   double tokens[2], seconds[2];   /* decayed sums, by arm */
-  guint64 observed[2];            /* rounds seen, by arm */
   int probe_every;                /* decisions between tries of the other arm (0: never) */
   int since_other;                /* decisions since the less favoured arm was tried */
 } DflRouteCost;

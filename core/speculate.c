@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "dfl-error.h"
-#include "route-cost.h"
 
 struct _DflSpec {
   const DflTarget *target;
@@ -111,11 +110,13 @@ dfl_verifier_tip (const DflVerifier *v)
 gboolean
 dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
                   const DflNgram *ngram, int match_min, const int *tokens, int n,
-                  int max_draft, int *chain, int *chain_n)
+                  int max_draft, int *chain, int *chain_n, DflRouteCost *cost,
+                  gboolean *costed)
 {
   int match = 0;
 
   *chain_n = -1;
+  *costed = FALSE;
   switch (route) {
     case DFL_ROUTE_CHAIN:
       return TRUE;
@@ -124,6 +125,13 @@ dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
     case DFL_ROUTE_MATCH:
       *chain_n = dfl_ngram_propose (ngram, tokens, n, max_draft, chain, &match);
       return match >= match_min;
+    case DFL_ROUTE_COST:
+      /* the match rule, and below it whichever arm has paid better */
+      *chain_n = dfl_ngram_propose (ngram, tokens, n, max_draft, chain, &match);
+      if (match >= match_min)
+        return TRUE;
+      *costed = TRUE;
+      return dfl_route_cost_choose (cost) == DFL_ROUTE_ARM_CHAIN;
     case DFL_ROUTE_NONE:
     case DFL_ROUTE_BLOCK:
     default:
@@ -381,23 +389,15 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
   gint64 a = n_tok - 1;                /* the anchor's position */
   int m = 0, k, bonus, chain_m;
   gint64 t0 = g_get_monotonic_time (), t1;
-  gboolean costed = FALSE;
-  DflRouteArm arm = DFL_ROUTE_ARM_BLOCK;
+  gboolean costed = FALSE, chain = FALSE;
 
   g_return_val_if_fail (!s->done, FALSE);
   g_return_val_if_fail (dfl_target_seq_length (s->seq) == a, FALSE);
 
-  if (s->p.route == DFL_ROUTE_COST) {
-    /* the match rule, and below it whichever arm has paid better */
-    int match = 0;
-    chain_m = dfl_ngram_propose (&s->p.ngram, tokens, n_tok, s->block - 1, s->drafts, &match);
-    costed = match < s->p.match_min;
-    arm = costed ? dfl_route_cost_choose (&s->cost) : DFL_ROUTE_ARM_CHAIN;
-  }
   if (s->p.route != DFL_ROUTE_NONE) {
-    if (s->p.route == DFL_ROUTE_COST ? arm == DFL_ROUTE_ARM_CHAIN
-        : dfl_route_choose (s->p.route, s->drafter, s->tip, &s->p.ngram, s->p.match_min,
-                            tokens, n_tok, s->block - 1, s->drafts, &chain_m)) {
+    if ((chain = dfl_route_choose (s->p.route, s->drafter, s->tip, &s->p.ngram, s->p.match_min,
+                                   tokens, n_tok, s->block - 1, s->drafts, &chain_m, &s->cost,
+                                   &costed))) {
       m = chain_m >= 0 ? chain_m
           : dfl_ngram_propose (&s->p.ngram, tokens, n_tok, s->block - 1, s->drafts, NULL);
       s->stats.chain_rounds++;
@@ -427,7 +427,8 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
   memcpy (s->tip, dfl_verifier_tip (s->verifier), sizeof (float) * s->hs);
   s->stats.verify_s += (g_get_monotonic_time () - t1) / 1e6;
   if (costed)
-    dfl_route_cost_observe (&s->cost, arm, k + 1, (g_get_monotonic_time () - t0) / 1e6);
+    dfl_route_cost_observe (&s->cost, chain ? DFL_ROUTE_ARM_CHAIN : DFL_ROUTE_ARM_BLOCK, k + 1,
+                            (g_get_monotonic_time () - t0) / 1e6);
   s->stats.rounds++;
   s->stats.round_tokens += k + 1;
 

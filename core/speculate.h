@@ -15,6 +15,7 @@
 
 #include "drafter.h"
 #include "ngram.h"
+#include "route-cost.h"
 #include "sampler.h"
 #include "target.h"
 
@@ -90,10 +91,13 @@ const float *dfl_verifier_tip (const DflVerifier *v);
 
 /* Which drafter a round goes to: TRUE for the chain. `tokens` (n) is the
  * text so far including the anchor; `chain`, `chain_n`: the chain's
- * proposal when the rule had to compute it (else *chain_n = −1). */
+ * proposal when the rule had to compute it (else *chain_n = −1). `cost`:
+ * DFL_ROUTE_COST's figures, which decide the rounds below match_min; such
+ * a round sets *costed, and its outcome goes to dfl_route_cost_observe. */
 gboolean dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
                            const DflNgram *ngram, int match_min, const int *tokens, int n,
-                           int max_draft, int *chain, int *chain_n);
+                           int max_draft, int *chain, int *chain_n, DflRouteCost *cost,
+                           gboolean *costed);
 
 typedef struct _DflSpec DflSpec;
 

@@ -1113,7 +1113,6 @@ dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
                       ? dfl_parallel_threads () : 1, rows_work, &r);
   }
   (void) use_avx2;
-  (void) use_few;
 }
 
 size_t

@@ -1560,7 +1560,11 @@ dfl_tok_bpe (DflTokEncoder *enc, const guint8 *s, gsize len)
     DflTokCached *val = g_malloc (sizeof (DflTokCached) + n * sizeof (int));
 
     val->n = n;
-    memcpy (val->ids, &g_array_index (enc->ids, int, first), n * sizeof (int));
+    /* A piece can encode to nothing (every byte missing from the vocab and
+     * no unk_token), and an empty GArray's data may be NULL. */
+    if (n > 0)
+      memcpy (val->ids, &g_array_index (enc->ids, int, first),
+          n * sizeof (int));
     g_mutex_lock (&mtok->cache_lock);
     if (g_hash_table_size (tok->cache) < DFL_TOK_CACHE_MAX_ENTRIES
         && !g_hash_table_contains (tok->cache, key)) {

@@ -138,6 +138,7 @@ drop_pool (GstDflashBlock *self)
   }
 }
 
+#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
 /* A buffer of `size` bytes on the stage's device, the round's meta on it. */
 static GstBuffer *
 device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
@@ -158,6 +159,7 @@ device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
   gst_buffer_copy_into (buf, in, GST_BUFFER_COPY_METADATA, 0, -1);
   return buf;
 }
+#endif
 
 #ifdef HAVE_VULKAN
 static GstBuffer *

@@ -159,7 +159,9 @@ select_on_device (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in,
   GstDflashFilter *filter = GST_DFLASH_FILTER (self);
   GstDflashBackend b = gst_dflash_filter_backend (filter);
   GstMemory *mem = gst_dflash_buffer_device_memory (in, gst_dflash_backend_caps_feature (b));
+#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
   gboolean rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
+#endif
 
   if (!mem) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,

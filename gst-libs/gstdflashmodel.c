@@ -277,6 +277,7 @@ gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **err
   return seq->drafter;
 }
 
+#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
 /* The engines of a back end live on one device: FALSE where `dev` is not
  * the one they were made on. */
 static gboolean
@@ -302,6 +303,7 @@ need_drafter (GstDflashModel *m, GError **error)
                dfl_target_dir (m->target));
   return FALSE;
 }
+#endif
 
 DflCudaTarget *
 gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev, gboolean f32,

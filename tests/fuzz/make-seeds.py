@@ -117,6 +117,10 @@ def main():
     plain["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False,
                               "trim_offsets": True, "use_regex": True}
     write("fuzz-tokenizer", "bytelevel-only", json.dumps(plain) + "\0" + "a  b\r\n\u00e9")
+    # a text whose first piece has no byte in the vocab encodes to nothing
+    tiny = dict(plain, model={"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2},
+                              "merges": ["a b"]}, added_tokens=[])
+    write("fuzz-tokenizer", "unknown-bytes", json.dumps(tiny) + "\0" + "xyz ab")
 
     # token lists
     for i, s in enumerate(["1,2,3", " 151644 , 872,198 ", "-3", "1,,2", "", "0",

@@ -289,6 +289,14 @@ test_minimal (void)
   g_assert_cmpmem (ids->data, ids->len * sizeof (int), want, sizeof (want));
   text = dfl_tokenizer_decode (tok, (int *) ids->data, ids->len, TRUE);
   g_assert_cmpstr (text, ==, "abab aba");
+  /* a text of nothing but such bytes encodes to no ids, twice (the second
+   * time from the piece cache) */
+  for (int round = 0; round < 2; round++) {
+    g_autoptr (GArray) none = dfl_tokenizer_encode (tok, "xyz", -1, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpuint (none->len, ==, 0);
+  }
 }
 
 static void

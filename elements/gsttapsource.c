@@ -29,7 +29,7 @@
  *
  * ## Example launch line
  * |[
- * gst-launch-1.0 tapsource model=models/qwen3-go prompt="func main() {" ! ctxsettle ! dflashblock ! selector ! verifier ! fdsink
+ * gst-launch-1.0 tapsource model=models/qwen3-go prompt="func ContainsRune(s string, r rune) bool {" ! ctxsettle ! dflashblock ! selector ! verifier ! fdsink
  * ]|
  */
 #ifdef HAVE_CONFIG_H
@@ -65,7 +65,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_tap_source_debug);
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (TAPS_TEMPLATE));
 
-#define DEFAULT_PROMPT "func main() {"
+#define DEFAULT_PROMPT "func ContainsRune(s string, r rune) bool {"
 #define DEFAULT_MAX_NEW 64
 #define DEFAULT_IN_FLIGHT 1
 

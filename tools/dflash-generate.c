@@ -18,8 +18,8 @@
 #include "gstdflashmodel.h"
 #include "speculate.h"
 
-#define DEFAULT_PROMPT "func main() {"
-#define DEFAULT_MAX_NEW 64
+#define DEFAULT_PROMPT "func ContainsRune(s string, r rune) bool {"
+#define DEFAULT_MAX_NEW 128
 
 typedef struct {
   gboolean json;
@@ -224,7 +224,7 @@ dfl_cmd_generate (int argc, char **argv)
     { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder)", "FILE|DIR" },
     { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt text (default: \"" DEFAULT_PROMPT "\")", "TEXT" },
     { "tokens", 0, 0, G_OPTION_ARG_STRING, &tokens, "Prompt as token ids instead of text", "1,2,3" },
-    { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens to generate at most (default 64)", "N" },
+    { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens to generate at most (default " G_STRINGIFY (DEFAULT_MAX_NEW) ")", "N" },
     { "no-draft", 0, 0, G_OPTION_ARG_NONE, &no_draft, "Plain decoding with the target alone", NULL },
     { "route", 0, 0, G_OPTION_ARG_STRING, &route_name, "cost (chain wherever prompt lookup matched, else whichever of the block and a plain step has given more tokens a second; the default with a drafter), block, chain (prompt lookup), match (chain on a 3-token match, else block) or auto (the sidecar's router)", "ROUTE" },
     { "select", 0, 0, G_OPTION_ARG_STRING, &select, "rescore (the selector, default) or plain (each row's argmax)", "HOW" },

@@ -25,7 +25,7 @@
 
 static guint watchdog_s = 60;
 
-#define PROMPT "func main() {"
+#define PROMPT "func ContainsRune(s string, r rune) bool {"  /* tapsource's default */
 #define MAX_NEW 24
 
 /* ---------------------------------------------------------------- helpers */

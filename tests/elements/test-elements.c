@@ -43,7 +43,7 @@ static guint watchdog_s = 30;
 #define ROUTED "tapsource name=src max-new-tokens=%d ! tee name=t ! queue ! ctxsettle ! dflashblock ! " \
     "selector ! router name=r policy=%s ! verifier name=v ! fakesink name=out  " \
     "t. ! queue ! ngramdraft name=ng ! r.chain"
-#define DEFAULT_PROMPT "func main() {"
+#define DEFAULT_PROMPT "func ContainsRune(s string, r rune) bool {"  /* tapsource's default */
 
 /* ---------------------------------------------------------------- helpers */
 

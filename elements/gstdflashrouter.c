@@ -38,12 +38,15 @@
  * decides first, waits for it and skips the block on the chain's rounds
  * (its branch then brings an empty proposal, which the router drops). The
  * chain's branch must be able to run while the block's waits: a queue after
- * the tee on the block's branch. Without a chain pad nothing is decided
- * first.
+ * the tee on the block's branch. With the chain's branch first after the
+ * tee and without a queue (as in pipelines/routed.pipeline), prompt lookup
+ * runs on the source's thread and the route is there before the block's
+ * branch sees the round, a thread hand-off less per round. Without a chain
+ * pad nothing is decided first.
  *
  * ## Example launch line
  * |[
- * gst-launch-1.0 tapsource ! tee name=t ! queue ! ctxsettle ! dflashblock ! selector ! router name=r policy=match ! verifier ! fdsink  t. ! queue ! ngramdraft ! r.chain
+ * gst-launch-1.0 tapsource ! tee name=t ! ngramdraft ! r.chain  t. ! queue ! ctxsettle ! dflashblock ! selector ! router name=r policy=match ! verifier ! fdsink
  * ]|
  */
 #ifdef HAVE_CONFIG_H

@@ -94,10 +94,13 @@ describe (DflRoute route, const char *source, const char *select, int head_width
     case DFL_ROUTE_COST:
     default:
       /* cost weighs the block against a plain step where prompt lookup
-       * found nothing at all */
-      return g_strdup_printf ("%s ! tee name=t ! queue ! %s ! router name=r policy=%s%s ! %s "
-                              "t. ! queue ! %s ! r.chain", source, block, dfl_route_name (route),
-                              route == DFL_ROUTE_COST ? " match-min=1" : "", sinks, chain);
+       * found nothing at all; the chain's branch first and without a queue,
+       * as in pipelines/routed.pipeline, so its route reaches the block's
+       * branch before the round does */
+      return g_strdup_printf ("%s ! tee name=t ! %s ! r.chain  t. ! queue ! %s ! "
+                              "router name=r policy=%s%s ! %s", source, chain, block,
+                              dfl_route_name (route), route == DFL_ROUTE_COST ? " match-min=1" : "",
+                              sinks);
   }
 }
 

@@ -1243,13 +1243,18 @@ GST_END_TEST;
 #define ROUTED_FIRST "tapsource name=src max-new-tokens=%d ! tee name=t ! queue ! ctxsettle ! " \
     "dflashblock name=blk ! selector ! router name=r policy=%s decide-first=%s ! verifier name=v ! " \
     "fakesink name=out  t. ! queue ! ngramdraft name=ng ! r.chain"
+/* pipelines/routed.pipeline's shape: the chain's branch first, unqueued, so
+ * the route is there before the block's branch sees the round */
+#define ROUTED_CHAIN_FIRST "tapsource name=src max-new-tokens=%d ! tee name=t ! ngramdraft name=ng ! " \
+    "r.chain  t. ! queue ! ctxsettle ! dflashblock name=blk ! selector ! " \
+    "router name=r policy=%s decide-first=%s ! verifier name=v ! fakesink name=out"
 
 static void
-routed_first (const gchar *policy, gboolean first)
+routed_first_in (const gchar *shape, const gchar *policy, gboolean first)
 {
   const gint max_new = 40;
   g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
-  Run *r = run_new_printf (ROUTED_FIRST, max_new, policy, first ? "true" : "false");
+  Run *r = run_new_printf (shape, max_new, policy, first ? "true" : "false");
   g_autofree gchar *text = NULL;
   GstElement *router, *blk;
   guint64 block_rounds = 0, chain_rounds = 0, skipped = 0;
@@ -1278,6 +1283,12 @@ routed_first (const gchar *policy, gboolean first)
   run_free (r);
 }
 
+static void
+routed_first (const gchar *policy, gboolean first)
+{
+  routed_first_in (ROUTED_FIRST, policy, first);
+}
+
 GST_START_TEST (test_routed_decide_first)
 {
   routed_first ("chain", TRUE);
@@ -1285,6 +1296,9 @@ GST_START_TEST (test_routed_decide_first)
   routed_first ("block", TRUE);
   routed_first ("cost", TRUE);
   routed_first ("chain", FALSE);
+  routed_first_in (ROUTED_CHAIN_FIRST, "cost", TRUE);
+  routed_first_in (ROUTED_CHAIN_FIRST, "match", TRUE);
+  routed_first_in (ROUTED_CHAIN_FIRST, "block", TRUE);
 }
 GST_END_TEST;
 

@@ -114,7 +114,7 @@ main (int argc, char **argv)
   int rows_list[16], n_rows = 4, shapes[32], n_shapes = 10, n_isas = 0;
   DflKernelsIsa isas[MAX_ISAS];
   DflKernelsIsa all[] = { DFL_KERNELS_GENERIC, DFL_KERNELS_AVX2, DFL_KERNELS_AVX512 };
-  DflWeightType type = DFL_WEIGHT_BF16;
+  DflDtype type = DFL_DTYPE_BF16;
   GRand *rng = g_rand_new_with_seed (11);
 
   memcpy (rows_list, (int[]) { 1, 4, 8, 16 }, sizeof (int) * 4);
@@ -126,9 +126,9 @@ main (int argc, char **argv)
     return 2;
   }
   if (type_s && !strcmp (type_s, "f32"))
-    type = DFL_WEIGHT_F32;
+    type = DFL_DTYPE_F32;
   else if (type_s && !strcmp (type_s, "f16"))
-    type = DFL_WEIGHT_F16;
+    type = DFL_DTYPE_F16;
   else if (type_s && strcmp (type_s, "bf16")) {
     fprintf (stderr, "bench-matmul: --type must be bf16, f16 or f32, not \"%s\"\n", type_s);
     return 2;
@@ -151,7 +151,7 @@ main (int argc, char **argv)
   dfl_kernels_set_isa (DFL_KERNELS_BEST);
   printf ("threads %d, weights %s, %d MiB of weight copies, %s time, best | median of %d rounds\n",
           omp_get_max_threads (),
-          type == DFL_WEIGHT_BF16 ? "BF16" : type == DFL_WEIGHT_F16 ? "F16" : "F32", set_mib,
+          type == DFL_DTYPE_BF16 ? "BF16" : type == DFL_DTYPE_F16 ? "F16" : "F32", set_mib,
           cpu_time ? "CPU" : "wall", rounds);
   printf ("%-11s %4s", "shape", "rows");
   for (int k = 0; k < n_isas; k++)
@@ -160,7 +160,7 @@ main (int argc, char **argv)
 
   for (int s = 0; s < n_shapes; s += 2) {
     int in = shapes[s], out = shapes[s + 1], copies;
-    size_t esz = type == DFL_WEIGHT_F32 ? 4 : 2, bytes = (size_t) in * out * esz;
+    size_t esz = type == DFL_DTYPE_F32 ? 4 : 2, bytes = (size_t) in * out * esz;
     DflWeights *w;
     guint8 *data;
 
@@ -170,18 +170,18 @@ main (int argc, char **argv)
     /* small values of the dtype: an exponent near 1/16, random mantissa and sign */
     for (size_t i = 0; i < (size_t) in * out; i++) {
       float f = (float) (g_rand_double (rng) * 2 - 1) / 16;
-      if (type == DFL_WEIGHT_F32) {
+      if (type == DFL_DTYPE_F32) {
         memcpy (data + 4 * i, &f, 4);
       } else {
         guint32 b;
         guint16 h;
         memcpy (&b, &f, 4);
-        if (type == DFL_WEIGHT_BF16)
+        if (type == DFL_DTYPE_BF16)
           h = b >> 16;
         else   /* |f| < 1/16: an F16 of the same sign and mantissa's top bits */
           h = (guint16) (((b >> 16) & 0x8000) | ((((b >> 23) & 0xff) - 127 + 15) << 10)
                          | ((b >> 13) & 0x3ff));
-        if (type == DFL_WEIGHT_F16 && ((b >> 23) & 0xff) < 127 - 14)
+        if (type == DFL_DTYPE_F16 && ((b >> 23) & 0xff) < 127 - 14)
           h &= 0x8000;   /* below F16's normals: zero */
         memcpy (data + 2 * i, &h, 2);
       }

@@ -91,9 +91,9 @@ attend (DflDrafter *d, int layer, gint64 anchor, gint64 lo, gint64 hi)
   }
   for (int gi = 0; gi < kv; gi++) {
     const float *kc = n > 0 ? c->k[gi] + off * hd : NULL, *vc = n > 0 ? c->v[gi] + off * hd : NULL;
-    DflWeights keys = { kc, DFL_WEIGHT_F32, n, hd };
-    DflWeights block_keys = { d->s_kb, DFL_WEIGHT_F32, rows, hd };
-    DflWeights values = { d->s_vt, DFL_WEIGHT_F32, hd, w };
+    DflWeights keys = { kc, DFL_DTYPE_F32, n, hd };
+    DflWeights block_keys = { d->s_kb, DFL_DTYPE_F32, rows, hd };
+    DflWeights values = { d->s_vt, DFL_DTYPE_F32, hd, w };
     /* the group's query heads, a (head, row) a line: one product per group */
     for (int qi = 0; qi < rep; qi++)
       for (int r = 0; r < rows; r++)

@@ -149,7 +149,7 @@ dfl_safetensors_rewrite_metadata (const char *src, const char *dst, const char *
     return FALSE;
   w = dfl_safetensors_writer_new ();
   for (guint i = 0; i < dfl_safetensors_n_tensors (st); i++) {
-    const DflTensor *t = dfl_safetensors_nth (st, i);
+    const DflStoredTensor *t = dfl_safetensors_nth (st, i);
     if (!dfl_safetensors_writer_add (w, t->name, t->dtype, t->n_dims, t->shape, t->data, error))
       return FALSE;
   }

@@ -35,19 +35,6 @@
 
 /* ---- dtypes ------------------------------------------------------------ */
 
-static const struct {
-  const char *name;
-  gsize size;
-} dfl_dtypes[] = {
-  [DFL_DTYPE_F32] = { "F32", 4 },
-  [DFL_DTYPE_F16] = { "F16", 2 },
-  [DFL_DTYPE_BF16] = { "BF16", 2 },
-  [DFL_DTYPE_I32] = { "I32", 4 },
-  [DFL_DTYPE_I64] = { "I64", 8 },
-  [DFL_DTYPE_I8] = { "I8", 1 },
-  [DFL_DTYPE_U8] = { "U8", 1 },
-};
-
 #define DFL_ACCEPTED_DTYPES "F32, F16, BF16, I32, I64, I8, U8"
 
 /* dtypes the safetensors format defines that we do not load: named apart so
@@ -56,45 +43,6 @@ static const char *const dfl_other_dtypes[] = {
   "BOOL", "F64", "I16", "U16", "U32", "U64", "F8_E4M3", "F8_E5M2",
   "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64", NULL
 };
-
-const char *
-dfl_dtype_name (DflDtype dtype)
-{
-  if ((guint) dtype >= G_N_ELEMENTS (dfl_dtypes))
-    return "invalid";
-  return dfl_dtypes[dtype].name;
-}
-
-gsize
-dfl_dtype_size (DflDtype dtype)
-{
-  if ((guint) dtype >= G_N_ELEMENTS (dfl_dtypes))
-    return 0;
-  return dfl_dtypes[dtype].size;
-}
-
-gboolean
-dfl_dtype_from_name (const char *name, DflDtype *dtype)
-{
-  guint i;
-
-  if (name == NULL)
-    return FALSE;
-  for (i = 0; i < G_N_ELEMENTS (dfl_dtypes); i++) {
-    if (strcmp (name, dfl_dtypes[i].name) == 0) {
-      if (dtype)
-        *dtype = (DflDtype) i;
-      return TRUE;
-    }
-  }
-  return FALSE;
-}
-
-static gboolean
-dfl_dtype_is_float (DflDtype dtype)
-{
-  return dtype == DFL_DTYPE_F32 || dtype == DFL_DTYPE_F16 || dtype == DFL_DTYPE_BF16;
-}
 
 /* ---- scalar conversions ------------------------------------------------ */
 
@@ -199,7 +147,7 @@ dfl_f32_to_f16 (float v)
 /* ---- tensor access ----------------------------------------------------- */
 
 void
-dfl_tensor_read_f32 (const DflTensor *t, gint64 offset, gint64 n, float *dst)
+dfl_tensor_read_f32 (const DflStoredTensor *t, gint64 offset, gint64 n, float *dst)
 {
   const guint8 *src;
   gint64 i;
@@ -236,7 +184,7 @@ dfl_tensor_read_f32 (const DflTensor *t, gint64 offset, gint64 n, float *dst)
 }
 
 float *
-dfl_tensor_dup_f32 (const DflTensor *t)
+dfl_tensor_dup_f32 (const DflStoredTensor *t)
 {
   float *out;
 
@@ -320,8 +268,8 @@ typedef struct {
 struct _DflSafetensors {
   char *path;                  /* the file or index opened */
   GPtrArray *files;            /* DflStFile*, in the order they were opened */
-  GPtrArray *tensors;          /* DflTensor*, in file then header order */
-  GHashTable *by_name;         /* name → DflTensor* */
+  GPtrArray *tensors;          /* DflStoredTensor*, in file then header order */
+  GHashTable *by_name;         /* name → DflStoredTensor* */
   GStringChunk *names;
 };
 
@@ -364,7 +312,7 @@ dfl_safetensors_new (const char *path)
   return st;
 }
 
-/* One header entry, checked, before it becomes a DflTensor. */
+/* One header entry, checked, before it becomes a DflStoredTensor. */
 typedef struct {
   const char *name;            /* inside the cJSON tree */
   DflDtype dtype;
@@ -758,8 +706,8 @@ dfl_st_load_file (DflSafetensors *st, const char *path, GError **error)
   /* all checked: publish the tensors */
   for (i = 0; i < entries->len; i++) {
     const DflStEntry *e = g_ptr_array_index (entries, i);
-    DflTensor *t;
-    const DflTensor *other = g_hash_table_lookup (st->by_name, e->name);
+    DflStoredTensor *t;
+    const DflStoredTensor *other = g_hash_table_lookup (st->by_name, e->name);
 
     if (other != NULL) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
@@ -767,7 +715,7 @@ dfl_st_load_file (DflSafetensors *st, const char *path, GError **error)
                    path, e->name, other->file);
       goto out;
     }
-    t = g_new0 (DflTensor, 1);
+    t = g_new0 (DflStoredTensor, 1);
     t->name = g_string_chunk_insert (st->names, e->name);
     t->dtype = e->dtype;
     t->n_dims = e->n_dims;
@@ -895,7 +843,7 @@ dfl_st_load_index (DflSafetensors *st, const char *index_path, GError **error)
 
   cJSON_ArrayForEach (kv, map) {
     const char *want = g_hash_table_lookup (shards, kv->valuestring);
-    const DflTensor *t = g_hash_table_lookup (st->by_name, kv->string);
+    const DflStoredTensor *t = g_hash_table_lookup (st->by_name, kv->string);
 
     if (t == NULL) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
@@ -972,7 +920,7 @@ dfl_safetensors_n_tensors (const DflSafetensors *st)
   return st->tensors->len;
 }
 
-const DflTensor *
+const DflStoredTensor *
 dfl_safetensors_nth (const DflSafetensors *st, guint i)
 {
   g_return_val_if_fail (st != NULL, NULL);
@@ -980,7 +928,7 @@ dfl_safetensors_nth (const DflSafetensors *st, guint i)
   return g_ptr_array_index (st->tensors, i);
 }
 
-const DflTensor *
+const DflStoredTensor *
 dfl_safetensors_find (const DflSafetensors *st, const char *name)
 {
   g_return_val_if_fail (st != NULL, NULL);
@@ -988,11 +936,11 @@ dfl_safetensors_find (const DflSafetensors *st, const char *name)
   return g_hash_table_lookup (st->by_name, name);
 }
 
-const DflTensor *
+const DflStoredTensor *
 dfl_safetensors_expect (const DflSafetensors *st, const char *name,
                         guint n_dims, const gint64 *shape, GError **error)
 {
-  const DflTensor *t;
+  const DflStoredTensor *t;
   gboolean same;
   guint i;
 

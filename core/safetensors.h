@@ -1,7 +1,7 @@
 /* gst-dflash — safetensors: zero-copy reading (one file or an indexed set of
  * shards) and writing.
  *
- * A file is mapped read-only; a DflTensor points into the mapping, so loading a
+ * A file is mapped read-only; a DflStoredTensor points into the mapping, so loading a
  * checkpoint copies nothing until a caller converts a tensor. Everything in a
  * header is checked before it is trusted: the header length against the file
  * size and a sane bound, the JSON, dtype names, offsets inside the data area,
@@ -11,19 +11,11 @@
 
 #include <glib.h>
 
+#include "dfl-dtype.h"
+
 G_BEGIN_DECLS
 
 #define DFL_TENSOR_MAX_DIMS 8
-
-typedef enum {
-  DFL_DTYPE_F32,
-  DFL_DTYPE_F16,
-  DFL_DTYPE_BF16,
-  DFL_DTYPE_I32,
-  DFL_DTYPE_I64,
-  DFL_DTYPE_I8,
-  DFL_DTYPE_U8,
-} DflDtype;
 
 typedef struct {
   const char *name;
@@ -34,7 +26,7 @@ typedef struct {
   const guint8 *data;          /* inside the file's mapping, little-endian */
   gsize n_bytes;
   const char *file;            /* the file (shard) that holds it */
-} DflTensor;
+} DflStoredTensor;
 
 typedef struct _DflSafetensors DflSafetensors;
 
@@ -47,26 +39,22 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflSafetensors, dfl_safetensors_free)
 /* The file or index that was opened (for messages). */
 const char *dfl_safetensors_path (const DflSafetensors *st);
 guint dfl_safetensors_n_tensors (const DflSafetensors *st);
-const DflTensor *dfl_safetensors_nth (const DflSafetensors *st, guint i);
+const DflStoredTensor *dfl_safetensors_nth (const DflSafetensors *st, guint i);
 /* NULL where there is no such tensor. */
-const DflTensor *dfl_safetensors_find (const DflSafetensors *st, const char *name);
+const DflStoredTensor *dfl_safetensors_find (const DflSafetensors *st, const char *name);
 /* A tensor of this name and shape, in a float dtype (F32, F16 or BF16); else
  * NULL with an error naming the file, the tensor, and what was expected. */
-const DflTensor *dfl_safetensors_expect (const DflSafetensors *st, const char *name,
+const DflStoredTensor *dfl_safetensors_expect (const DflSafetensors *st, const char *name,
                                          guint n_dims, const gint64 *shape, GError **error);
 /* A string of the first file's __metadata__, or NULL. */
 const char *dfl_safetensors_metadata (const DflSafetensors *st, const char *key);
 /* Every key of the first file's __metadata__, sorted (g_strfreev it). */
 GStrv dfl_safetensors_metadata_keys (const DflSafetensors *st);
 
-const char *dfl_dtype_name (DflDtype dtype);   /* "F32", "BF16", … */
-gsize dfl_dtype_size (DflDtype dtype);
-gboolean dfl_dtype_from_name (const char *name, DflDtype *dtype);
-
 /* Convert a float tensor (F32, F16, BF16) to F32: `n` elements from element
  * `offset` on. */
-void dfl_tensor_read_f32 (const DflTensor *t, gint64 offset, gint64 n, float *dst);
-float *dfl_tensor_dup_f32 (const DflTensor *t);   /* g_free() it */
+void dfl_tensor_read_f32 (const DflStoredTensor *t, gint64 offset, gint64 n, float *dst);
+float *dfl_tensor_dup_f32 (const DflStoredTensor *t);   /* g_free() it */
 
 /* Scalar conversions used across the tree. */
 float dfl_bf16_to_f32 (guint16 v);

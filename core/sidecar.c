@@ -21,7 +21,7 @@ typedef struct {
 } Loader;
 
 static const char *
-origin_of (const Loader *L, const DflTensor *t)
+origin_of (const Loader *L, const DflStoredTensor *t)
 {
   if (t && t->file)
     return t->file;
@@ -37,7 +37,7 @@ add_weight (DflDrafter *d, const char *name, DflDtype dtype, gsize n, void *data
 }
 
 static char *
-shape_text (const DflTensor *t)
+shape_text (const DflStoredTensor *t)
 {
   GString *s = g_string_new ("[");
 
@@ -47,10 +47,10 @@ shape_text (const DflTensor *t)
   return g_string_free (s, FALSE);
 }
 
-static const DflTensor *
+static const DflStoredTensor *
 find (Loader *L, const char *name)
 {
-  const DflTensor *t = dfl_safetensors_find (L->d->st, name);
+  const DflStoredTensor *t = dfl_safetensors_find (L->d->st, name);
 
   if (!t)
     g_set_error (L->error, DFL_ERROR, DFL_ERROR_FORMAT, "%s has no tensor %s%s", L->d->path, name,
@@ -59,7 +59,7 @@ find (Loader *L, const char *name)
 }
 
 static gboolean
-float_dtype (Loader *L, const DflTensor *t)
+float_dtype (Loader *L, const DflStoredTensor *t)
 {
   if (t->dtype == DFL_DTYPE_F32 || t->dtype == DFL_DTYPE_F16 || t->dtype == DFL_DTYPE_BF16)
     return TRUE;
@@ -71,7 +71,7 @@ float_dtype (Loader *L, const DflTensor *t)
 /* A vector: F32 data aligned in the mapping is used in place; anything else
  * becomes an F32 copy. */
 static const float *
-as_f32 (Loader *L, const DflTensor *t, const char *name)
+as_f32 (Loader *L, const DflStoredTensor *t, const char *name)
 {
   float *copy;
 
@@ -110,11 +110,11 @@ blank_f32 (Loader *L, const char *name, gsize n, float fill)
   return w;
 }
 
-static DflWeightType
+static DflDtype
 weight_type (DflDtype dtype)
 {
-  return dtype == DFL_DTYPE_BF16 ? DFL_WEIGHT_BF16 : dtype == DFL_DTYPE_F16 ? DFL_WEIGHT_F16
-      : DFL_WEIGHT_F32;
+  return dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16 : dtype == DFL_DTYPE_F16 ? DFL_DTYPE_F16
+      : DFL_DTYPE_F32;
 }
 
 /* A matrix [rows][cols] in a float dtype, kept as stored: read in place from
@@ -123,7 +123,7 @@ static gboolean
 mat (Loader *L, const char *suffix, gint64 rows, gint64 cols, DflWeights *out)
 {
   g_autofree char *name = g_strconcat (L->prefix, suffix, NULL);
-  const DflTensor *t;
+  const DflStoredTensor *t;
 
   out->rows = (int) rows;
   out->cols = (int) cols;
@@ -152,7 +152,7 @@ static const float *
 vec (Loader *L, const char *suffix, gint64 n, float fill)
 {
   g_autofree char *name = g_strconcat (L->prefix, suffix, NULL);
-  const DflTensor *t;
+  const DflStoredTensor *t;
 
   if (L->blank)
     return blank_f32 (L, name, (gsize) n, fill);
@@ -175,7 +175,7 @@ book (Loader *L, const char *suffix)
 {
   g_autofree char *name = g_strconcat (L->prefix, suffix, NULL);
   const DflDrafterGeometry *g = &L->d->g;
-  const DflTensor *t;
+  const DflStoredTensor *t;
   guint16 *copy;
 
   if (L->blank) {

@@ -21,7 +21,7 @@ struct _DflTarget {
   char *dir;
   DflQwen3Config cfg;
   DflSafetensors *st;
-  const DflTensor *embed;   /* [vocab][hidden], rows converted as they are looked up */
+  const DflStoredTensor *embed;   /* [vocab][hidden], rows converted as they are looked up */
   DflWeights head;          /* [vocab][hidden]; the embedding's when tied */
   float *norm;
   Layer *layers;
@@ -38,11 +38,11 @@ struct _DflTargetSeq {
   float **k, **v;      /* per layer [cap][kv_heads·head_dim] */
 };
 
-static const DflTensor *
+static const DflStoredTensor *
 expect (DflTarget *t, const char *name, guint n_dims, gint64 d0, gint64 d1, GError **error)
 {
   gint64 shape[2] = { d0, d1 };
-  const DflTensor *tensor = dfl_safetensors_expect (t->st, name, n_dims, shape, error);
+  const DflStoredTensor *tensor = dfl_safetensors_expect (t->st, name, n_dims, shape, error);
 
   if (tensor)
     t->n_params += tensor->n_elements;
@@ -53,17 +53,17 @@ expect (DflTarget *t, const char *name, guint n_dims, gint64 d0, gint64 d1, GErr
 static float *
 take_vector (DflTarget *t, const char *name, gint64 n, GError **error)
 {
-  const DflTensor *tensor = expect (t, name, 1, n, 0, error);
+  const DflStoredTensor *tensor = expect (t, name, 1, n, 0, error);
 
   return tensor ? dfl_tensor_dup_f32 (tensor) : NULL;
 }
 
 static void
-weights_of (const DflTensor *tensor, DflWeights *w)
+weights_of (const DflStoredTensor *tensor, DflWeights *w)
 {
   w->data = tensor->data;
-  w->type = tensor->dtype == DFL_DTYPE_BF16 ? DFL_WEIGHT_BF16
-      : tensor->dtype == DFL_DTYPE_F16 ? DFL_WEIGHT_F16 : DFL_WEIGHT_F32;
+  w->type = tensor->dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16
+      : tensor->dtype == DFL_DTYPE_F16 ? DFL_DTYPE_F16 : DFL_DTYPE_F32;
   w->rows = tensor->shape[0];
   w->cols = tensor->shape[1];
 }
@@ -72,7 +72,7 @@ weights_of (const DflTensor *tensor, DflWeights *w)
 static gboolean
 take_matrix (DflTarget *t, const char *name, gint64 rows, gint64 cols, DflWeights *w, GError **error)
 {
-  const DflTensor *tensor = expect (t, name, 2, rows, cols, error);
+  const DflStoredTensor *tensor = expect (t, name, 2, rows, cols, error);
 
   if (!tensor)
     return FALSE;

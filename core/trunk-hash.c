@@ -22,7 +22,7 @@ fnv1a (guint64 h, const guint8 *p, gsize n)
  * last: a multi-gigabyte embedding hashes in microseconds and still tells
  * two checkpoints apart. */
 static guint64
-hash_tensor (guint64 h, const DflTensor *t)
+hash_tensor (guint64 h, const DflStoredTensor *t)
 {
   if (t->n_bytes <= 2 * MIB)
     return fnv1a (h, t->data, t->n_bytes);
@@ -38,7 +38,7 @@ dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex[17], GEr
 
   g_return_val_if_fail (target != NULL && hex != NULL, FALSE);
   for (int i = 0; i < (tied ? 1 : 2); i++) {
-    const DflTensor *t = dfl_safetensors_find (target, names[i]);
+    const DflStoredTensor *t = dfl_safetensors_find (target, names[i]);
     if (!t) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s has no %s%s", dfl_safetensors_path (target),
                    names[i], i ? " (its config says the head is untied)" : "");

@@ -378,7 +378,7 @@ gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev, GError *
       const DflDrafter *dd = m->drafter;
       m->cuda_drafter = dfl_cuda_drafter_new (gst_dflash_device_handle (dev), dd,
           dfl_cuda_target_embedding (m->cuda_target), dfl_cuda_target_head (m->cuda_target),
-          m->cuda_f32 ? DFL_CUDA_F32 : dfl_cuda_drafter_stored_type (dd), error);
+          m->cuda_f32 ? DFL_DTYPE_F32 : dfl_cuda_drafter_stored_type (dd), error);
       if (!m->cuda_drafter)
         g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
     }

@@ -24,7 +24,7 @@ print_tensor_summary (const DflSafetensors *st)
   guint n = dfl_safetensors_n_tensors (st);
 
   for (guint i = 0; i < n; i++) {
-    const DflTensor *t = dfl_safetensors_nth (st, i);
+    const DflStoredTensor *t = dfl_safetensors_nth (st, i);
     count[t->dtype]++;
     bytes[t->dtype] += t->n_bytes;
     params += t->n_elements;
@@ -46,7 +46,7 @@ static void
 print_tensors (const DflSafetensors *st)
 {
   for (guint i = 0; i < dfl_safetensors_n_tensors (st); i++) {
-    const DflTensor *t = dfl_safetensors_nth (st, i);
+    const DflStoredTensor *t = dfl_safetensors_nth (st, i);
     printf ("    %-56s %-4s [", t->name, dfl_dtype_name (t->dtype));
     for (guint d = 0; d < t->n_dims; d++)
       printf ("%s%" G_GINT64_FORMAT, d ? ", " : "", t->shape[d]);

@@ -41,9 +41,9 @@ die (GError *error)
 /* Bytes a block streams: each layer's matrices, the head's first `width`
  * rows (the embedding's block rows and the norms are noise). */
 static double
-block_bytes (const DflDrafterGeometry *g, DflCudaType type, int width)
+block_bytes (const DflDrafterGeometry *g, DflDtype type, int width)
 {
-  double es = (double) dfl_cuda_type_size (type), hs = g->hidden;
+  double es = (double) dfl_dtype_size (type), hs = g->hidden;
   double qd = (double) g->heads * g->head_dim, kd = (double) g->kv_heads * g->head_dim;
   double kproj = 2.0 * g->conv_kernel * (g->hidden / g->conv_group);
   double layer = hs * qd * 2 + hs * kd * 2 + 3 * hs * g->intermediate + 2 * kproj * hs;
@@ -63,7 +63,7 @@ main (int argc, char **argv)
   };
   int context = 512, width = 0, steps = 32, ordinal = 0;
   gboolean small = FALSE;
-  DflCudaType type = DFL_CUDA_BF16;
+  DflDtype type = DFL_DTYPE_BF16;
   GError *error = NULL;
   DflCudaDevice *dev;
   DflCudaDrafter *cd;
@@ -90,11 +90,11 @@ main (int argc, char **argv)
     } else if (strcmp (argv[i], "--type") == 0 && i + 1 < argc) {
       const char *s = argv[++i];
       if (strcmp (s, "bf16") == 0)
-        type = DFL_CUDA_BF16;
+        type = DFL_DTYPE_BF16;
       else if (strcmp (s, "f16") == 0)
-        type = DFL_CUDA_F16;
+        type = DFL_DTYPE_F16;
       else if (strcmp (s, "f32") == 0)
-        type = DFL_CUDA_F32;
+        type = DFL_DTYPE_F32;
       else
         goto usage;
     } else {
@@ -121,10 +121,10 @@ main (int argc, char **argv)
           small ? "small" : "Qwen3-8B DFlash", g.hidden, g.layers, g.heads, g.kv_heads,
           g.head_dim, g.intermediate, g.block, g.conv_kernel, g.conv_group, g.selector_rank,
           g.selector_top, g.vocab,
-          type == DFL_CUDA_BF16 ? "BF16" : type == DFL_CUDA_F16 ? "F16" : "F32");
+          type == DFL_DTYPE_BF16 ? "BF16" : type == DFL_DTYPE_F16 ? "F16" : "F32");
 
   /* the target's embedding and head, untied, in the weights' type */
-  trunk_bytes = (gsize) g.vocab * g.hidden * dfl_cuda_type_size (type);
+  trunk_bytes = (gsize) g.vocab * g.hidden * dfl_dtype_size (type);
   if (!(d_trunk = dfl_cuda_alloc (dev, 2 * trunk_bytes, &error)))
     return die (error);
   dfl_cuda_fill_random (dev, d_trunk, type, (gsize) g.vocab * g.hidden, 1, 1.0f);
@@ -142,7 +142,7 @@ main (int argc, char **argv)
       || !(d_out = dfl_cuda_alloc (dev, dfl_cuda_draft_block_floats (cd, width) * sizeof (float),
                                    &error)))
     return die (error);
-  dfl_cuda_fill_random (dev, d_taps, DFL_CUDA_F32, (gsize) MAX (context, 512) * tw, 3, 1.0f);
+  dfl_cuda_fill_random (dev, d_taps, DFL_DTYPE_F32, (gsize) MAX (context, 512) * tw, 3, 1.0f);
   for (int done = 0; done < context; done += 512) {
     int n = MIN (512, context - done);
     if (!dfl_cuda_draft_ctx_queue (ctx, done, d_taps, 0, n, &error)

@@ -150,15 +150,15 @@ main (int argc, char **argv)
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
     int in = shapes[s][0], out = shapes[s][1];
     size_t nw = (size_t) in * out;
-    Matmul m = { { alloc (nw * 2), DFL_CUDA_BF16, out, in } };
-    dfl_cuda_fill_random (dev, (void *) m.w.d_data, DFL_CUDA_BF16, nw, 1, 0.02f);
+    Matmul m = { { alloc (nw * 2), DFL_DTYPE_BF16, out, in } };
+    dfl_cuda_fill_random (dev, (void *) m.w.d_data, DFL_DTYPE_BF16, nw, 1, 0.02f);
     for (guint r = 0; r < G_N_ELEMENTS (rows); r++) {
       double ms, wbps;
       m.rows = rows[r];
       m.d_x = alloc (sizeof (float) * m.rows * in);
       m.d_y = alloc (sizeof (float) * m.rows * out);
       m.d_scratch = alloc ((size_t) m.rows * in * 2);
-      dfl_cuda_fill_random (dev, m.d_x, DFL_CUDA_F32, (size_t) m.rows * in, 2, 1.0f);
+      dfl_cuda_fill_random (dev, m.d_x, DFL_DTYPE_F32, (size_t) m.rows * in, 2, 1.0f);
       ms = time_ms (matmul_launch, &m);
       wbps = nw * 2 / (ms / 1e3);
       printf ("%6d %7d %5d %10.1f %12.0f %10.2f %10.1f\n", in, out, m.rows, ms * 1e3,
@@ -188,9 +188,9 @@ main (int argc, char **argv)
     a.d_v = alloc (sizeof (float) * nkv);
     a.d_lo = alloc (sizeof lo);
     a.d_hi = alloc (sizeof hi);
-    dfl_cuda_fill_random (dev, a.d_q, DFL_CUDA_F32, nq, 3, 1.0f);
-    dfl_cuda_fill_random (dev, a.d_k, DFL_CUDA_F32, nkv, 4, 1.0f);
-    dfl_cuda_fill_random (dev, a.d_v, DFL_CUDA_F32, nkv, 5, 1.0f);
+    dfl_cuda_fill_random (dev, a.d_q, DFL_DTYPE_F32, nq, 3, 1.0f);
+    dfl_cuda_fill_random (dev, a.d_k, DFL_DTYPE_F32, nkv, 4, 1.0f);
+    dfl_cuda_fill_random (dev, a.d_v, DFL_DTYPE_F32, nkv, 5, 1.0f);
     dfl_cuda_upload (dev, a.d_lo, lo, sizeof lo, &error);
     check (error);
     dfl_cuda_upload (dev, a.d_hi, hi, sizeof hi, &error);
@@ -214,7 +214,7 @@ main (int argc, char **argv)
     t.d_x = alloc (sizeof (float) * t.rows * t.n);
     t.d_vals = alloc (sizeof (float) * t.rows * 64);
     t.d_idx = alloc (sizeof (int32_t) * t.rows * 64);
-    dfl_cuda_fill_random (dev, t.d_x, DFL_CUDA_F32, (size_t) t.rows * t.n, 6, 8.0f);
+    dfl_cuda_fill_random (dev, t.d_x, DFL_DTYPE_F32, (size_t) t.rows * t.n, 6, 8.0f);
     ms_arg = time_ms (argmax_launch, &t);
     ms_top = time_ms (top_k_launch, &t);
     printf ("\n%d rows of %d logits: argmax %.1f µs, top-%d %.1f µs", t.rows, t.n, ms_arg * 1e3,

@@ -308,12 +308,12 @@ main (int argc, char **argv)
   bw = dfl_cuda_copy_bandwidth (dev, (size_t) 1 << 30, &error);
   if (bw <= 0 || error)
     goto out;
-  if (!(t = dfl_cuda_target_new_random (dev, &c, DFL_CUDA_BF16, 1, &error))
+  if (!(t = dfl_cuda_target_new_random (dev, &c, DFL_DTYPE_BF16, 1, &error))
       || !(seq = dfl_cuda_target_seq_new (t, &error))
       || !dfl_cuda_target_seq_reserve (seq, context + g.block * rounds + g.block, &error))
     goto out;
   /* the drafter reads the target's own embedding and head on the card */
-  if (!(cd = dfl_cuda_drafter_new_random (dev, &g, TRUE, TRUE, DFL_CUDA_BF16,
+  if (!(cd = dfl_cuda_drafter_new_random (dev, &g, TRUE, TRUE, DFL_DTYPE_BF16,
                                           dfl_cuda_target_embedding (t),
                                           dfl_cuda_target_head (t), 7, &error))
       || !(ctx = dfl_cuda_draft_ctx_new (cd, &error)))
@@ -380,7 +380,7 @@ main (int argc, char **argv)
 
   target_bytes = dfl_cuda_target_weight_bytes (t);
   drafter_bytes = dfl_cuda_drafter_weight_bytes (cd);
-  head_bytes = (guint64) c.vocab * c.hidden * dfl_cuda_type_size (DFL_CUDA_BF16);
+  head_bytes = (guint64) c.vocab * c.hidden * dfl_dtype_size (DFL_DTYPE_BF16);
 
   printf ("device                     %s\n", dfl_cuda_device_describe (dev));
   printf ("target                     Qwen3-8B shape: %d layers, hidden %d, %d heads over %d, "

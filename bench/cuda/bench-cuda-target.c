@@ -100,7 +100,7 @@ main (int argc, char **argv)
   bw = dfl_cuda_copy_bandwidth (dev, (size_t) 1 << 30, &error);
   if (bw <= 0 || error)
     goto fail;
-  if (!(t = dfl_cuda_target_new_random (dev, &c, DFL_CUDA_BF16, 1, &error)))
+  if (!(t = dfl_cuda_target_new_random (dev, &c, DFL_DTYPE_BF16, 1, &error)))
     goto fail;
   if (!(seq = dfl_cuda_target_seq_new (t, &error))
       || !dfl_cuda_target_seq_reserve (seq, context + verify, &error))

@@ -142,8 +142,8 @@ main (int argc, char **argv)
   dfl_drafter_foreach_weight (d, fill, NULL);
   embed = bf16_table ((gsize) g.vocab * hs, 1.0f);
   head = bf16_table ((gsize) g.vocab * hs, 0.05f);
-  we = (DflWeights) { embed, DFL_WEIGHT_BF16, g.vocab, hs };
-  wh = (DflWeights) { head, DFL_WEIGHT_BF16, g.vocab, hs };
+  we = (DflWeights) { embed, DFL_DTYPE_BF16, g.vocab, hs };
+  wh = (DflWeights) { head, DFL_DTYPE_BF16, g.vocab, hs };
   t_fill = dfl_bench_now () - t0;
   printf ("geometry: %s — hidden %d, %d layers, %d heads over %d, head_dim %d, intermediate %d,"
           " %d taps, block %d, conv kernel %d group %d, selector rank %d top %d, vocab %d\n",

@@ -160,8 +160,8 @@ enqueue_block (DflCudaDraftCtx *ctx, int width, float *d_out)
       const int32_t *gather = (const int32_t *) (P + ctx->off_gather[l]);
       keys = cd->s_win_k[l];
       values = cd->s_win_v[l];
-      dfl_cuda_embed (dev, c->d_k, DFL_CUDA_F32, kd, gather, w, keys);
-      dfl_cuda_embed (dev, c->d_v, DFL_CUDA_F32, kd, gather, w, values);
+      dfl_cuda_embed (dev, c->d_k, DFL_DTYPE_F32, kd, gather, w, keys);
+      dfl_cuda_embed (dev, c->d_v, DFL_DTYPE_F32, kd, gather, w, values);
       bk = keys + (gsize) w * kd;
       bv = values + (gsize) w * kd;
     }

@@ -11,13 +11,13 @@
 /* Elements converted on the host per upload when a matrix changes type. */
 #define CONVERT_CHUNK (1 << 20)
 
-static DflCudaType
-cuda_type_of (DflWeightType t)
+static DflDtype
+cuda_type_of (DflDtype t)
 {
-  return t == DFL_WEIGHT_BF16 ? DFL_CUDA_BF16 : t == DFL_WEIGHT_F16 ? DFL_CUDA_F16 : DFL_CUDA_F32;
+  return t == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16 : t == DFL_DTYPE_F16 ? DFL_DTYPE_F16 : DFL_DTYPE_F32;
 }
 
-DflCudaType
+DflDtype
 dfl_cuda_drafter_stored_type (const DflDrafter *d)
 {
   return cuda_type_of (d->fc.type);
@@ -32,7 +32,7 @@ typedef struct {
   DflCudaDrafter *cd;
   guint8 *base;
   gsize off;
-  DflCudaType as;
+  DflDtype as;
   guint64 seed;
   GError **error;
   gboolean failed;
@@ -62,10 +62,10 @@ upload (Placer *P, void *d_dst, const void *src, gsize bytes)
 
 /* The type a matrix goes up as: F32 when asked (parity), else an F16 or
  * BF16 matrix as stored and an F32 one as P->as. */
-static DflCudaType
+static DflDtype
 mat_type (const Placer *P, const DflWeights *src)
 {
-  if (P->as == DFL_CUDA_F32 || !src || src->type == DFL_WEIGHT_F32)
+  if (P->as == DFL_DTYPE_F32 || !src || src->type == DFL_DTYPE_F32)
     return P->as;
   return cuda_type_of (src->type);
 }
@@ -75,8 +75,8 @@ mat_type (const Placer *P, const DflWeights *src)
 static void
 put_mat (Placer *P, const DflWeights *src, int rows, int cols, DflCudaWeights *dst)
 {
-  DflCudaType as = mat_type (P, src), st;
-  gsize n = (gsize) rows * cols, es = dfl_cuda_type_size (as);
+  DflDtype as = mat_type (P, src), st;
+  gsize n = (gsize) rows * cols, es = dfl_dtype_size (as);
   guint8 *d = place (P, n * es);
 
   *dst = (DflCudaWeights) { d, as, rows, cols };
@@ -93,27 +93,27 @@ put_mat (Placer *P, const DflWeights *src, int rows, int cols, DflCudaWeights *d
     return;
   }
   {
-    gsize ss = dfl_cuda_type_size (st), chunk = MIN (n, (gsize) CONVERT_CHUNK);
+    gsize ss = dfl_dtype_size (st), chunk = MIN (n, (gsize) CONVERT_CHUNK);
     float *f = g_new (float, chunk);
     guint16 *h = g_new (guint16, chunk);
     for (gsize done = 0; done < n && !P->failed; done += chunk) {
       gsize m = MIN (chunk, n - done);
       const guint8 *s = (const guint8 *) src->data + done * ss;
-      if (st == DFL_CUDA_F32)
+      if (st == DFL_DTYPE_F32)
         memcpy (f, s, m * sizeof (float));
       else {
         memcpy (h, s, m * 2);
-        if (st == DFL_CUDA_BF16)
+        if (st == DFL_DTYPE_BF16)
           dfl_bf16_to_f32_n (h, f, m);
         else
           dfl_f16_to_f32_n (h, f, m);
       }
-      if (as == DFL_CUDA_F32) {
+      if (as == DFL_DTYPE_F32) {
         upload (P, d + done * es, f, m * es);
         continue;
       }
       for (gsize i = 0; i < m; i++)
-        h[i] = as == DFL_CUDA_BF16 ? dfl_f32_to_bf16 (f[i]) : dfl_f32_to_f16 (f[i]);
+        h[i] = as == DFL_DTYPE_BF16 ? dfl_f32_to_bf16 (f[i]) : dfl_f32_to_f16 (f[i]);
       upload (P, d + done * es, h, m * es);
     }
     g_free (f);
@@ -173,7 +173,7 @@ put_book (Placer *P, const guint16 *src, gsize n)
   if (src)
     upload (P, d, src, n * 2);
   else
-    dfl_cuda_fill_random (P->cd->dev, d, DFL_CUDA_F16, n, P->seed++, 1.0f);
+    dfl_cuda_fill_random (P->cd->dev, d, DFL_DTYPE_F16, n, P->seed++, 1.0f);
   return d;
 }
 
@@ -305,7 +305,7 @@ check_trunk (const DflDrafterGeometry *g, const char *name, const DflCudaWeights
 
 static DflCudaDrafter *
 drafter_new (DflCudaDevice *dev, const DflDrafterGeometry *g, const char *name, gboolean conv,
-             gboolean selector, DflCudaType as, const DflCudaWeights *embed,
+             gboolean selector, DflDtype as, const DflCudaWeights *embed,
              const DflCudaWeights *head, const DflDrafter *src, guint64 seed, GError **error)
 {
   DflCudaDrafter *cd;
@@ -314,7 +314,7 @@ drafter_new (DflCudaDevice *dev, const DflDrafterGeometry *g, const char *name, 
   g_return_val_if_fail (dev != NULL && g != NULL, NULL);
   if (!dfl_drafter_geometry_check (g, name, error) || !check_trunk (g, name, embed, head, error))
     return NULL;
-  if (as != DFL_CUDA_F32 && as != DFL_CUDA_F16 && as != DFL_CUDA_BF16) {
+  if (as != DFL_DTYPE_F32 && as != DFL_DTYPE_F16 && as != DFL_DTYPE_BF16) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "%s: weight type %d is not F32, F16 or BF16",
                  name, (int) as);
     return NULL;
@@ -348,7 +348,7 @@ fail:
 
 DflCudaDrafter *
 dfl_cuda_drafter_new (DflCudaDevice *dev, const DflDrafter *d, const DflCudaWeights *embed,
-                      const DflCudaWeights *head, DflCudaType weights_as, GError **error)
+                      const DflCudaWeights *head, DflDtype weights_as, GError **error)
 {
   g_return_val_if_fail (d != NULL, NULL);
   return drafter_new (dev, &d->g, d->path, d->conv, d->selector, weights_as, embed, head, d, 0,
@@ -357,7 +357,7 @@ dfl_cuda_drafter_new (DflCudaDevice *dev, const DflDrafter *d, const DflCudaWeig
 
 DflCudaDrafter *
 dfl_cuda_drafter_new_random (DflCudaDevice *dev, const DflDrafterGeometry *g, gboolean conv,
-                             gboolean selector, DflCudaType weights_as,
+                             gboolean selector, DflDtype weights_as,
                              const DflCudaWeights *embed, const DflCudaWeights *head,
                              guint64 seed, GError **error)
 {
@@ -416,11 +416,11 @@ dfl_cuda_drafter_set_use_graph (DflCudaDrafter *cd, gboolean use_graph)
 /* --- the target's trunk from its tensors --- */
 
 static gboolean
-put_trunk_tensor (DflCudaDevice *dev, const DflTensor *t, DflCudaType as, guint8 *d,
+put_trunk_tensor (DflCudaDevice *dev, const DflStoredTensor *t, DflDtype as, guint8 *d,
                   GError **error)
 {
   gsize n = (gsize) t->n_elements, chunk = MIN (n, (gsize) CONVERT_CHUNK);
-  gsize es = dfl_cuda_type_size (as);
+  gsize es = dfl_dtype_size (as);
   float *f = g_new (float, chunk);
   guint16 *h = g_new (guint16, chunk);
   gboolean ok = TRUE;
@@ -428,12 +428,12 @@ put_trunk_tensor (DflCudaDevice *dev, const DflTensor *t, DflCudaType as, guint8
   for (gsize done = 0; done < n && ok; done += chunk) {
     gsize m = MIN (chunk, n - done);
     dfl_tensor_read_f32 (t, (gint64) done, (gint64) m, f);
-    if (as == DFL_CUDA_F32) {
+    if (as == DFL_DTYPE_F32) {
       ok = dfl_cuda_upload (dev, d + done * es, f, m * es, error);
       continue;
     }
     for (gsize i = 0; i < m; i++)
-      h[i] = as == DFL_CUDA_BF16 ? dfl_f32_to_bf16 (f[i]) : dfl_f32_to_f16 (f[i]);
+      h[i] = as == DFL_DTYPE_BF16 ? dfl_f32_to_bf16 (f[i]) : dfl_f32_to_f16 (f[i]);
     ok = dfl_cuda_upload (dev, d + done * es, h, m * es, error);
   }
   g_free (f);
@@ -443,12 +443,12 @@ put_trunk_tensor (DflCudaDevice *dev, const DflTensor *t, DflCudaType as, guint8
 
 gboolean
 dfl_cuda_upload_target_trunk (DflCudaDevice *dev, const DflSafetensors *target, gboolean tied,
-                              int vocab, int hidden, DflCudaType as, DflCudaWeights *embed,
+                              int vocab, int hidden, DflDtype as, DflCudaWeights *embed,
                               DflCudaWeights *head, void **d_mem, GError **error)
 {
   const char *names[2] = { "model.embed_tokens.weight", "lm_head.weight" };
-  const DflTensor *t[2] = { NULL, NULL };
-  gsize bytes = (gsize) vocab * hidden * dfl_cuda_type_size (as);
+  const DflStoredTensor *t[2] = { NULL, NULL };
+  gsize bytes = (gsize) vocab * hidden * dfl_dtype_size (as);
   gsize slot = aligned (bytes);
   int n = tied ? 1 : 2;
   guint8 *d;

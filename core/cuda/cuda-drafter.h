@@ -29,7 +29,7 @@ G_BEGIN_DECLS
 typedef struct _DflCudaDrafter DflCudaDrafter;
 typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
 
-/* Upload `d`'s weights to `dev`. Matrices: with `weights_as` DFL_CUDA_F32
+/* Upload `d`'s weights to `dev`. Matrices: with `weights_as` DFL_DTYPE_F32
  * all as F32 (F32 products: parity with the CPU); with F16 or BF16 each F16
  * or BF16 matrix as stored (multiplied on the tensor cores) and each F32 one
  * converted to `weights_as`. Vectors F32, codebooks F16.
@@ -38,16 +38,16 @@ typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
  * the drafter. The drafter's geometry must match them (hidden, vocab). */
 DflCudaDrafter *dfl_cuda_drafter_new (DflCudaDevice *dev, const DflDrafter *d,
                                       const DflCudaWeights *embed, const DflCudaWeights *head,
-                                      DflCudaType weights_as, GError **error);
-/* The type the drafter's fc matrix is stored in (as a DflCudaType): what to
+                                      DflDtype weights_as, GError **error);
+/* The type the drafter's fc matrix is stored in (as a DflDtype): what to
  * pass as `weights_as` for "as stored". */
-DflCudaType dfl_cuda_drafter_stored_type (const DflDrafter *d);
+DflDtype dfl_cuda_drafter_stored_type (const DflDrafter *d);
 /* A drafter of geometry `g` whose weights are made on the card (uniform,
  * scaled by 1/sqrt(fan-in); norm weights one; convolution base kernels a
  * sane identity-like start), for benches: no file, no host copy. */
 DflCudaDrafter *dfl_cuda_drafter_new_random (DflCudaDevice *dev, const DflDrafterGeometry *g,
                                              gboolean conv, gboolean selector,
-                                             DflCudaType weights_as, const DflCudaWeights *embed,
+                                             DflDtype weights_as, const DflCudaWeights *embed,
                                              const DflCudaWeights *head, guint64 seed,
                                              GError **error);
 void dfl_cuda_drafter_free (DflCudaDrafter *cd);
@@ -64,7 +64,7 @@ guint64 dfl_cuda_drafter_weight_bytes (const DflCudaDrafter *cd);
  * one allocation returned in `*d_mem` (free with dfl_cuda_free); a tied head
  * is the embedding. */
 gboolean dfl_cuda_upload_target_trunk (DflCudaDevice *dev, const DflSafetensors *target,
-                                       gboolean tied, int vocab, int hidden, DflCudaType as,
+                                       gboolean tied, int vocab, int hidden, DflDtype as,
                                        DflCudaWeights *embed, DflCudaWeights *head,
                                        void **d_mem, GError **error);
 

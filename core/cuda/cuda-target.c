@@ -117,7 +117,7 @@ card_alloc (DflCudaTarget *t, size_t bytes, GError **error)
 static size_t
 weights_bytes (const DflCudaWeights *w)
 {
-  return (size_t) w->rows * w->cols * dfl_cuda_type_size (w->type);
+  return (size_t) w->rows * w->cols * dfl_dtype_size (w->type);
 }
 
 static float *
@@ -132,7 +132,7 @@ upload_f32 (DflCudaTarget *t, const float *src, size_t n, GError **error)
 
 /* --- from a loaded CPU target --- */
 
-static const DflTensor *
+static const DflStoredTensor *
 expect (const DflSafetensors *st, const char *name, guint n_dims, gint64 d0, gint64 d1,
         GError **error)
 {
@@ -145,7 +145,7 @@ static float *
 upload_vector (DflCudaTarget *t, const DflSafetensors *st, const char *name, gint64 n,
                GError **error)
 {
-  const DflTensor *tensor = expect (st, name, 1, n, 0, error);
+  const DflStoredTensor *tensor = expect (st, name, 1, n, 0, error);
   g_autofree float *host = NULL;
 
   if (!tensor)
@@ -158,7 +158,7 @@ static gboolean
 upload_matrix (DflCudaTarget *t, const DflSafetensors *st, const char *name, gint64 rows,
                gint64 cols, DflCudaTargetWeights as, DflCudaWeights *w, GError **error)
 {
-  const DflTensor *tensor = expect (st, name, 2, rows, cols, error);
+  const DflStoredTensor *tensor = expect (st, name, 2, rows, cols, error);
   void *d;
 
   if (!tensor)
@@ -168,12 +168,12 @@ upload_matrix (DflCudaTarget *t, const DflSafetensors *st, const char *name, gin
   if (as == DFL_CUDA_TARGET_F32 && tensor->dtype != DFL_DTYPE_F32) {
     /* widened on the host, exactly as the CPU kernels widen each row */
     g_autofree float *host = dfl_tensor_dup_f32 (tensor);
-    w->type = DFL_CUDA_F32;
+    w->type = DFL_DTYPE_F32;
     if (!(d = upload_f32 (t, host, (size_t) rows * cols, error)))
       return FALSE;
   } else {
-    w->type = tensor->dtype == DFL_DTYPE_BF16 ? DFL_CUDA_BF16
-        : tensor->dtype == DFL_DTYPE_F16 ? DFL_CUDA_F16 : DFL_CUDA_F32;
+    w->type = tensor->dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16
+        : tensor->dtype == DFL_DTYPE_F16 ? DFL_DTYPE_F16 : DFL_DTYPE_F32;
     if (!(d = card_alloc (t, tensor->n_bytes, error))
         || !dfl_cuda_upload (t->dev, d, tensor->data, tensor->n_bytes, error))
       return FALSE;
@@ -287,7 +287,7 @@ dfl_cuda_target_new (DflCudaDevice *dev, const DflTarget *cpu, DflCudaTargetWeig
                              error)) {
     return NULL;
   }
-  t->weight_bytes += (guint64) c->hidden * dfl_cuda_type_size (t->embed.type);
+  t->weight_bytes += (guint64) c->hidden * dfl_dtype_size (t->embed.type);
 
   for (int i = 0; i < c->layers; i++)
     if (!upload_layer (t, st, i, as, error))
@@ -300,11 +300,11 @@ dfl_cuda_target_new (DflCudaDevice *dev, const DflTarget *cpu, DflCudaTargetWeig
 /* --- random weights made on the card --- */
 
 static gboolean
-random_matrix (DflCudaTarget *t, int rows, int cols, DflCudaType type, float scale,
+random_matrix (DflCudaTarget *t, int rows, int cols, DflDtype type, float scale,
                guint64 seed, DflCudaWeights *w, GError **error)
 {
   size_t n = (size_t) rows * cols;
-  void *d = card_alloc (t, n * dfl_cuda_type_size (type), error);
+  void *d = card_alloc (t, n * dfl_dtype_size (type), error);
 
   if (!d)
     return FALSE;
@@ -318,7 +318,7 @@ random_matrix (DflCudaTarget *t, int rows, int cols, DflCudaType type, float sca
 }
 
 DflCudaTarget *
-dfl_cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c, DflCudaType type,
+dfl_cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c, DflDtype type,
                             guint64 seed, GError **error)
 {
   g_autoptr (DflCudaTarget) t = NULL;
@@ -348,7 +348,7 @@ dfl_cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c, DflCuda
                              error)) {
     return NULL;
   }
-  t->weight_bytes += (guint64) hs * dfl_cuda_type_size (type);
+  t->weight_bytes += (guint64) hs * dfl_dtype_size (type);
 
   for (int i = 0; i < c->layers; i++) {
     Layer *l = &t->layers[i];

@@ -44,7 +44,7 @@ DflCudaTarget *dfl_cuda_target_new (DflCudaDevice *dev, const DflTarget *t,
  * for benches of a real model's shape without its files. `type` is the
  * matrices' type. */
 DflCudaTarget *dfl_cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c,
-                                           DflCudaType type, guint64 seed, GError **error);
+                                           DflDtype type, guint64 seed, GError **error);
 void dfl_cuda_target_free (DflCudaTarget *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflCudaTarget, dfl_cuda_target_free)
 

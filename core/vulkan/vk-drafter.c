@@ -22,13 +22,13 @@ typedef struct {
   VkDeviceAddress *addr;
 } Piece;
 
-static DflVkType
-vk_type (DflWeightType t)
+static DflDtype
+vk_type (DflDtype t)
 {
   switch (t) {
-  case DFL_WEIGHT_F16: return DFL_VK_F16;
-  case DFL_WEIGHT_BF16: return DFL_VK_BF16;
-  default: return DFL_VK_F32;
+  case DFL_DTYPE_F16: return DFL_DTYPE_F16;
+  case DFL_DTYPE_BF16: return DFL_DTYPE_BF16;
+  default: return DFL_DTYPE_F32;
   }
 }
 
@@ -170,7 +170,7 @@ out:
 static gboolean
 target_matrix (const DflTarget *t, const char *name, DflWeights *w, GError **error)
 {
-  const DflTensor *x = dfl_safetensors_find (dfl_target_tensors (t), name);
+  const DflStoredTensor *x = dfl_safetensors_find (dfl_target_tensors (t), name);
 
   if (!x || x->n_dims != 2
       || (x->dtype != DFL_DTYPE_F32 && x->dtype != DFL_DTYPE_F16 && x->dtype != DFL_DTYPE_BF16)) {
@@ -180,8 +180,8 @@ target_matrix (const DflTarget *t, const char *name, DflWeights *w, GError **err
     return FALSE;
   }
   w->data = x->data;
-  w->type = x->dtype == DFL_DTYPE_F16 ? DFL_WEIGHT_F16
-            : x->dtype == DFL_DTYPE_BF16 ? DFL_WEIGHT_BF16 : DFL_WEIGHT_F32;
+  w->type = x->dtype == DFL_DTYPE_F16 ? DFL_DTYPE_F16
+            : x->dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16 : DFL_DTYPE_F32;
   w->rows = (int) x->shape[0];
   w->cols = (int) x->shape[1];
   return TRUE;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dfl-dtype.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -18,10 +20,9 @@ extern "C" {
 /* A weight matrix as a checkpoint stores it: [rows][cols] row-major, F32,
  * F16 or BF16, little-endian; `data` may point into a mapped file, at any
  * alignment. */
-typedef enum { DFL_WEIGHT_F32, DFL_WEIGHT_F16, DFL_WEIGHT_BF16 } DflWeightType;
 typedef struct {
   const void *data;
-  DflWeightType type;
+  DflDtype type;
   int rows;   /* outputs */
   int cols;   /* inputs */
 } DflWeights;

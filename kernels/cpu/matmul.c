@@ -47,16 +47,16 @@ has_f16c (void)
 /* ---- the reference order, in plain C (machines without AVX2 + FMA) ---- */
 
 static inline float
-load_scalar (const void *w, DflWeightType type, size_t i)
+load_scalar (const void *w, DflDtype type, size_t i)
 {
   switch (type) {
     /* memcpy: a tensor in a mapped file need not be aligned to its element */
-    case DFL_WEIGHT_F32: {
+    case DFL_DTYPE_F32: {
       float f;
       memcpy (&f, (const char *) w + 4 * i, 4);
       return f;
     }
-    case DFL_WEIGHT_BF16: {
+    case DFL_DTYPE_BF16: {
       uint16_t h;
       uint32_t bits;
       float f;
@@ -65,7 +65,7 @@ load_scalar (const void *w, DflWeightType type, size_t i)
       memcpy (&f, &bits, 4);
       return f;
     }
-    case DFL_WEIGHT_F16:
+    case DFL_DTYPE_F16:
     default: {
       uint16_t h;
       float f;
@@ -85,7 +85,7 @@ lanes_sum (const float l[8])
 }
 
 static float
-dot_scalar (const float *x, const void *w, DflWeightType type, int n)
+dot_scalar (const float *x, const void *w, DflDtype type, int n)
 {
   float lane[8] = { 0 }, s;
   int i = 0;
@@ -100,10 +100,10 @@ dot_scalar (const float *x, const void *w, DflWeightType type, int n)
 }
 
 static void
-tile_scalar (const float *x, int rows, int ldx, const void *w, DflWeightType type,
+tile_scalar (const float *x, int rows, int ldx, const void *w, DflDtype type,
              size_t wstride, int in, int o0, int o1, float *y, int ldy, int accumulate)
 {
-  size_t esz = type == DFL_WEIGHT_F32 ? 4 : 2;
+  size_t esz = type == DFL_DTYPE_F32 ? 4 : 2;
 
   for (int o = o0; o < o1; o++) {
     const void *wo = (const char *) w + (size_t) o * wstride * esz;
@@ -120,11 +120,11 @@ tile_scalar (const float *x, int rows, int ldx, const void *w, DflWeightType typ
 #define AVX2 __attribute__ ((target ("avx2,fma,f16c")))
 
 AVX2 static inline __m256
-load8 (const void *w, DflWeightType type, size_t i)
+load8 (const void *w, DflDtype type, size_t i)
 {
-  if (type == DFL_WEIGHT_F32)
+  if (type == DFL_DTYPE_F32)
     return _mm256_loadu_ps ((const float *) w + i);
-  if (type == DFL_WEIGHT_BF16) {
+  if (type == DFL_DTYPE_BF16) {
     __m128i h = _mm_loadu_si128 ((const __m128i *) ((const uint16_t *) w + i));
     return _mm256_castsi256_ps (_mm256_slli_epi32 (_mm256_cvtepu16_epi32 (h), 16));
   }
@@ -142,7 +142,7 @@ hsum (__m256 v)
 }
 
 AVX2 static inline float
-finish (__m256 acc, const float *x, const void *w, DflWeightType type, int i, int n)
+finish (__m256 acc, const float *x, const void *w, DflDtype type, int i, int n)
 {
   float s = hsum (acc);
   for (; i < n; i++)
@@ -155,11 +155,11 @@ finish (__m256 acc, const float *x, const void *w, DflWeightType type, int i, in
  * `ahead` (or NULL): the next eight rows, asked for at the pace these are
  * read (see AHEAD_ROWS_BYTES). */
 AVX2 static inline __attribute__ ((always_inline)) void
-row_by_8_kernel (const DflWeightType T, const float *xr, const char *w, size_t wrow, int in,
+row_by_8_kernel (const DflDtype T, const float *xr, const char *w, size_t wrow, int in,
                  float *yr, int accumulate, const char *ahead)
 {
   int in8 = in & ~7;
-  size_t esz = T == DFL_WEIGHT_F32 ? 4 : 2;
+  size_t esz = T == DFL_DTYPE_F32 ? 4 : 2;
   __m256 a[8];
   float v;
 
@@ -185,25 +185,25 @@ row_by_8_kernel (const DflWeightType T, const float *xr, const char *w, size_t w
 }
 
 AVX2 static void
-row_by_8 (const float *xr, const void *w, DflWeightType type, size_t wrow, int in, float *yr,
+row_by_8 (const float *xr, const void *w, DflDtype type, size_t wrow, int in, float *yr,
           int accumulate, const void *ahead)
 {
   switch (type) {
-    case DFL_WEIGHT_BF16:
-      row_by_8_kernel (DFL_WEIGHT_BF16, xr, w, wrow, in, yr, accumulate, ahead);
+    case DFL_DTYPE_BF16:
+      row_by_8_kernel (DFL_DTYPE_BF16, xr, w, wrow, in, yr, accumulate, ahead);
       break;
-    case DFL_WEIGHT_F16:
-      row_by_8_kernel (DFL_WEIGHT_F16, xr, w, wrow, in, yr, accumulate, ahead);
+    case DFL_DTYPE_F16:
+      row_by_8_kernel (DFL_DTYPE_F16, xr, w, wrow, in, yr, accumulate, ahead);
       break;
-    case DFL_WEIGHT_F32:
+    case DFL_DTYPE_F32:
     default:
-      row_by_8_kernel (DFL_WEIGHT_F32, xr, w, wrow, in, yr, accumulate, ahead);
+      row_by_8_kernel (DFL_DTYPE_F32, xr, w, wrow, in, yr, accumulate, ahead);
       break;
   }
 }
 
 AVX2 static void
-row_by_1 (const float *xr, const void *w, DflWeightType type, int in, float *yr, int accumulate)
+row_by_1 (const float *xr, const void *w, DflDtype type, int in, float *yr, int accumulate)
 {
   int in8 = in & ~7;
   __m256 a = _mm256_setzero_ps ();
@@ -286,7 +286,7 @@ enum { FROM_ROWS, FROM_ROWS_TO_PANEL, FROM_PANEL };
  * KC apart; weights C rows wrow bytes apart, or the panel ([step][C][8]);
  * lanes at acc[r·ld + c]. */
 AVX2 static inline __attribute__ ((always_inline)) void
-tile_kernel (const int R, const int C, const DflWeightType T, const int src, const float *x,
+tile_kernel (const int R, const int C, const DflDtype T, const int src, const float *x,
              const char *w, size_t wrow, size_t k0, float *panel, int steps, __m256 *acc,
              size_t ld, int first)
 {
@@ -339,10 +339,10 @@ typedef void (*TileFunc) (const float *x, const char *w, size_t wrow, size_t k0,
   TILE1 (2, 1, T, S, N) TILE1 (2, 2, T, S, N) TILE1 (2, 3, T, S, N) \
   TILE1 (3, 1, T, S, N) TILE1 (3, 2, T, S, N) TILE1 (3, 3, T, S, N) \
   TILE1 (4, 1, T, S, N) TILE1 (4, 2, T, S, N) TILE1 (4, 3, T, S, N)
-TILES (DFL_WEIGHT_F32, FROM_ROWS, f32)
-TILES (DFL_WEIGHT_F16, FROM_ROWS_TO_PANEL, f16)
-TILES (DFL_WEIGHT_BF16, FROM_ROWS_TO_PANEL, bf16)
-TILES (DFL_WEIGHT_F32, FROM_PANEL, panel)
+TILES (DFL_DTYPE_F32, FROM_ROWS, f32)
+TILES (DFL_DTYPE_F16, FROM_ROWS_TO_PANEL, f16)
+TILES (DFL_DTYPE_BF16, FROM_ROWS_TO_PANEL, bf16)
+TILES (DFL_DTYPE_F32, FROM_PANEL, panel)
 #undef TILES
 #undef TILE1
 
@@ -353,9 +353,9 @@ TILES (DFL_WEIGHT_F32, FROM_PANEL, panel)
     { tile_##N##_4x1, tile_##N##_4x2, tile_##N##_4x3 } }
 /* [dtype][first tile of a group or not][R − 1][C − 1] */
 static const TileFunc tiles[3][2][MR][NR] = {
-  [DFL_WEIGHT_F32] = { TABLE (f32), TABLE (f32) },
-  [DFL_WEIGHT_F16] = { TABLE (f16), TABLE (panel) },
-  [DFL_WEIGHT_BF16] = { TABLE (bf16), TABLE (panel) },
+  [DFL_DTYPE_F32] = { TABLE (f32), TABLE (f32) },
+  [DFL_DTYPE_F16] = { TABLE (f16), TABLE (panel) },
+  [DFL_DTYPE_BF16] = { TABLE (bf16), TABLE (panel) },
 };
 #undef TABLE
 
@@ -366,10 +366,10 @@ static const TileFunc tiles[3][2][MR][NR] = {
  * aligned. */
 AVX2 static void
 block_avx2 (const float *x, int rows, int ldx, const float *xp, const void *w,
-            DflWeightType type, size_t wstride, int in, int ob, int oe, int nb0, int nb1,
+            DflDtype type, size_t wstride, int in, int ob, int oe, int nb0, int nb1,
             float *y, int ldy, int accumulate, float *scratch, int mb)
 {
-  size_t esz = type == DFL_WEIGHT_F32 ? 4 : 2, wrow = wstride * esz;
+  size_t esz = type == DFL_DTYPE_F32 ? 4 : 2, wrow = wstride * esz;
   int in8 = in & ~7, nb = oe - ob;
   float *panel = scratch;
   __m256 *lanes = (__m256 *) (panel + (size_t) NR * KC);
@@ -427,10 +427,10 @@ block_avx2 (const float *x, int rows, int ldx, const float *xp, const void *w,
  * eight fetched meanwhile where W's rows are contiguous (they are read
  * once, in order, by this thread: its next block follows). */
 AVX2 static void
-rows_avx2 (const float *x, int rows, int ldx, const void *w, DflWeightType type,
+rows_avx2 (const float *x, int rows, int ldx, const void *w, DflDtype type,
            size_t wstride, int in, int o0, int o1, int n_out, float *y, int ldy, int accumulate)
 {
-  size_t esz = type == DFL_WEIGHT_F32 ? 4 : 2, wrow = wstride * esz;
+  size_t esz = type == DFL_DTYPE_F32 ? 4 : 2, wrow = wstride * esz;
   int o = o0;
 
   for (; o + 8 <= o1; o += 8) {
@@ -484,9 +484,9 @@ rows_avx2 (const float *x, int rows, int ldx, const void *w, DflWeightType type,
 /* The weights of outputs at `lo` and `hi`, 8 inputs from element i, as F32
  * in one register (lo's in the low half). */
 AVX512 static inline __attribute__ ((always_inline)) __m512
-load_pair (const DflWeightType T, const char *lo, const char *hi, size_t i)
+load_pair (const DflDtype T, const char *lo, const char *hi, size_t i)
 {
-  if (T == DFL_WEIGHT_F32)
+  if (T == DFL_DTYPE_F32)
     /* insertf64x4 / broadcast_f64x4 move 8 floats as 4 doubles: AVX-512 F
      * has them, the f32x8 forms need DQ */
     return _mm512_castpd_ps (_mm512_insertf64x4 (
@@ -495,7 +495,7 @@ load_pair (const DflWeightType T, const char *lo, const char *hi, size_t i)
   {
     __m128i a = _mm_loadu_si128 ((const __m128i *) ((const uint16_t *) lo + i));
     __m128i b = _mm_loadu_si128 ((const __m128i *) ((const uint16_t *) hi + i));
-    if (T == DFL_WEIGHT_BF16) {
+    if (T == DFL_DTYPE_BF16) {
       /* word 2j + 1 of the result (the high half of F32 lane j) is a's word
        * j for j < 8, b's word j − 8 after (index 32 + …: the second table);
        * the even words are zero */
@@ -560,7 +560,7 @@ typedef struct {
  * acc + (r·ld + c)·16 floats between chunks. After the last chunk the lanes
  * are summed instead, into sums[(r·C + c)·2 + half]. */
 AVX512 static inline __attribute__ ((always_inline)) void
-tile5_kernel (const int R, const int C, const DflWeightType T, const int src, const float *x,
+tile5_kernel (const int R, const int C, const DflDtype T, const int src, const float *x,
               const char *const *wr, size_t k0, float *panel, int steps, float *acc, size_t ld,
               int first, int last, float *sums, const Ahead5 *ahead)
 {
@@ -582,7 +582,7 @@ tile5_kernel (const int R, const int C, const DflWeightType T, const int src, co
     if (src != FROM_PANEL) {
       /* every row every step: the same line 4 (F32: 2) steps running, but
        * a fetch costs a load slot only, and no arithmetic */
-      size_t at = (k0 + 8 * ((size_t) s + AHEAD5_STEPS)) * (T == DFL_WEIGHT_F32 ? 4 : 2);
+      size_t at = (k0 + 8 * ((size_t) s + AHEAD5_STEPS)) * (T == DFL_DTYPE_F32 ? 4 : 2);
 #pragma GCC unroll 6
       for (int j = 0; j < 2 * C; j++)
         _mm_prefetch (p[j] + at, _MM_HINT_T0);
@@ -647,13 +647,13 @@ typedef void (*Tile5Func) (const float *x, const char *const *wr, size_t k0, flo
 #define TILES5(T, S, N) \
   TILES5_C (1, T, S, N) TILES5_C (2, T, S, N) TILES5_C (3, T, S, N) TILES5_C (4, T, S, N) \
   TILES5_C (5, T, S, N) TILES5_C (6, T, S, N) TILES5_C (7, T, S, N) TILES5_C (8, T, S, N)
-TILES5 (DFL_WEIGHT_F32, FROM_ROWS, f32)
-TILES5 (DFL_WEIGHT_F16, FROM_ROWS, f16)
-TILES5 (DFL_WEIGHT_BF16, FROM_ROWS, bf16)
-TILES5 (DFL_WEIGHT_F32, FROM_ROWS_TO_PANEL, f32p)
-TILES5 (DFL_WEIGHT_F16, FROM_ROWS_TO_PANEL, f16p)
-TILES5 (DFL_WEIGHT_BF16, FROM_ROWS_TO_PANEL, bf16p)
-TILES5 (DFL_WEIGHT_F32, FROM_PANEL, panel)
+TILES5 (DFL_DTYPE_F32, FROM_ROWS, f32)
+TILES5 (DFL_DTYPE_F16, FROM_ROWS, f16)
+TILES5 (DFL_DTYPE_BF16, FROM_ROWS, bf16)
+TILES5 (DFL_DTYPE_F32, FROM_ROWS_TO_PANEL, f32p)
+TILES5 (DFL_DTYPE_F16, FROM_ROWS_TO_PANEL, f16p)
+TILES5 (DFL_DTYPE_BF16, FROM_ROWS_TO_PANEL, bf16p)
+TILES5 (DFL_DTYPE_F32, FROM_PANEL, panel)
 #undef TILES5
 #undef TILES5_C
 #undef TILE5
@@ -663,9 +663,9 @@ TILES5 (DFL_WEIGHT_F32, FROM_PANEL, panel)
                     ROW5 (N, 5), ROW5 (N, 6), ROW5 (N, 7), ROW5 (N, 8) }
 /* [dtype][FROM_ROWS, FROM_ROWS_TO_PANEL or FROM_PANEL][R − 1][C − 1] */
 static const Tile5Func tiles5[3][3][R5][C5] = {
-  [DFL_WEIGHT_F32] = { TABLE5 (f32), TABLE5 (f32p), TABLE5 (panel) },
-  [DFL_WEIGHT_F16] = { TABLE5 (f16), TABLE5 (f16p), TABLE5 (panel) },
-  [DFL_WEIGHT_BF16] = { TABLE5 (bf16), TABLE5 (bf16p), TABLE5 (panel) },
+  [DFL_DTYPE_F32] = { TABLE5 (f32), TABLE5 (f32p), TABLE5 (panel) },
+  [DFL_DTYPE_F16] = { TABLE5 (f16), TABLE5 (f16p), TABLE5 (panel) },
+  [DFL_DTYPE_BF16] = { TABLE5 (bf16), TABLE5 (bf16p), TABLE5 (panel) },
 };
 #undef TABLE5
 #undef ROW5
@@ -673,7 +673,7 @@ static const Tile5Func tiles5[3][3][R5][C5] = {
 /* y[r][o] (+)= the sum, with the inputs past the last 8 added in order. */
 static inline __attribute__ ((always_inline)) void
 finish_row (float *yr, const float *xr, const float *sum, int n, const char *w, size_t wrow,
-            DflWeightType type, int in8, int in, int accumulate)
+            DflDtype type, int in8, int in, int accumulate)
 {
   if (in8 == in) {
     /* the common case, in a form the compiler makes a few vector moves */
@@ -705,8 +705,8 @@ AVX512 static void
 block_avx512 (const float *x, int rows, int ldx, const float *xp, const DflWeights *w, int ob,
               int oe, int nb0, int nb1, float *y, int ldy, int accumulate, float *scratch, int mb)
 {
-  DflWeightType type = w->type;
-  size_t esz = type == DFL_WEIGHT_F32 ? 4 : 2, wrow = (size_t) w->cols * esz;
+  DflDtype type = w->type;
+  size_t esz = type == DFL_DTYPE_F32 ? 4 : 2, wrow = (size_t) w->cols * esz;
   int in = w->cols, in8 = in & ~7;
   float *panel = scratch, *lanes = panel + (size_t) KC5 / 8 * C5 * 16;
   float sums[(R5 * C5 + 7) / 8 * 16];
@@ -778,11 +778,11 @@ block_avx512 (const float *x, int rows, int ldx, const float *xp, const DflWeigh
  * measured slower than the blocked path, so those stay there.) */
 #define FEW_ROWS_MAX 3
 AVX512 static inline __attribute__ ((always_inline)) void
-rows_by_8_kernel (const int R, const DflWeightType T, const float *x, int ldx, const char *w,
+rows_by_8_kernel (const int R, const DflDtype T, const float *x, int ldx, const char *w,
                   size_t wrow, int in, float *y, int ldy, int accumulate, const char *ahead)
 {
   int in8 = in & ~7;
-  size_t esz = T == DFL_WEIGHT_F32 ? 4 : 2;
+  size_t esz = T == DFL_DTYPE_F32 ? 4 : 2;
   __m256 a[FEW_ROWS_MAX][8];
 
 #pragma GCC unroll 3
@@ -827,9 +827,9 @@ rows_by_8_kernel (const int R, const DflWeightType T, const float *x, int ldx, c
     rows_by_8_kernel (R, T, x, ldx, w, wrow, in, y, ldy, accumulate, ahead); \
   }
 #define FEW_ROWS_ALL(T, N) FEW_ROWS (2, T, N) FEW_ROWS (3, T, N)
-FEW_ROWS_ALL (DFL_WEIGHT_F32, f32)
-FEW_ROWS_ALL (DFL_WEIGHT_F16, f16)
-FEW_ROWS_ALL (DFL_WEIGHT_BF16, bf16)
+FEW_ROWS_ALL (DFL_DTYPE_F32, f32)
+FEW_ROWS_ALL (DFL_DTYPE_F16, f16)
+FEW_ROWS_ALL (DFL_DTYPE_BF16, bf16)
 #undef FEW_ROWS_ALL
 #undef FEW_ROWS
 
@@ -838,9 +838,9 @@ typedef void (*FewRowsFunc) (const float *x, int ldx, const char *w, size_t wrow
 #define FEW_TABLE(N) { few_##N##_2, few_##N##_3 }
 /* [dtype][rows − 2] */
 static const FewRowsFunc few_rows[3][FEW_ROWS_MAX - 1] = {
-  [DFL_WEIGHT_F32] = FEW_TABLE (f32),
-  [DFL_WEIGHT_F16] = FEW_TABLE (f16),
-  [DFL_WEIGHT_BF16] = FEW_TABLE (bf16),
+  [DFL_DTYPE_F32] = FEW_TABLE (f32),
+  [DFL_DTYPE_F16] = FEW_TABLE (f16),
+  [DFL_DTYPE_BF16] = FEW_TABLE (bf16),
 };
 #undef FEW_TABLE
 
@@ -850,7 +850,7 @@ AVX512 static void
 rows_few_avx512 (const float *x, int rows, int ldx, const DflWeights *w, int o0, int o1,
                  int n_out, float *y, int ldy, int accumulate)
 {
-  size_t esz = w->type == DFL_WEIGHT_F32 ? 4 : 2, wrow = (size_t) w->cols * esz;
+  size_t esz = w->type == DFL_DTYPE_F32 ? 4 : 2, wrow = (size_t) w->cols * esz;
   int o = o0;
 
   for (; o + 8 <= o1; o += 8) {
@@ -1118,5 +1118,5 @@ dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
 size_t
 dfl_weights_bytes (const DflWeights *w)
 {
-  return (size_t) w->rows * w->cols * (w->type == DFL_WEIGHT_F32 ? 4 : 2);
+  return (size_t) w->rows * w->cols * (w->type == DFL_DTYPE_F32 ? 4 : 2);
 }

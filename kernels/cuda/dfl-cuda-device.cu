@@ -476,9 +476,3 @@ dfl_cuda_graph_free (DflCudaGraph *graph)
   cudaGraphExecDestroy (graph->exec);
   g_free (graph);
 }
-
-size_t
-dfl_cuda_type_size (DflCudaType type)
-{
-  return type == DFL_CUDA_F32 ? 4 : 2;
-}

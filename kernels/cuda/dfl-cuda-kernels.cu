@@ -24,12 +24,12 @@ grid_for (size_t n, unsigned block)
 }
 
 __device__ static inline float
-load_elem (const void *p, DflCudaType type, size_t i)
+load_elem (const void *p, DflDtype type, size_t i)
 {
   switch (type) {
-  case DFL_CUDA_F16:
+  case DFL_DTYPE_F16:
     return __half2float (__ushort_as_half (((const unsigned short *) p)[i]));
-  case DFL_CUDA_BF16:
+  case DFL_DTYPE_BF16:
     return __bfloat162float (__ushort_as_bfloat16 (((const unsigned short *) p)[i]));
   default:
     return ((const float *) p)[i];
@@ -37,13 +37,13 @@ load_elem (const void *p, DflCudaType type, size_t i)
 }
 
 __device__ static inline void
-store_elem (void *p, DflCudaType type, size_t i, float v)
+store_elem (void *p, DflDtype type, size_t i, float v)
 {
   switch (type) {
-  case DFL_CUDA_F16:
+  case DFL_DTYPE_F16:
     ((unsigned short *) p)[i] = __half_as_ushort (__float2half_rn (v));
     break;
-  case DFL_CUDA_BF16:
+  case DFL_DTYPE_BF16:
     ((unsigned short *) p)[i] = __bfloat16_as_ushort (__float2bfloat16_rn (v));
     break;
   default:
@@ -55,7 +55,7 @@ store_elem (void *p, DflCudaType type, size_t i, float v)
 
 /* x [rows][ldx] F32 → packed [rows][in] of `type`, rounded to nearest even */
 __global__ static void
-round_rows_kernel (const float *x, int rows, int in, int ldx, void *dst, DflCudaType type)
+round_rows_kernel (const float *x, int rows, int in, int ldx, void *dst, DflDtype type)
 {
   size_t n = (size_t) rows * in;
 
@@ -85,11 +85,11 @@ dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, 
    * W' [n_out × in] · xᵀ [in × rows], where W' is the column-major [in ×
    * rows_w] view of W transposed (op T, lda = in) and xᵀ is x's column-major
    * view (op N, ldb = ldx). */
-  if (w->type == DFL_CUDA_F32) {
+  if (w->type == DFL_DTYPE_F32) {
     status = cublasSgemm (dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, w->cols, &alpha,
                           (const float *) w->d_data, w->cols, d_x, ldx, &beta, d_y, ldy);
   } else {
-    cudaDataType dt = w->type == DFL_CUDA_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    cudaDataType dt = w->type == DFL_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
     if (!d_scratch) {
       dfl_cuda_note_invalid (dev, "dfl_cuda_matmul",
                              "16-bit weights need a scratch of rows × in 16-bit values");
@@ -109,7 +109,7 @@ dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, 
 /* --- gathers and element-wise work --- */
 
 __global__ static void
-embed_kernel (const void *table, DflCudaType type, int dim, const int32_t *ids, float *out)
+embed_kernel (const void *table, DflDtype type, int dim, const int32_t *ids, float *out)
 {
   size_t row = (size_t) ids[blockIdx.x] * dim;
   float *o = out + (size_t) blockIdx.x * dim;
@@ -119,7 +119,7 @@ embed_kernel (const void *table, DflCudaType type, int dim, const int32_t *ids, 
 }
 
 extern "C" void
-dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflCudaType type, int dim,
+dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflDtype type, int dim,
                 const int32_t *d_ids, int n, float *d_out)
 {
   if (n <= 0 || dim <= 0)
@@ -1056,7 +1056,7 @@ dfl_cuda_select_rescore (DflCudaDevice *dev, const int32_t *d_cand, const float 
 /* --- conversions and random fills --- */
 
 __global__ static void
-convert_kernel (const void *src, DflCudaType src_type, void *dst, DflCudaType dst_type, size_t n)
+convert_kernel (const void *src, DflDtype src_type, void *dst, DflDtype dst_type, size_t n)
 {
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
        i += (size_t) gridDim.x * blockDim.x)
@@ -1064,8 +1064,8 @@ convert_kernel (const void *src, DflCudaType src_type, void *dst, DflCudaType ds
 }
 
 extern "C" void
-dfl_cuda_convert (DflCudaDevice *dev, const void *d_src, DflCudaType src_type, void *d_dst,
-                  DflCudaType dst_type, size_t n)
+dfl_cuda_convert (DflCudaDevice *dev, const void *d_src, DflDtype src_type, void *d_dst,
+                  DflDtype dst_type, size_t n)
 {
   if (n == 0)
     return;
@@ -1084,7 +1084,7 @@ mix64 (uint64_t z)
 }
 
 __global__ static void
-fill_random_kernel (void *dst, DflCudaType type, size_t n, uint64_t seed, float scale)
+fill_random_kernel (void *dst, DflDtype type, size_t n, uint64_t seed, float scale)
 {
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
        i += (size_t) gridDim.x * blockDim.x) {
@@ -1095,7 +1095,7 @@ fill_random_kernel (void *dst, DflCudaType type, size_t n, uint64_t seed, float 
 }
 
 extern "C" void
-dfl_cuda_fill_random (DflCudaDevice *dev, void *d_dst, DflCudaType type, size_t n,
+dfl_cuda_fill_random (DflCudaDevice *dev, void *d_dst, DflDtype type, size_t n,
                       uint64_t seed, float scale)
 {
   if (n == 0)

@@ -17,6 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dfl-dtype.h"
+#include "dfl-error.h"
+
 G_BEGIN_DECLS
 
 /* --- the device --- */
@@ -88,13 +91,11 @@ void dfl_cuda_graph_free (DflCudaGraph *graph);
 
 /* --- element types --- */
 
-typedef enum { DFL_CUDA_F32, DFL_CUDA_F16, DFL_CUDA_BF16 } DflCudaType;
-size_t dfl_cuda_type_size (DflCudaType type);
 
 /* A weight matrix on the device: [rows][cols] row-major in `type`. */
 typedef struct {
   const void *d_data;
-  DflCudaType type;
+  DflDtype type;
   int rows;   /* outputs */
   int cols;   /* inputs */
 } DflCudaWeights;
@@ -113,7 +114,7 @@ void dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *
 
 /* Rows of a table (F32/F16/BF16 [n][dim]) gathered by id into F32:
  * d_out[i] = table[d_ids[i]] for i < n. Ids are checked by the caller. */
-void dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflCudaType type, int dim,
+void dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflDtype type, int dim,
                      const int32_t *d_ids, int n, float *d_out);
 
 /* Each row of `dim`: x / sqrt(mean(x²) + eps) ⊙ w (w: F32 [dim]), from
@@ -207,11 +208,11 @@ void dfl_cuda_select_rescore (DflCudaDevice *dev, const int32_t *d_cand,
                               const uint16_t *d_succ_book, int32_t anchor, int32_t *d_chosen);
 
 /* F32 ↔ F16/BF16 on the device (round to nearest even). */
-void dfl_cuda_convert (DflCudaDevice *dev, const void *d_src, DflCudaType src_type,
-                       void *d_dst, DflCudaType dst_type, size_t n);
+void dfl_cuda_convert (DflCudaDevice *dev, const void *d_src, DflDtype src_type,
+                       void *d_dst, DflDtype dst_type, size_t n);
 /* Fill with uniform values in [−scale, scale) from a counter-based hash of
  * (seed, index): benches make random weights on the card, no files. */
-void dfl_cuda_fill_random (DflCudaDevice *dev, void *d_dst, DflCudaType type, size_t n,
+void dfl_cuda_fill_random (DflCudaDevice *dev, void *d_dst, DflDtype type, size_t n,
                            uint64_t seed, float scale);
 
 G_END_DECLS

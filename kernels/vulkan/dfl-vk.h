@@ -24,6 +24,9 @@
 #include <glib.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "dfl-dtype.h"
+#include "dfl-error.h"
 #include <vulkan/vulkan.h>
 
 G_BEGIN_DECLS
@@ -117,14 +120,12 @@ void dfl_vk_copy (DflVkStream *s, DflVkBuffer *dst, gsize dst_offset, DflVkBuffe
 
 /* --- element types --- */
 
-typedef enum { DFL_VK_F32, DFL_VK_F16, DFL_VK_BF16 } DflVkType;
-gsize dfl_vk_type_size (DflVkType type);
 
 /* A weight matrix on the device: [rows][cols] row-major in `type`, at a
  * 4-byte aligned address. */
 typedef struct {
   VkDeviceAddress addr;
-  DflVkType type;
+  DflDtype type;
   int rows;   /* outputs */
   int cols;   /* inputs */
 } DflVkWeights;
@@ -165,7 +166,7 @@ void dfl_vk_row_conv (DflVkStream *s, VkDeviceAddress x, int rows, int dim, int 
 
 /* dst[0] = table[anchor], dst[r] = table[mask] for 1 ≤ r < rows: a block's
  * rows from an embedding table [vocab][dim] (ids checked by the caller). */
-void dfl_vk_embed_block (DflVkStream *s, VkDeviceAddress table, DflVkType type, int dim,
+void dfl_vk_embed_block (DflVkStream *s, VkDeviceAddress table, DflDtype type, int dim,
                          int rows, uint32_t anchor, uint32_t mask, VkDeviceAddress dst);
 
 /* Block attention, grouped-query, of `rows` query rows (q [rows][heads][hd])

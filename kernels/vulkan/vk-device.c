@@ -905,9 +905,3 @@ dfl_vk_download (DflVkDevice *dev, void *dst, DflVkBuffer *src, gsize offset, gs
 {
   return host_copy (dev, src, offset, dst, bytes, FALSE, error);
 }
-
-gsize
-dfl_vk_type_size (DflVkType type)
-{
-  return type == DFL_VK_F32 ? 4 : 2;
-}

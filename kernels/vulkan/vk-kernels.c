@@ -31,7 +31,7 @@ dfl_vk_matmul (DflVkStream *s, const DflVkWeights *w, VkDeviceAddress x, int row
   } p = { w->addr, x, y, w->type, w->cols, rows, ldx, ldy, n_out, accumulate != 0, per_group,
           /* whole 16-byte steps of x and 16- or 8-byte steps of W */
           w->cols % 4 == 0 && ldx % 4 == 0 && x % 16 == 0
-          && w->addr % (4 * dfl_vk_type_size (w->type)) == 0, 0 };
+          && w->addr % (4 * dfl_dtype_size (w->type)) == 0, 0 };
 
   g_return_if_fail (n_out <= w->rows && rows >= 0);
   if (rows == 0 || n_out == 0)
@@ -119,7 +119,7 @@ dfl_vk_row_conv (DflVkStream *s, VkDeviceAddress x, int rows, int dim, int group
 }
 
 void
-dfl_vk_embed_block (DflVkStream *s, VkDeviceAddress table, DflVkType type, int dim, int rows,
+dfl_vk_embed_block (DflVkStream *s, VkDeviceAddress table, DflDtype type, int dim, int rows,
                     uint32_t anchor, uint32_t mask, VkDeviceAddress dst)
 {
   struct {

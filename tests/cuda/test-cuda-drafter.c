@@ -198,7 +198,7 @@ typedef struct {
 } Pair;
 
 static void
-pair_open_gpu (Pair *p, DflCudaType as)
+pair_open_gpu (Pair *p, DflDtype as)
 {
   g_autoptr (GError) error = NULL;
 
@@ -261,13 +261,13 @@ pair_random (Pair *p, const Shape *s, gboolean stored)
   g_assert_no_error (error);
   g_assert_true (dfl_cuda_upload (device, p->d_trunk, p->embed, n * 4, &error));
   g_assert_true (dfl_cuda_upload (device, (float *) p->d_trunk + n, p->head, n * 4, &error));
-  p->d_embed = (DflCudaWeights) { p->d_trunk, DFL_CUDA_F32, p->g->vocab, p->g->hidden };
-  p->d_head = (DflCudaWeights) { (float *) p->d_trunk + n, DFL_CUDA_F32, p->g->vocab,
+  p->d_embed = (DflCudaWeights) { p->d_trunk, DFL_DTYPE_F32, p->g->vocab, p->g->hidden };
+  p->d_head = (DflCudaWeights) { (float *) p->d_trunk + n, DFL_DTYPE_F32, p->g->vocab,
                                  p->g->hidden };
   p->width = p->g->vocab;
   p->label = s->name;
   p->tol = !stored || s->dtype == DFL_DTYPE_F32 ? 1e-3 : s->dtype == DFL_DTYPE_F16 ? 1e-2 : 5e-2;
-  pair_open_gpu (p, stored ? dfl_cuda_drafter_stored_type (p->cpu) : DFL_CUDA_F32);
+  pair_open_gpu (p, stored ? dfl_cuda_drafter_stored_type (p->cpu) : DFL_DTYPE_F32);
 }
 
 /* The CPU's block rows and logits, and its drafts. */
@@ -296,7 +296,7 @@ cpu_block (Pair *p, gint64 pos, guint32 anchor, float *rows, float *logits, guin
     if (p->target) {
       dfl_target_head (p->target, rows, b - 1, p->width, logits);
     } else {
-      DflWeights H = { p->head, DFL_WEIGHT_F32, g->vocab, hs };
+      DflWeights H = { p->head, DFL_DTYPE_F32, g->vocab, hs };
       dfl_matmul_w (&H, rows, b - 1, hs, logits, p->width, p->width, 0);
     }
     dfl_drafter_select (p->cpu, rows, b - 1, logits, p->width, anchor, chosen, plain);
@@ -585,10 +585,10 @@ test_model (gconstpointer data)
   g_assert_true (dfl_cuda_upload_target_trunk (device, dfl_target_tensors (p.target),
                                                c->tie_word_embeddings, c->vocab, c->hidden,
                                                stored ? dfl_cuda_drafter_stored_type (p.cpu)
-                                               : DFL_CUDA_F32,
+                                               : DFL_DTYPE_F32,
                                                &p.d_embed, &p.d_head, &p.d_trunk, &error));
   g_assert_no_error (error);
-  pair_open_gpu (&p, stored ? dfl_cuda_drafter_stored_type (p.cpu) : DFL_CUDA_F32);
+  pair_open_gpu (&p, stored ? dfl_cuda_drafter_stored_type (p.cpu) : DFL_DTYPE_F32);
 
   /* the prompt's taps from the CPU target */
   tw = (gsize) dfl_drafter_geometry_tap_width (p.g);
@@ -659,7 +659,7 @@ test_bad_input (void)
   {
     DflCudaWeights bad = p.d_head;
     bad.cols = p.g->hidden + 1;
-    g_assert_null (dfl_cuda_drafter_new (device, p.cpu, &p.d_embed, &bad, DFL_CUDA_F32, &error));
+    g_assert_null (dfl_cuda_drafter_new (device, p.cpu, &p.d_embed, &bad, DFL_DTYPE_F32, &error));
     g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
     g_clear_error (&error);
   }

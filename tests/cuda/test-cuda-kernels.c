@@ -65,22 +65,22 @@ from_f16 (guint16 u)
 
 /* a value as stored in `type` and read back */
 static float
-round_to (DflCudaType type, float f)
+round_to (DflDtype type, float f)
 {
-  return type == DFL_CUDA_F32 ? f : type == DFL_CUDA_BF16 ? from_bf16 (to_bf16 (f))
+  return type == DFL_DTYPE_F32 ? f : type == DFL_DTYPE_BF16 ? from_bf16 (to_bf16 (f))
                                                           : from_f16 (to_f16 (f));
 }
 
 /* host values of `type` from floats */
 static void *
-pack (DflCudaType type, const float *f, size_t n)
+pack (DflDtype type, const float *f, size_t n)
 {
-  void *p = g_malloc (n * dfl_cuda_type_size (type));
+  void *p = g_malloc (n * dfl_dtype_size (type));
   for (size_t i = 0; i < n; i++) {
-    if (type == DFL_CUDA_F32)
+    if (type == DFL_DTYPE_F32)
       ((float *) p)[i] = f[i];
     else
-      ((guint16 *) p)[i] = type == DFL_CUDA_BF16 ? to_bf16 (f[i]) : to_f16 (f[i]);
+      ((guint16 *) p)[i] = type == DFL_DTYPE_BF16 ? to_bf16 (f[i]) : to_f16 (f[i]);
   }
   return p;
 }
@@ -149,9 +149,9 @@ test_device (void)
   g_assert_cmpint (dfl_cuda_device_ordinal (dev), ==, 0);
   g_assert_true (dfl_cuda_device_ref (dev) == dev);
   dfl_cuda_device_unref (dev);
-  g_assert_cmpuint (dfl_cuda_type_size (DFL_CUDA_F32), ==, 4);
-  g_assert_cmpuint (dfl_cuda_type_size (DFL_CUDA_BF16), ==, 2);
-  g_assert_cmpuint (dfl_cuda_type_size (DFL_CUDA_F16), ==, 2);
+  g_assert_cmpuint (dfl_dtype_size (DFL_DTYPE_F32), ==, 4);
+  g_assert_cmpuint (dfl_dtype_size (DFL_DTYPE_BF16), ==, 2);
+  g_assert_cmpuint (dfl_dtype_size (DFL_DTYPE_F16), ==, 2);
 }
 
 /* Bad sizes and bad arguments are errors that name the call, and the device
@@ -206,7 +206,7 @@ test_errors (void)
  * x alone, 2⁻⁹ relative for BF16, would hide any error of the sum); what is
  * left is the F32 accumulation, held to 1e-5 of the row's scale Σ|x·w|. */
 static void
-check_matmul (DflCudaType type, int rows, int in, int out, int n_out, gboolean acc)
+check_matmul (DflDtype type, int rows, int in, int out, int n_out, gboolean acc)
 {
   g_autoptr (GRand) r = g_rand_new_with_seed (rows * 7919 + in * 31 + out + type * 3 + acc);
   int ldx = in + 3, ldy = n_out + 5;
@@ -216,10 +216,10 @@ check_matmul (DflCudaType type, int rows, int in, int out, int n_out, gboolean a
   g_autofree float *x = random_floats (r, (size_t) rows * ldx, 1.0f);
   g_autofree float *y0 = random_floats (r, ny, 1.0f);
   g_autofree float *y = g_new (float, ny);
-  void *d_w = up (wh, (size_t) out * in * dfl_cuda_type_size (type));
+  void *d_w = up (wh, (size_t) out * in * dfl_dtype_size (type));
   float *d_x = up (x, sizeof (float) * rows * ldx);
   float *d_y = up (y0, sizeof (float) * ny);
-  void *d_scratch = type == DFL_CUDA_F32 ? NULL : up (NULL, (size_t) rows * in * 2);
+  void *d_scratch = type == DFL_DTYPE_F32 ? NULL : up (NULL, (size_t) rows * in * 2);
   DflCudaWeights w = { d_w, type, out, in };
 
   dfl_cuda_matmul (dev, &w, d_x, rows, ldx, d_y, ldy, n_out, acc, d_scratch);
@@ -254,7 +254,7 @@ check_matmul (DflCudaType type, int rows, int in, int out, int n_out, gboolean a
 static void
 test_matmul (void)
 {
-  const DflCudaType types[] = { DFL_CUDA_F32, DFL_CUDA_BF16, DFL_CUDA_F16 };
+  const DflDtype types[] = { DFL_DTYPE_F32, DFL_DTYPE_BF16, DFL_DTYPE_F16 };
   const int rows[] = { 1, 3, 16, 37 };
 
   for (guint t = 0; t < G_N_ELEMENTS (types); t++)
@@ -271,7 +271,7 @@ test_matmul (void)
 static void
 test_embed (void)
 {
-  const DflCudaType types[] = { DFL_CUDA_F32, DFL_CUDA_BF16, DFL_CUDA_F16 };
+  const DflDtype types[] = { DFL_DTYPE_F32, DFL_DTYPE_BF16, DFL_DTYPE_F16 };
   g_autoptr (GRand) r = g_rand_new_with_seed (11);
   const int vocab = 301, dim = 77, n = 37;
   g_autofree float *table = random_floats (r, (size_t) vocab * dim, 3.0f);
@@ -283,7 +283,7 @@ test_embed (void)
   ids[n - 1] = vocab - 1;
   for (guint t = 0; t < G_N_ELEMENTS (types); t++) {
     g_autofree void *packed = pack (types[t], table, (size_t) vocab * dim);
-    void *d_table = up (packed, (size_t) vocab * dim * dfl_cuda_type_size (types[t]));
+    void *d_table = up (packed, (size_t) vocab * dim * dfl_dtype_size (types[t]));
     int32_t *d_ids = up (ids, sizeof ids);
     float *d_out = up (NULL, sizeof (float) * n * dim);
     dfl_cuda_embed (dev, d_table, types[t], dim, d_ids, n, d_out);
@@ -975,15 +975,15 @@ test_convert (void)
   d_h = up (NULL, sizeof (guint16) * n);
   d_back = up (NULL, sizeof (float) * n);
   for (int t = 0; t < 2; t++) {
-    DflCudaType type = t ? DFL_CUDA_F16 : DFL_CUDA_BF16;
-    dfl_cuda_convert (dev, d_f, DFL_CUDA_F32, d_h, type, n);
-    dfl_cuda_convert (dev, d_h, type, d_back, DFL_CUDA_F32, n);
+    DflDtype type = t ? DFL_DTYPE_F16 : DFL_DTYPE_BF16;
+    dfl_cuda_convert (dev, d_f, DFL_DTYPE_F32, d_h, type, n);
+    dfl_cuda_convert (dev, d_h, type, d_back, DFL_DTYPE_F32, n);
     sync_ok ();
     down (h, d_h, sizeof (guint16) * n);
     down (back, d_back, sizeof (float) * n);
     for (size_t i = 0; i < n; i++) {
-      guint16 want = type == DFL_CUDA_BF16 ? to_bf16 (f[i]) : to_f16 (f[i]);
-      float want_back = type == DFL_CUDA_BF16 ? from_bf16 (want) : from_f16 (want);
+      guint16 want = type == DFL_DTYPE_BF16 ? to_bf16 (f[i]) : to_f16 (f[i]);
+      float want_back = type == DFL_DTYPE_BF16 ? from_bf16 (want) : from_f16 (want);
       if (h[i] != want)
         g_error ("convert to %s [%zu] of %.9g: 0x%04x, expected 0x%04x",
                  t ? "F16" : "BF16", i, f[i], h[i], want);
@@ -991,8 +991,8 @@ test_convert (void)
     }
   }
   /* F16 → BF16 goes through F32 (exact), so one rounding */
-  dfl_cuda_convert (dev, d_f, DFL_CUDA_F32, d_h, DFL_CUDA_F16, n);
-  dfl_cuda_convert (dev, d_h, DFL_CUDA_F16, d_back, DFL_CUDA_BF16, n);
+  dfl_cuda_convert (dev, d_f, DFL_DTYPE_F32, d_h, DFL_DTYPE_F16, n);
+  dfl_cuda_convert (dev, d_h, DFL_DTYPE_F16, d_back, DFL_DTYPE_BF16, n);
   sync_ok ();
   down (h, d_back, sizeof (guint16) * n);
   for (size_t i = 0; i < n; i++)
@@ -1014,7 +1014,7 @@ test_fill_random (void)
   double mean = 0.0, sq = 0.0;
   size_t same = 0;
 
-  dfl_cuda_fill_random (dev, d_a, DFL_CUDA_F32, n, 42, 0.5f);
+  dfl_cuda_fill_random (dev, d_a, DFL_DTYPE_F32, n, 42, 0.5f);
   sync_ok ();
   down (a, d_a, sizeof (float) * n);
   for (size_t i = 0; i < n; i++) {
@@ -1029,18 +1029,18 @@ test_fill_random (void)
   g_assert_cmpfloat (fabs (mean), <, 0.005);
   g_assert_cmpfloat (fabs (sq - 0.25 / 3.0), <, 0.002);
   /* the same seed again: the same values; another seed: other values */
-  dfl_cuda_fill_random (dev, d_a, DFL_CUDA_F32, n, 42, 0.5f);
+  dfl_cuda_fill_random (dev, d_a, DFL_DTYPE_F32, n, 42, 0.5f);
   sync_ok ();
   down (b, d_a, sizeof (float) * n);
   g_assert_true (memcmp (a, b, sizeof (float) * n) == 0);
-  dfl_cuda_fill_random (dev, d_a, DFL_CUDA_F32, n, 43, 0.5f);
+  dfl_cuda_fill_random (dev, d_a, DFL_DTYPE_F32, n, 43, 0.5f);
   sync_ok ();
   down (b, d_a, sizeof (float) * n);
   for (size_t i = 0; i < n; i++)
     same += a[i] == b[i];
   g_assert_cmpuint (same, <, n / 1000);
   /* 16-bit: the F32 values rounded */
-  dfl_cuda_fill_random (dev, d_h, DFL_CUDA_BF16, n, 42, 0.5f);
+  dfl_cuda_fill_random (dev, d_h, DFL_DTYPE_BF16, n, 42, 0.5f);
   sync_ok ();
   down (h, d_h, sizeof (guint16) * n);
   for (size_t i = 0; i < n; i++)
@@ -1155,16 +1155,16 @@ test_graph (void)
   DflCudaGraph *graph;
 
   inv_freq_of (inv, s.hd);
-  s.w = (DflCudaWeights) { up (NULL, (size_t) width * s.in * 2), DFL_CUDA_BF16, width, s.in };
-  dfl_cuda_fill_random (dev, (void *) s.w.d_data, DFL_CUDA_BF16, (size_t) width * s.in, 1, 0.1f);
+  s.w = (DflCudaWeights) { up (NULL, (size_t) width * s.in * 2), DFL_DTYPE_BF16, width, s.in };
+  dfl_cuda_fill_random (dev, (void *) s.w.d_data, DFL_DTYPE_BF16, (size_t) width * s.in, 1, 0.1f);
   s.d_x = up (NULL, sizeof (float) * s.rows * s.in);
-  dfl_cuda_fill_random (dev, s.d_x, DFL_CUDA_F32, (size_t) s.rows * s.in, 2, 1.0f);
+  dfl_cuda_fill_random (dev, s.d_x, DFL_DTYPE_F32, (size_t) s.rows * s.in, 2, 1.0f);
   s.d_k = up (NULL, sizeof (float) * nkv);
-  dfl_cuda_fill_random (dev, s.d_k, DFL_CUDA_F32, nkv, 3, 1.0f);
+  dfl_cuda_fill_random (dev, s.d_k, DFL_DTYPE_F32, nkv, 3, 1.0f);
   s.d_v = up (NULL, sizeof (float) * nkv);
-  dfl_cuda_fill_random (dev, s.d_v, DFL_CUDA_F32, nkv, 4, 1.0f);
+  dfl_cuda_fill_random (dev, s.d_v, DFL_DTYPE_F32, nkv, 4, 1.0f);
   s.d_norm_w = up (NULL, sizeof (float) * width);
-  dfl_cuda_fill_random (dev, s.d_norm_w, DFL_CUDA_F32, width, 5, 1.0f);
+  dfl_cuda_fill_random (dev, s.d_norm_w, DFL_DTYPE_F32, width, 5, 1.0f);
   s.d_inv = up (inv, sizeof (float) * (s.hd / 2));
   s.d_q = up (NULL, sizeof (float) * nout);
   s.d_out = up (NULL, sizeof (float) * nout);

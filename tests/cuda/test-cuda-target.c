@@ -91,7 +91,7 @@ fixture_open (Fixture *f, const char *variant)
   g_autofree char *exp = g_build_filename (dir, "expected.safetensors", NULL);
   g_autoptr (DflSafetensors) expected = NULL;
   g_autoptr (GError) error = NULL;
-  const DflTensor *ids;
+  const DflStoredTensor *ids;
   const DflQwen3Config *c;
 
   f->cpu = dfl_target_load (dir, &error);
@@ -309,7 +309,7 @@ test_parity_f32 (gconstpointer data)
 
   fixture_open (&f, data);
   t = card_target (&f, DFL_CUDA_TARGET_F32);
-  g_assert_cmpint (dfl_cuda_target_head (t)->type, ==, DFL_CUDA_F32);
+  g_assert_cmpint (dfl_cuda_target_head (t)->type, ==, DFL_DTYPE_F32);
   card_forward (t, &f, f.ids, f.n, &card);
   cpu_forward (&f, f.ids, f.n, &cpu);
   assert_close (&f, &card, &cpu, f.n, 1e-3);
@@ -331,7 +331,7 @@ test_parity_stored (gconstpointer data)
   fixture_open (&f, data);
   t = card_target (&f, DFL_CUDA_TARGET_AS_STORED);
   head = dfl_cuda_target_head (t);
-  tol = head->type == DFL_CUDA_BF16 ? 3e-2 : head->type == DFL_CUDA_F16 ? 5e-3 : 1e-3;
+  tol = head->type == DFL_DTYPE_BF16 ? 3e-2 : head->type == DFL_DTYPE_F16 ? 5e-3 : 1e-3;
   /* a tied head is the embedding's memory, not a copy */
   if (dfl_target_config (f.cpu)->tie_word_embeddings)
     g_assert_true (head->d_data == dfl_cuda_target_embedding (t)->d_data);
@@ -638,13 +638,13 @@ test_random (void)
   int n = 8;
 
   fixture_open (&f, "gqa-hd32-sharded");
-  all[0] = a = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_CUDA_BF16, 5,
+  all[0] = a = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 5,
                                            &error);
   g_assert_no_error (error);
-  all[1] = b = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_CUDA_BF16, 5,
+  all[1] = b = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 5,
                                            &error);
   g_assert_no_error (error);
-  all[2] = c = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_CUDA_BF16, 6,
+  all[2] = c = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 6,
                                            &error);
   g_assert_no_error (error);
   {

@@ -165,7 +165,7 @@ op_margin (Run *R, const cJSON *op)
 static float *
 target_matrix (const DflSafetensors *st, const char *name, int rows, int cols)
 {
-  const DflTensor *t = dfl_safetensors_find (st, name);
+  const DflStoredTensor *t = dfl_safetensors_find (st, name);
 
   if (!t || t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols)
     return NULL;
@@ -178,7 +178,7 @@ cmd_run (const char *drafter, const char *target_dir, const char *inputs, const 
   GError *error = NULL;
   g_autoptr (DflDrafter) d = NULL;
   g_autoptr (DflSafetensors) target = NULL, in = NULL;
-  const DflTensor *taps, *tip;
+  const DflStoredTensor *taps, *tip;
   const char *script_json;
   cJSON *script, *op;
   Run R = { 0 };

@@ -14,7 +14,7 @@
 #include <string.h>
 
 static void
-print_values (const DflTensor *t)
+print_values (const DflStoredTensor *t)
 {
   gint64 i;
 
@@ -74,7 +74,7 @@ dump (const char *path, int n_keys, char **keys)
     printf ("meta\t%s\t%s\n", keys[k], v ? v : "<none>");
   }
   for (i = 0; i < dfl_safetensors_n_tensors (st); i++) {
-    const DflTensor *t = dfl_safetensors_nth (st, i);
+    const DflStoredTensor *t = dfl_safetensors_nth (st, i);
 
     printf ("tensor\t%s\t%s\t", t->name, dfl_dtype_name (t->dtype));
     for (d = 0; d < t->n_dims; d++)

@@ -328,7 +328,7 @@ test_roundtrip (void)
   const float f16_src[4] = { 1.0f, -2.0f, 1e-7f, 70000.0f };
   const char *order[] = { "i8", "f32", "f16", "bf16", "i32", "i64", "u8", "scalar", "empty",
                           "f16_from_f32" };
-  const DflTensor *t;
+  const DflStoredTensor *t;
   GError *error = NULL;
   float out[6];
   gsize len = 0;
@@ -881,7 +881,7 @@ test_shards (void)
   g_autofree char *p2 = g_build_filename (dir, SHARD2, NULL);
   const gint64 good[] = { 2, 2 }, bad[] = { 3, 2 };
   GError *error = NULL;
-  const DflTensor *t;
+  const DflStoredTensor *t;
   float v[4];
 
   write_shard (dir, SHARD1, s1, "pt");

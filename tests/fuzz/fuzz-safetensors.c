@@ -43,9 +43,9 @@ read_through (const DflSafetensors *st)
   for (int i = 0; keys && keys[i]; i++)
     sink += strlen (dfl_safetensors_metadata (st, keys[i]));
   for (guint i = 0; i < n; i++) {
-    const DflTensor *t = dfl_safetensors_nth (st, i);
+    const DflStoredTensor *t = dfl_safetensors_nth (st, i);
     g_autoptr (GError) error = NULL;
-    const DflTensor *same;
+    const DflStoredTensor *same;
 
     g_assert (dfl_safetensors_find (st, t->name) == t);
     g_assert (t->n_bytes == (gsize) t->n_elements * dfl_dtype_size (t->dtype));

@@ -41,19 +41,19 @@ to_f16 (float f)
 
 /* weights of `type` and their exact values as doubles */
 static void *
-make_weights (GRand *r, DflWeightType type, int n, double *exact)
+make_weights (GRand *r, DflDtype type, int n, double *exact)
 {
-  void *w = g_malloc (n * (type == DFL_WEIGHT_F32 ? 4 : 2));
+  void *w = g_malloc (n * (type == DFL_DTYPE_F32 ? 4 : 2));
   for (int i = 0; i < n; i++) {
     float f = frand (r);
-    if (type == DFL_WEIGHT_F32) {
+    if (type == DFL_DTYPE_F32) {
       ((float *) w)[i] = f;
       exact[i] = f;
     } else {
-      guint16 u = type == DFL_WEIGHT_BF16 ? to_bf16 (f) : to_f16 (f);
+      guint16 u = type == DFL_DTYPE_BF16 ? to_bf16 (f) : to_f16 (f);
       float back;
       ((guint16 *) w)[i] = u;
-      if (type == DFL_WEIGHT_BF16)
+      if (type == DFL_DTYPE_BF16)
         dfl_bf16_to_f32_n (&u, &back, 1);
       else
         dfl_f16_to_f32_n (&u, &back, 1);
@@ -70,7 +70,7 @@ make_weights (GRand *r, DflWeightType type, int n, double *exact)
  * the same as the default number; then every other path this CPU runs
  * (plain C, AVX2, AVX-512) gives bitwise the default path's numbers. */
 static void
-check_matmul (DflWeightType type, int rows, int in, int out, int n_out, int acc)
+check_matmul (DflDtype type, int rows, int in, int out, int n_out, int acc)
 {
   g_autoptr (GRand) r = g_rand_new_with_seed (rows * 1000 + in * 10 + out + type);
   int ldx = in + 3, ldy = n_out + 5;

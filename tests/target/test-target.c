@@ -48,7 +48,7 @@ fixture_open (Fixture *f, const char *variant)
   g_autofree char *dir = fixture (variant);
   g_autofree char *exp = g_build_filename (dir, "expected.safetensors", NULL);
   g_autoptr (GError) error = NULL;
-  const DflTensor *ids;
+  const DflStoredTensor *ids;
 
   f->target = dfl_target_load (dir, &error);
   g_assert_no_error (error);
@@ -73,7 +73,7 @@ fixture_close (Fixture *f)
 static float *
 expected_f32 (Fixture *f, const char *name, gint64 want)
 {
-  const DflTensor *t = dfl_safetensors_find (f->expected, name);
+  const DflStoredTensor *t = dfl_safetensors_find (f->expected, name);
 
   g_assert_nonnull (t);
   g_assert_cmpint (t->n_elements, ==, want);
@@ -143,7 +143,7 @@ test_greedy_rewind_chunks (gconstpointer data)
   const char *variant = data;
   Fixture f;
   const DflQwen3Config *c;
-  const DflTensor *greedy;
+  const DflStoredTensor *greedy;
   g_autoptr (GError) error = NULL;
   g_autoptr (DflTargetSeq) seq = NULL, chunked = NULL;
   g_autofree float *logits = NULL, *chunk_logits = NULL;

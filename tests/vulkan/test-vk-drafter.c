@@ -66,16 +66,16 @@ fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, 
 }
 
 static void *
-random_table (GRand *rng, int rows, int cols, DflWeightType type, double scale)
+random_table (GRand *rng, int rows, int cols, DflDtype type, double scale)
 {
   gsize n = (gsize) rows * cols;
-  void *t = g_malloc (n * (type == DFL_WEIGHT_F32 ? 4 : 2));
+  void *t = g_malloc (n * (type == DFL_DTYPE_F32 ? 4 : 2));
 
   for (gsize i = 0; i < n; i++) {
     float v = (float) g_rand_double_range (rng, -scale, scale);
-    if (type == DFL_WEIGHT_F32)
+    if (type == DFL_DTYPE_F32)
       ((float *) t)[i] = v;
-    else if (type == DFL_WEIGHT_F16)
+    else if (type == DFL_DTYPE_F16)
       ((guint16 *) t)[i] = dfl_f32_to_f16 (v);
     else
       ((guint16 *) t)[i] = dfl_f32_to_bf16 (v);
@@ -128,9 +128,9 @@ embed_row (const Pair *p, guint32 id, float *dst)
     dfl_target_embed (p->target, &i, 1, dst);
     return;
   }
-  if (p->embed.type == DFL_WEIGHT_F32)
+  if (p->embed.type == DFL_DTYPE_F32)
     memcpy (dst, (const float *) p->embed.data + (gsize) id * hs, hs * sizeof (float));
-  else if (p->embed.type == DFL_WEIGHT_F16)
+  else if (p->embed.type == DFL_DTYPE_F16)
     dfl_f16_to_f32_n ((const guint16 *) p->embed.data + (gsize) id * hs, dst, hs);
   else
     dfl_bf16_to_f32_n ((const guint16 *) p->embed.data + (gsize) id * hs, dst, hs);
@@ -339,7 +339,7 @@ typedef struct {
   DflDrafterGeometry g;
   gboolean conv, selector;
   DflDtype matrices;
-  DflWeightType table;
+  DflDtype table;
   gboolean tied;
 } Made;
 
@@ -415,9 +415,9 @@ make_sidecars (void)
 }
 
 static DflWeights
-weights_of (const DflTensor *t)
+weights_of (const DflStoredTensor *t)
 {
-  DflWeights w = { t->data, DFL_WEIGHT_F32, (int) t->shape[0], (int) t->shape[1] };
+  DflWeights w = { t->data, DFL_DTYPE_F32, (int) t->shape[0], (int) t->shape[1] };
 
   g_assert_true (t->dtype == DFL_DTYPE_F32 && t->n_dims == 2);
   return w;
@@ -430,7 +430,7 @@ test_sidecar (gconstpointer data)
   GError *error = NULL;
   char *drafter, *target, *inputs;
   DflSafetensors *tst, *ist;
-  const DflTensor *e, *hd, *taps;
+  const DflStoredTensor *e, *hd, *taps;
   cJSON *script, *op;
   Pair p = { .name = variant };
   float *rows;
@@ -553,7 +553,7 @@ test_errors (void)
   GError *error = NULL;
   DflDrafter *d = dfl_drafter_new_blank (&g, TRUE, TRUE, &error);
   float *table = g_new0 (float, 20 * 16), row[16] = { 0 };
-  DflWeights embed = { table, DFL_WEIGHT_F32, 20, 16 }, narrow = { table, DFL_WEIGHT_F32, 20, 15 };
+  DflWeights embed = { table, DFL_DTYPE_F32, 20, 16 }, narrow = { table, DFL_DTYPE_F32, 20, 15 };
   DflVkDrafter *vd;
   DflVkDraftCtx *c;
   DflVkBuffer *small;
@@ -611,28 +611,28 @@ main (int argc, char **argv)
                 .conv_kernel = 3, .selector_rank = 16, .selector_top = 6, .n_taps = 3,
                 .taps = main_taps, .target_layers = 8, .window = 24, .windows = main_windows,
                 .n_no_rope = 1, .no_rope = main_no_rope, .rope_theta = 10000.0, .eps = 1e-6 },
-      TRUE, TRUE, DFL_DTYPE_F32, DFL_WEIGHT_F32, FALSE },
+      TRUE, TRUE, DFL_DTYPE_F32, DFL_DTYPE_F32, FALSE },
     { "mixed-f16", { .hidden = 96, .intermediate = 192, .layers = 2, .heads = 6, .kv_heads = 3,
                      .head_dim = 16, .vocab = 400, .block = 6, .mask_token = 7, .conv_group = 8,
                      .conv_kernel = 4, .selector_rank = 8, .selector_top = 5, .n_taps = 3,
                      .taps = mixed_taps, .target_layers = 4, .rope_theta = 1000000.0, .eps = 1e-5 },
-      TRUE, TRUE, DFL_DTYPE_F16, DFL_WEIGHT_F16, TRUE },
+      TRUE, TRUE, DFL_DTYPE_F16, DFL_DTYPE_F16, TRUE },
     { "v1-bf16", { .hidden = 64, .intermediate = 128, .layers = 2, .heads = 4, .kv_heads = 2,
                    .head_dim = 16, .vocab = 300, .block = 6, .mask_token = 299, .conv_group = 1,
                    .n_taps = 2, .taps = v1_taps, .target_layers = 12, .window = 20,
                    .windows = v1_windows, .rope_theta = 1000000.0, .eps = 1e-6 },
-      FALSE, FALSE, DFL_DTYPE_BF16, DFL_WEIGHT_BF16, FALSE },
+      FALSE, FALSE, DFL_DTYPE_BF16, DFL_DTYPE_BF16, FALSE },
     { "context", { .hidden = 32, .intermediate = 48, .layers = 3, .heads = 4, .kv_heads = 2,
                    .head_dim = 8, .vocab = 50, .block = 5, .mask_token = 49, .conv_group = 4,
                    .conv_kernel = 2, .selector_rank = 4, .selector_top = 3, .n_taps = 2,
                    .taps = ctx_taps, .target_layers = 4, .window = 6, .windows = ctx_windows,
                    .n_no_rope = 1, .no_rope = ctx_no_rope, .rope_theta = 10000.0, .eps = 1e-6 },
-      TRUE, TRUE, DFL_DTYPE_F32, DFL_WEIGHT_F32, FALSE },
+      TRUE, TRUE, DFL_DTYPE_F32, DFL_DTYPE_F32, FALSE },
     { "small", { .hidden = 8, .intermediate = 8, .layers = 1, .heads = 2, .kv_heads = 1,
                  .head_dim = 4, .vocab = 6, .block = 3, .mask_token = 5, .conv_group = 2,
                  .conv_kernel = 2, .selector_rank = 2, .selector_top = 3, .n_taps = 1,
                  .taps = small_taps, .target_layers = 2, .rope_theta = 10000.0, .eps = 1e-6 },
-      TRUE, TRUE, DFL_DTYPE_F32, DFL_WEIGHT_F32, TRUE },
+      TRUE, TRUE, DFL_DTYPE_F32, DFL_DTYPE_F32, TRUE },
   };
   int rc;
 

@@ -113,7 +113,7 @@ download (DflVkBuffer *b, gsize bytes)
 /* --- matmul --- */
 
 static void
-matmul_case (DflVkType type, int rows, int cols, int w_rows, int n_out, gboolean accumulate,
+matmul_case (DflDtype type, int rows, int cols, int w_rows, int n_out, gboolean accumulate,
              int pad)
 {
   GRand *rng = g_rand_new_with_seed (rows * 1000 + cols * 10 + type);
@@ -128,10 +128,10 @@ matmul_case (DflVkType type, int rows, int cols, int w_rows, int n_out, gboolean
   int ldx = cols + pad, ldy = n_out + 2;
 
   for (gsize i = 0; i < nw; i++) {
-    if (type == DFL_VK_F32) {
+    if (type == DFL_DTYPE_F32) {
       ((float *) wraw)[i] = wf[i];
       wd[i] = wf[i];
-    } else if (type == DFL_VK_F16) {
+    } else if (type == DFL_DTYPE_F16) {
       ((guint16 *) wraw)[i] = to_f16 (wf[i]);
       wd[i] = from_f16 (((guint16 *) wraw)[i]);
     } else {
@@ -148,7 +148,7 @@ matmul_case (DflVkType type, int rows, int cols, int w_rows, int n_out, gboolean
       want[(gsize) r * ldy + o] = s;
     }
   }
-  bw = upload (wraw, nw * dfl_vk_type_size (type));
+  bw = upload (wraw, nw * dfl_dtype_size (type));
   bx = upload (x, sizeof (float) * rows * ldx);
   by = upload (y0, sizeof (float) * rows * ldy);
   w = (DflVkWeights) { A (bw), type, w_rows, cols };
@@ -186,7 +186,7 @@ test_matmul (void)
     matmul_case (t, 17, 37, 9, 9, FALSE, 0);          /* odd: elements across words */
     matmul_case (t, 3, 66, 9, 9, FALSE, 0);           /* even, not fours */
   }
-  matmul_case (DFL_VK_F32, 3, 700, 70, 70, FALSE, 0);
+  matmul_case (DFL_DTYPE_F32, 3, 700, 70, 70, FALSE, 0);
   vk_test_assert_clean ();
 }
 
@@ -363,14 +363,14 @@ test_embed (void)
     DflVkBuffer *bt, *out = scratch (sizeof (float) * rows * dim);
     float *got;
     for (int i = 0; i < vocab * dim; i++)
-      t16[i] = t == DFL_VK_F16 ? to_f16 (tf[i]) : to_bf16 (tf[i]);
+      t16[i] = t == DFL_DTYPE_F16 ? to_f16 (tf[i]) : to_bf16 (tf[i]);
     for (int r = 0; r < rows; r++)
       for (int i = 0; i < dim; i++) {
         int e = (r == 0 ? 17 : 49) * dim + i;
-        want[r * dim + i] = t == DFL_VK_F32 ? tf[e]
-                            : t == DFL_VK_F16 ? from_f16 (t16[e]) : from_bf16 (t16[e]);
+        want[r * dim + i] = t == DFL_DTYPE_F32 ? tf[e]
+                            : t == DFL_DTYPE_F16 ? from_f16 (t16[e]) : from_bf16 (t16[e]);
       }
-    bt = t == DFL_VK_F32 ? upload (tf, sizeof (float) * vocab * dim)
+    bt = t == DFL_DTYPE_F32 ? upload (tf, sizeof (float) * vocab * dim)
                          : upload (t16, 2 * vocab * dim);
     dfl_vk_embed_block (stream, A (bt), t, dim, rows, 17, 49, A (out));
     finish ();

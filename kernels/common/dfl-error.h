@@ -1,6 +1,6 @@
-/* gst-dflash — the core library's error domain.
+/* gst-dflash — the error domain of every layer.
  *
- * Every failure the core reports is a GError in DFL_ERROR whose message names
+ * Every failure the kernels and the core report is a GError in DFL_ERROR whose message names
  * the file (or argument) and says what is wrong with it, so a command line
  * tool or an element can pass it on to the user as it is.
  */

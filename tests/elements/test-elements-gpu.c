@@ -22,6 +22,7 @@
 #include <math.h>
 #include <string.h>
 #include "../common/hold-vulkan-driver.h"
+#include "reference-text.h"
 
 static guint watchdog_s = 60;
 
@@ -29,32 +30,6 @@ static guint watchdog_s = 60;
 #define MAX_NEW 24
 
 /* ---------------------------------------------------------------- helpers */
-
-/* Plain decoding of `prompt` by the dflash command (its own registry, no
- * plugin path: it registers the elements statically). */
-static gchar *
-reference_text (const gchar *prompt, gint max_new)
-{
-  const gchar *exe = g_getenv ("DFLASH");
-  g_autofree gchar *n = g_strdup_printf ("%d", max_new);
-  g_autofree gchar *registry = g_strdup_printf ("%s.dflash-ref", g_getenv ("GST_REGISTRY_1_0"));
-  g_autofree gchar *err = NULL;
-  g_auto (GStrv) envp = g_get_environ ();
-  const gchar *argv[] = { exe, "generate", "--no-draft", "--max-new", n, "--prompt", prompt, NULL };
-  gchar *out = NULL;
-  GError *error = NULL;
-  gint status = 0;
-
-  fail_unless (exe != NULL, "DFLASH is not set (meson sets it to the dflash command)");
-  envp = g_environ_setenv (envp, "GST_PLUGIN_PATH_1_0", "", TRUE);
-  envp = g_environ_setenv (envp, "GST_REGISTRY_1_0", registry, TRUE);
-  fail_unless (g_spawn_sync (NULL, (gchar **) argv, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-          &status, &error), "running %s: %s", exe, error ? error->message : "?");
-  fail_unless (g_spawn_check_wait_status (status, NULL), "dflash generate --no-draft failed: %s",
-      err);
-  fail_unless (out && *out, "dflash generate printed no text");
-  return out;
-}
 
 typedef struct {
   GstElement *pipeline;
@@ -313,6 +288,32 @@ have_vulkan (void)
   return vulkan_device == DEVICE_PRESENT;
 }
 
+/* Three sequences in flight, tapsource given `source_props` and `stages`
+ * between its queue and the verifier: the same text as plain decoding of
+ * the same prompts on the CPU. */
+static void
+check_in_flight (const gchar *source_props, const gchar *stages, const gchar *what)
+{
+  g_autofree gchar *dir = NULL, *path = NULL, *desc = NULL, *cpu_desc = NULL;
+  g_autofree gchar *cpu = NULL, *got = NULL;
+  const gchar *prompts = "func main() {\npackage main\nimport \"fmt\"\n";
+  GError *error = NULL;
+
+  dir = g_dir_make_tmp ("dflash-gpu-XXXXXX", &error);
+  fail_unless (dir != NULL, "%s", error ? error->message : "");
+  path = g_build_filename (dir, "prompts.txt", NULL);
+  fail_unless (g_file_set_contents (path, prompts, -1, NULL));
+  desc = g_strdup_printf ("tapsource %sin-flight=3 max-new-tokens=%d prompts-file=\"%s\" ! queue ! "
+      "%s ! verifier ! fakesink name=out", source_props, MAX_NEW, path, stages);
+  cpu_desc = g_strdup_printf ("tapsource in-flight=3 max-new-tokens=%d prompts-file=\"%s\" ! "
+      "verifier ! fakesink name=out", MAX_NEW, path);
+  cpu = text_of (cpu_desc);
+  got = text_of (desc);
+  assert_text (got, cpu, what);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* ------------------------------------------------------- forced back ends */
 
 /* Every computing element with backend=cuda: it runs where a CUDA device
@@ -398,7 +399,7 @@ GST_START_TEST (test_vulkan_text)
 
   if (!have_vulkan ())
     return;
-  want = reference_text (PROMPT, MAX_NEW);
+  want = dfl_test_reference_text (PROMPT, MAX_NEW);
   cpu = text_of (cpu_desc);
   assert_text (cpu, want, "the loop on the CPU");
   r = run_new (VK_SPECULATIVE, MAX_NEW);
@@ -497,27 +498,9 @@ GST_END_TEST;
  * flight (each its own context on the device): the same text as the CPU. */
 GST_START_TEST (test_vulkan_forced_in_flight)
 {
-  g_autofree gchar *dir = NULL, *path = NULL, *desc = NULL, *cpu_desc = NULL;
-  g_autofree gchar *cpu = NULL, *got = NULL;
-  const gchar *prompts = "func main() {\npackage main\nimport \"fmt\"\n";
-  GError *error = NULL;
-
-  if (!have_vulkan ())
-    return;
-  dir = g_dir_make_tmp ("dflash-gpu-XXXXXX", &error);
-  fail_unless (dir != NULL, "%s", error ? error->message : "");
-  path = g_build_filename (dir, "prompts.txt", NULL);
-  fail_unless (g_file_set_contents (path, prompts, -1, NULL));
-  desc = g_strdup_printf ("tapsource in-flight=3 max-new-tokens=%d prompts-file=\"%s\" ! queue ! "
-      "ctxsettle backend=vulkan ! queue ! dflashblock backend=vulkan ! selector backend=vulkan "
-      "mode=plain ! verifier ! fakesink name=out", MAX_NEW, path);
-  cpu_desc = g_strdup_printf ("tapsource in-flight=3 max-new-tokens=%d prompts-file=\"%s\" ! "
-      "verifier ! fakesink name=out", MAX_NEW, path);
-  cpu = text_of (cpu_desc);
-  got = text_of (desc);
-  assert_text (got, cpu, "three sequences with every stage on Vulkan");
-  g_unlink (path);
-  g_rmdir (dir);
+  if (have_vulkan ())
+    check_in_flight ("", "ctxsettle backend=vulkan ! queue ! dflashblock backend=vulkan ! "
+        "selector backend=vulkan mode=plain", "three sequences with every stage on Vulkan");
 }
 GST_END_TEST;
 
@@ -529,7 +512,7 @@ GST_START_TEST (test_vulkan_routed)
 
   if (!have_vulkan ())
     return;
-  want = reference_text (PROMPT, MAX_NEW);
+  want = dfl_test_reference_text (PROMPT, MAX_NEW);
   desc = g_strdup_printf ("tapsource max-new-tokens=%d ! tee name=t ! queue ! ctxsettle "
       "backend=vulkan ! dflashblock ! selector ! router name=r policy=match ! verifier ! "
       "fakesink name=out  t. ! queue ! ngramdraft ! r.chain", MAX_NEW);
@@ -550,7 +533,7 @@ GST_START_TEST (test_cuda_text)
 
   if (!have_cuda ())
     return;
-  want = reference_text (PROMPT, MAX_NEW);
+  want = dfl_test_reference_text (PROMPT, MAX_NEW);
   r = run_new ("tapsource backend=cuda gpu-weights=f32 max-new-tokens=%d ! queue ! ctxsettle "
       "name=cs ! queue ! dflashblock name=db ! selector name=sel ! verifier ! fakesink name=out",
       MAX_NEW);
@@ -590,27 +573,9 @@ GST_END_TEST;
 
 GST_START_TEST (test_cuda_in_flight)
 {
-  g_autofree gchar *dir = NULL, *path = NULL, *desc = NULL, *cpu_desc = NULL;
-  g_autofree gchar *cpu = NULL, *got = NULL;
-  const gchar *prompts = "func main() {\npackage main\nimport \"fmt\"\n";
-  GError *error = NULL;
-
-  if (!have_cuda ())
-    return;
-  dir = g_dir_make_tmp ("dflash-gpu-XXXXXX", &error);
-  fail_unless (dir != NULL, "%s", error ? error->message : "");
-  path = g_build_filename (dir, "prompts.txt", NULL);
-  fail_unless (g_file_set_contents (path, prompts, -1, NULL));
-  desc = g_strdup_printf ("tapsource backend=cuda gpu-weights=f32 in-flight=3 max-new-tokens=%d "
-      "prompts-file=\"%s\" ! queue ! ctxsettle ! queue ! dflashblock ! selector mode=plain ! "
-      "verifier ! fakesink name=out", MAX_NEW, path);
-  cpu_desc = g_strdup_printf ("tapsource in-flight=3 max-new-tokens=%d prompts-file=\"%s\" ! "
-      "verifier ! fakesink name=out", MAX_NEW, path);
-  cpu = text_of (cpu_desc);
-  got = text_of (desc);
-  assert_text (got, cpu, "three sequences on CUDA");
-  g_unlink (path);
-  g_rmdir (dir);
+  if (have_cuda ())
+    check_in_flight ("backend=cuda gpu-weights=f32 ", "ctxsettle ! queue ! dflashblock ! "
+        "selector mode=plain", "three sequences on CUDA");
 }
 GST_END_TEST;
 

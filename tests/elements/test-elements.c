@@ -27,8 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "element-logs.h"
 #include "gstdflashcaps.h"
 #include "gstdflashmeta.h"
+#include "reference-text.h"
 
 /* seconds a pipeline may take to finish; a normal run takes well under one
  * (a few under ASan) */
@@ -47,46 +49,14 @@ static guint watchdog_s = 30;
 
 /* ---------------------------------------------------------------- helpers */
 
-/* The elements' own GST_WARNING and GST_ERROR logs: a run that should be
- * clean must not produce one (gst-check only catches GLib's warnings). */
-static const gchar *const dflash_categories[] = { "tapsource", "ctxsettle", "dflashblock", "selector",
-  "ngramdraft", "router", "verifier", "dflashfilter", NULL };
-static gint dflash_warnings;
-static GMutex warning_lock;
-static gchar last_warning[512];
-
-static void
-count_warnings (GstDebugCategory *category, GstDebugLevel level, const gchar *file,
-                const gchar *function, gint line, GObject *object, GstDebugMessage *message,
-                gpointer data)
-{
-  if (level == GST_LEVEL_NONE || level > GST_LEVEL_WARNING
-      || !g_strv_contains (dflash_categories, gst_debug_category_get_name (category)))
-    return;
-  g_mutex_lock (&warning_lock);
-  g_snprintf (last_warning, sizeof (last_warning), "%s:%d %s", file, line,
-              gst_debug_message_get (message));
-  g_mutex_unlock (&warning_lock);
-  g_atomic_int_inc (&dflash_warnings);
-}
-
-static void
-watch_warnings (void)
-{
-  /* GST_DEBUG set means someone is reading the log: leave its levels be */
-  if (!g_getenv ("GST_DEBUG"))
-    for (guint i = 0; dflash_categories[i]; i++)
-      gst_debug_set_threshold_for_name (dflash_categories[i], GST_LEVEL_WARNING);
-  gst_debug_add_log_function (count_warnings, NULL, NULL);
-}
-
+/* A run that should be clean logs no warning of the elements. */
 static void
 assert_no_warnings (void)
 {
-  g_mutex_lock (&warning_lock);
-  fail_unless (g_atomic_int_get (&dflash_warnings) == 0, "%d GST_WARNING/GST_ERROR logs of the elements, "
-      "the last: %s", g_atomic_int_get (&dflash_warnings), last_warning);
-  g_mutex_unlock (&warning_lock);
+  g_autofree gchar *last = NULL;
+  gint n = dfl_test_element_warnings (&last);
+
+  fail_unless (n == 0, "%d GST_WARNING/GST_ERROR logs of the elements, the last: %s", n, last);
 }
 
 static const gchar *
@@ -142,32 +112,6 @@ caps_int (GstCaps *caps, const gchar *field)
   fail_unless (gst_structure_get_int (gst_caps_get_structure (caps, 0), field, &v),
       "%s has no int field %s", str, field);
   return v;
-}
-
-/* Plain decoding of `prompt` by the dflash command. It runs its own
- * pipeline with the elements registered statically, so it gets a registry
- * of its own and no plugin path: it must not find this build's plugin too. */
-static gchar *
-reference_text (const gchar *prompt, gint max_new)
-{
-  const gchar *exe = g_getenv ("DFLASH");
-  g_autofree gchar *n = g_strdup_printf ("%d", max_new);
-  g_autofree gchar *registry = g_strdup_printf ("%s.dflash-ref", g_getenv ("GST_REGISTRY_1_0"));
-  g_autofree gchar *err = NULL;
-  g_auto (GStrv) envp = g_get_environ ();
-  const gchar *argv[] = { exe, "generate", "--no-draft", "--max-new", n, "--prompt", prompt, NULL };
-  gchar *out = NULL;
-  GError *error = NULL;
-  gint status = 0;
-
-  fail_unless (exe != NULL, "DFLASH is not set (meson sets it to the dflash command)");
-  envp = g_environ_setenv (envp, "GST_PLUGIN_PATH_1_0", "", TRUE);
-  envp = g_environ_setenv (envp, "GST_REGISTRY_1_0", registry, TRUE);
-  fail_unless (g_spawn_sync (NULL, (gchar **) argv, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-          &status, &error), "running %s: %s", exe, error ? error->message : "?");
-  fail_unless (g_spawn_check_wait_status (status, NULL), "dflash generate --no-draft failed: %s", err);
-  fail_unless (out && *out, "dflash generate printed no text");
-  return out;
 }
 
 /* A pipeline run: the text its sink named "out" received, the element
@@ -337,7 +281,7 @@ run_to_eos (Run *r)
 {
   RunEnd end;
 
-  g_atomic_int_set (&dflash_warnings, 0);
+  dfl_test_reset_element_warnings ();
   fail_if (gst_element_set_state (r->pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE,
       "the pipeline did not start");
   end = run_wait (r, watchdog_s);
@@ -503,14 +447,14 @@ GST_START_TEST (test_tapsource_rounds)
   /* nothing more comes until the round's verdict; one for a sequence that
    * is not running changes nothing */
   fail_unless (gst_harness_try_pull (h) == NULL);
-  g_atomic_int_set (&dflash_warnings, 0);
+  dfl_test_reset_element_warnings ();
   fail_unless (gst_harness_push_upstream_event (h, verdict_new (99, 0, 0, 0, 0, FALSE)));
   if (!g_getenv ("GST_DEBUG")) {
     /* tapsource logs the stray verdict (in its streaming thread) */
     gint64 deadline = g_get_monotonic_time () + (gint64) watchdog_s * G_USEC_PER_SEC;
-    while (!g_atomic_int_get (&dflash_warnings) && g_get_monotonic_time () < deadline)
+    while (dfl_test_element_warnings (NULL) == 0 && g_get_monotonic_time () < deadline)
       g_usleep (1000);
-    fail_unless (g_atomic_int_get (&dflash_warnings) > 0, "the stray verdict went unnoticed");
+    fail_unless (dfl_test_element_warnings (NULL) > 0, "the stray verdict went unnoticed");
   }
   fail_unless (gst_harness_try_pull (h) == NULL);
 
@@ -553,7 +497,7 @@ GST_START_TEST (test_verifier_text)
 {
   GstHarness *h = gst_harness_new_parse ("tapsource max-new-tokens=32 ! verifier name=v  "
       "v.tokens ! fakesink");
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, 32);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 32);
   GString *text = g_string_new (NULL);
   GstBuffer *buf = NULL;
   GstCaps *caps;
@@ -1054,7 +998,7 @@ GST_END_TEST;
  * verdict once and the run ends at max-new-tokens with the plain text. */
 GST_START_TEST (test_verdict_loop)
 {
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, 48);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 48);
   Run *r = run_new_printf (SPECULATIVE, 48);
   Flow flow = { 0, 0 };
   g_autofree gchar *text = NULL;
@@ -1092,7 +1036,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_one_token)
 {
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, 1);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 1);
   Run *r = run_new_printf (SPECULATIVE, 1);
   g_autofree gchar *text = NULL;
 
@@ -1111,7 +1055,7 @@ GST_END_TEST;
 static void
 routed (const gchar *policy, gint max_new, gboolean all_block, gboolean all_chain)
 {
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, max_new);
   Run *r = run_new_printf (ROUTED, max_new, policy);
   Flow flow = { 0, 0 };
   g_autofree gchar *text = NULL;
@@ -1174,7 +1118,7 @@ GST_END_TEST;
 GST_START_TEST (test_routed_cost)
 {
   const gint max_new = 64;
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, max_new);
   Run *r = run_new_printf (ROUTED, max_new, "cost probe-every=4");
   g_autofree gchar *text = NULL;
   GstElement *router;
@@ -1253,7 +1197,7 @@ static void
 routed_first_in (const gchar *shape, const gchar *policy, gboolean first)
 {
   const gint max_new = 40;
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, max_new);
   Run *r = run_new_printf (shape, max_new, policy, first ? "true" : "false");
   g_autofree gchar *text = NULL;
   GstElement *router, *blk;
@@ -1309,7 +1253,7 @@ GST_END_TEST;
 GST_START_TEST (test_decide_first_without_queue)
 {
   const gint max_new = 12;
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, max_new);
   Run *r = run_new_printf ("tapsource name=src max-new-tokens=%d ! tee name=t ! ctxsettle ! "
       "dflashblock route-timeout=50 ! selector ! router name=r policy=chain ! verifier name=v ! "
       "fakesink name=out  t. ! queue ! ngramdraft ! r.chain", max_new);
@@ -1346,7 +1290,7 @@ GST_START_TEST (test_decide_first_without_queue)
   assert_text (text, want, "decide-first without a queue");
   run_free (r);
   /* the warning was expected: the next test starts clean */
-  g_atomic_int_set (&dflash_warnings, 0);
+  dfl_test_reset_element_warnings ();
 }
 GST_END_TEST;
 
@@ -1357,7 +1301,7 @@ GST_START_TEST (test_selector_min_confidence)
 {
   const gint max_new = 24;
   const gchar *floors[] = { "1.0", "0.3" };
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, max_new);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, max_new);
 
   for (guint i = 0; i < G_N_ELEMENTS (floors); i++) {
     Run *r = run_new_printf ("tapsource name=src max-new-tokens=%d ! ctxsettle ! dflashblock ! "
@@ -1469,7 +1413,7 @@ restart_from_null (Run *r, const gchar *want)
 
 GST_START_TEST (test_flushing_seek_mid_run)
 {
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, 48);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 48);
   Run *r = run_new_printf (SPECULATIVE, 48);
   Hold hold;
   gboolean seeked;
@@ -1500,7 +1444,7 @@ GST_END_TEST;
  * until tapsource forgets or restarts its running sequences on a flush. */
 GST_START_TEST (test_flush_events_mid_run)
 {
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, 48);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 48);
   Run *r = run_new_printf (SPECULATIVE, 48);
   GstElement *src = run_get (r, "src");
   Hold hold;
@@ -1525,7 +1469,7 @@ GST_END_TEST;
 static void
 null_mid_round (guint at)
 {
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, 48);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 48);
   Run *r = run_new ("tapsource name=src max-new-tokens=48 ! queue ! ctxsettle ! queue ! dflashblock ! "
       "selector ! queue ! verifier name=v ! fakesink name=out");
   Hold hold;
@@ -1559,7 +1503,7 @@ GST_END_TEST;
 /* After EOS, from NULL and from READY: the same text, the same figures. */
 GST_START_TEST (test_restart_after_eos)
 {
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, 40);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 40);
   Run *r = run_new_printf (SPECULATIVE, 40);
   g_autofree gchar *text = NULL;
   gint64 rounds;
@@ -1647,7 +1591,7 @@ GST_END_TEST;
  * failed start). */
 GST_START_TEST (test_restart_after_error)
 {
-  g_autofree gchar *want = reference_text (DEFAULT_PROMPT, 16);
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 16);
   Run *r = run_new ("tapsource name=src max-new-tokens=16 tokens=\"1,x\" ! verifier ! fakesink name=out");
   GstElement *src = run_get (r, "src");
   g_autofree gchar *text = NULL;
@@ -1752,7 +1696,7 @@ in_flight (const gchar *stages, gint in_flight, gint max_new)
   Run *r;
 
   for (guint i = 0; prompts[i]; i++) {
-    g_autofree gchar *t = reference_text (prompts[i], max_new);
+    g_autofree gchar *t = dfl_test_reference_text (prompts[i], max_new);
     g_string_append (want, t);
   }
   r = run_new_printf ("tapsource name=src in-flight=%d max-new-tokens=%d prompts-file=\"%s\" ! %s ! "
@@ -1977,7 +1921,7 @@ dflash_elements_suite (void)
 
   if (w && atoi (w) > 0)
     watchdog_s = atoi (w);
-  watch_warnings ();
+  dfl_test_watch_element_logs ();
 
 #define TCASE(name) \
   tc = tcase_create (name); \

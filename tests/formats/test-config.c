@@ -3,6 +3,7 @@
  * and for a message naming the file, the key and the value). */
 #include "qwen3-config.h"
 #include "dfl-error.h"
+#include "test-support.h"
 
 #include <cJSON.h>
 #include <string.h>
@@ -56,24 +57,6 @@ static const char qwen3_t5[] =
   "\"sliding_window\":4096,\"tie_word_embeddings\":false,\"transformers_version\":\"5.0.0\","
   "\"use_cache\":true,\"use_sliding_window\":false,\"vocab_size\":151936}";
 
-static void
-check_error (GError *error, int code, ...)
-{
-  const char *needle;
-  va_list ap;
-
-  g_assert_nonnull (error);
-  g_test_message ("error: %s", error->message);
-  g_assert_true (error->domain == DFL_ERROR);
-  g_assert_cmpint (error->code, ==, code);
-  va_start (ap, code);
-  while ((needle = va_arg (ap, const char *)) != NULL) {
-    if (strstr (error->message, needle) == NULL)
-      g_error ("message '%s' does not hold '%s'", error->message, needle);
-  }
-  va_end (ap);
-}
-
 /* The base config with `key` set to the JSON `value` (or removed, where
  * value is NULL). */
 static char *
@@ -111,7 +94,8 @@ parse (const char *json, DflQwen3Config *cfg, GError **error)
     DflQwen3Config c_;                                                  \
     GError *e_ = NULL;                                                  \
     g_assert_false (parse (j_, &c_, &e_));                              \
-    check_error (e_, (code), "tests/x/config.json: ", __VA_ARGS__, NULL); \
+    dfl_test_check_error (e_, (code), "tests/x/config.json: ",          \
+                          __VA_ARGS__, NULL);                           \
     g_error_free (e_);                                                  \
   } G_STMT_END
 
@@ -244,8 +228,8 @@ test_head_dim (void)
     GError *error = NULL;
 
     g_assert_false (parse (j2, &c2, &error));
-    check_error (error, DFL_ERROR_FORMAT, "tests/x/config.json: no 'head_dim'", "1000", "16",
-                 NULL);
+    dfl_test_check_error (error, DFL_ERROR_FORMAT, "tests/x/config.json: no 'head_dim'", "1000",
+                          "16", NULL);
     g_error_free (error);
   }
 }
@@ -327,19 +311,19 @@ test_generation_config (void)
   write_text (dir, "generation_config.json", "{\"eos_token_id\": [1,\n 2,, 3]}");
   memset (&c, 0x55, sizeof c);
   g_assert_false (dfl_qwen3_config_load (&c, dir, &error));
-  check_error (error, DFL_ERROR_FORMAT, gen_path, "not valid JSON", "line 2", NULL);
+  dfl_test_check_error (error, DFL_ERROR_FORMAT, gen_path, "not valid JSON", "line 2", NULL);
   g_clear_error (&error);
   g_assert_cmpint (c.hidden, ==, 0x55555555);
 
   write_text (dir, "generation_config.json", "{\"eos_token_id\": \"x\"}");
   g_assert_false (dfl_qwen3_config_load (&c, dir, &error));
-  check_error (error, DFL_ERROR_FORMAT, gen_path, "'eos_token_id' is a string", NULL);
+  dfl_test_check_error (error, DFL_ERROR_FORMAT, gen_path, "'eos_token_id' is a string", NULL);
   g_clear_error (&error);
 
   /* a bad config.json names itself by the path as given */
   write_text (dir, "config.json", "{\"architectures\": [\"Qwen3ForCausalLM\"]}");
   g_assert_false (dfl_qwen3_config_load (&c, dir, &error));
-  check_error (error, DFL_ERROR_FORMAT, config_path, "missing key 'hidden_size'", NULL);
+  dfl_test_check_error (error, DFL_ERROR_FORMAT, config_path, "missing key 'hidden_size'", NULL);
   g_clear_error (&error);
 }
 
@@ -353,7 +337,7 @@ test_missing_file (void)
 
   g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
   g_assert_false (dfl_qwen3_config_load (&c, dir, &error));
-  check_error (error, DFL_ERROR_IO, path, "No such file", NULL);
+  dfl_test_check_error (error, DFL_ERROR_IO, path, "No such file", NULL);
   g_clear_error (&error);
 }
 
@@ -402,16 +386,17 @@ test_wrong_type (void)
     GError *error = NULL;
 
     g_assert_false (parse ("{\"hidden_size\": 1024,\n\n  oops}", &c, &error));
-    check_error (error, DFL_ERROR_FORMAT, "tests/x/config.json: not valid JSON", "line 3", NULL);
+    dfl_test_check_error (error, DFL_ERROR_FORMAT, "tests/x/config.json: not valid JSON", "line 3",
+                          NULL);
     g_clear_error (&error);
     g_assert_false (parse ("[1, 2]", &c, &error));
-    check_error (error, DFL_ERROR_FORMAT, "tests/x/config.json: holds an array", NULL);
+    dfl_test_check_error (error, DFL_ERROR_FORMAT, "tests/x/config.json: holds an array", NULL);
     g_clear_error (&error);
     g_assert_false (parse ("{} {}", &c, &error));
-    check_error (error, DFL_ERROR_FORMAT, "tests/x/config.json: not valid JSON", NULL);
+    dfl_test_check_error (error, DFL_ERROR_FORMAT, "tests/x/config.json: not valid JSON", NULL);
     g_clear_error (&error);
     g_assert_false (dfl_qwen3_config_parse (&c, "", 0, "empty.json", &error));
-    check_error (error, DFL_ERROR_FORMAT, "empty.json: not valid JSON", NULL);
+    dfl_test_check_error (error, DFL_ERROR_FORMAT, "empty.json: not valid JSON", NULL);
     g_clear_error (&error);
   }
 }
@@ -495,41 +480,22 @@ test_bounds (void)
 int
 main (int argc, char **argv)
 {
-  GError *error = NULL;
-  int ret;
+  static const DflTestCase cases[] = {
+    { "/config/transformers4", test_transformers4 },
+    { "/config/transformers5", test_transformers5 },
+    { "/config/defaults", test_defaults },
+    { "/config/head-dim", test_head_dim },
+    { "/config/eos", test_eos },
+    { "/config/generation-config", test_generation_config },
+    { "/config/missing-file", test_missing_file },
+    { "/config/missing-key", test_missing_key },
+    { "/config/wrong-type", test_wrong_type },
+    { "/config/architecture", test_architecture },
+    { "/config/rope-scaling", test_rope_scaling },
+    { "/config/sliding-window", test_sliding_window },
+    { "/config/bounds", test_bounds },
+    { NULL, NULL }
+  };
 
-  g_test_init (&argc, &argv, NULL);
-  tmp_root = g_dir_make_tmp ("dfl-config-XXXXXX", &error);
-  g_assert_no_error (error);
-
-  g_test_add_func ("/config/transformers4", test_transformers4);
-  g_test_add_func ("/config/transformers5", test_transformers5);
-  g_test_add_func ("/config/defaults", test_defaults);
-  g_test_add_func ("/config/head-dim", test_head_dim);
-  g_test_add_func ("/config/eos", test_eos);
-  g_test_add_func ("/config/generation-config", test_generation_config);
-  g_test_add_func ("/config/missing-file", test_missing_file);
-  g_test_add_func ("/config/missing-key", test_missing_key);
-  g_test_add_func ("/config/wrong-type", test_wrong_type);
-  g_test_add_func ("/config/architecture", test_architecture);
-  g_test_add_func ("/config/rope-scaling", test_rope_scaling);
-  g_test_add_func ("/config/sliding-window", test_sliding_window);
-  g_test_add_func ("/config/bounds", test_bounds);
-
-  ret = g_test_run ();
-
-  /* the files the tests wrote */
-  {
-    const char *files[] = { "gen/config.json", "gen/generation_config.json", "gen", "no-config" };
-    guint i;
-
-    for (i = 0; i < G_N_ELEMENTS (files); i++) {
-      g_autofree char *p = g_build_filename (tmp_root, files[i], NULL);
-
-      g_remove (p);
-    }
-    g_rmdir (tmp_root);
-  }
-  g_free (tmp_root);
-  return ret;
+  return dfl_test_run_in_tmp_dir (&argc, &argv, "dfl-config-XXXXXX", cases, &tmp_root);
 }

@@ -12,30 +12,11 @@
 #include "drafter.h"
 #include "prompts.h"
 #include "speculate.h"
+#include "test-support.h"
 #include "token-list.h"
 #include "tokenizer.h"
 
 static char *tmp_root;
-
-/* `error` is in DFL_ERROR with `code` and a message holding every string
- * given (NULL-terminated). */
-static void
-check_error (GError *error, int code, ...)
-{
-  const char *needle;
-  va_list ap;
-
-  g_assert_nonnull (error);
-  g_test_message ("error: %s", error->message);
-  g_assert_true (error->domain == DFL_ERROR);
-  g_assert_cmpint (error->code, ==, code);
-  va_start (ap, code);
-  while ((needle = va_arg (ap, const char *)) != NULL) {
-    if (strstr (error->message, needle) == NULL)
-      g_error ("message '%s' does not hold '%s'", error->message, needle);
-  }
-  va_end (ap);
-}
 
 /* --- the token-list argument --- */
 
@@ -48,7 +29,7 @@ bad_list (const char *text, int vocab, int code, ...)
   va_list ap;
 
   g_assert_false (dfl_token_list_parse (text, "--tokens", vocab, "models/x", ids, &error));
-  check_error (error, code, "--tokens: ", NULL);
+  dfl_test_check_error (error, code, "--tokens: ", NULL);
   va_start (ap, code);
   while ((needle = va_arg (ap, const char *)) != NULL)
     if (strstr (error->message, needle) == NULL)
@@ -128,7 +109,7 @@ bad_geometry (const char *key, const char *value, int code, const char *needle)
   GError *error = NULL;
 
   g_assert_false (dfl_drafter_geometry_parse (&g, json, "x/dflash.safetensors", &error));
-  check_error (error, code, "x/dflash.safetensors: ", needle, NULL);
+  dfl_test_check_error (error, code, "x/dflash.safetensors: ", needle, NULL);
   g_error_free (error);
 }
 
@@ -173,8 +154,8 @@ test_v1_geometry (void)
 
   g_assert_false (dfl_drafter_geometry_from_v1_config (&g, v1, strlen (v1), "d/config.json",
                                                        &error));
-  check_error (error, DFL_ERROR_LIMIT, "d/config.json: ",
-               "\"num_hidden_layers\" is 16000000; accepted: 0 to 1024", NULL);
+  dfl_test_check_error (error, DFL_ERROR_LIMIT, "d/config.json: ",
+                        "\"num_hidden_layers\" is 16000000; accepted: 0 to 1024", NULL);
   g_error_free (error);
 }
 
@@ -190,12 +171,12 @@ test_tokenizer (void)
   GError *error = NULL;
 
   g_assert_null (dfl_tokenizer_parse (huge_id, strlen (huge_id), "t/tokenizer.json", &error));
-  check_error (error, DFL_ERROR_LIMIT, "t/tokenizer.json: ", "id 5000000",
-               "ids 0 to 4194303", NULL);
+  dfl_test_check_error (error, DFL_ERROR_LIMIT, "t/tokenizer.json: ", "id 5000000",
+                        "ids 0 to 4194303", NULL);
   g_clear_error (&error);
   g_assert_null (dfl_tokenizer_parse (bad_id, strlen (bad_id), "t/tokenizer.json", &error));
-  check_error (error, DFL_ERROR_FORMAT, "t/tokenizer.json: ", "id 1.5",
-               "expected an integer from 0 to 4194303", NULL);
+  dfl_test_check_error (error, DFL_ERROR_FORMAT, "t/tokenizer.json: ", "id 1.5",
+                        "expected an integer from 0 to 4194303", NULL);
   g_clear_error (&error);
 }
 
@@ -210,17 +191,18 @@ test_prompts (void)
 
   g_assert_true (g_file_set_contents (empty, "\n\r\n\n", -1, NULL));
   g_assert_null (dfl_read_prompts (empty, &error));
-  check_error (error, DFL_ERROR_INVALID, empty, "no prompts", "one prompt a line", NULL);
+  dfl_test_check_error (error, DFL_ERROR_INVALID, empty, "no prompts", "one prompt a line", NULL);
   g_clear_error (&error);
   g_assert_null (dfl_read_prompts (missing, &error));
-  check_error (error, DFL_ERROR_IO, missing, "cannot open", NULL);
+  dfl_test_check_error (error, DFL_ERROR_IO, missing, "cannot open", NULL);
   g_clear_error (&error);
   /* a device that never ends, and a folder */
   g_assert_null (dfl_read_prompts ("/dev/zero", &error));
-  check_error (error, DFL_ERROR_IO, "/dev/zero: not a regular file", "prompts, one a line", NULL);
+  dfl_test_check_error (error, DFL_ERROR_IO, "/dev/zero: not a regular file", "prompts, one a line",
+                        NULL);
   g_clear_error (&error);
   g_assert_null (dfl_read_prompts (tmp_root, &error));
-  check_error (error, DFL_ERROR_IO, "not a regular file", NULL);
+  dfl_test_check_error (error, DFL_ERROR_IO, "not a regular file", NULL);
   g_clear_error (&error);
 }
 
@@ -267,7 +249,7 @@ test_prompt_past_context (void)
   s = dfl_spec_new (t, NULL, &p, &error);
   g_assert_no_error (error);
   g_assert_false (dfl_spec_prefill (s, ids, ctx + 1, out, &error));
-  check_error (error, DFL_ERROR_LIMIT, n_text, dfl_target_dir (t), ctx_text, NULL);
+  dfl_test_check_error (error, DFL_ERROR_LIMIT, n_text, dfl_target_dir (t), ctx_text, NULL);
   g_error_free (error);
 }
 
@@ -363,25 +345,16 @@ test_sequence_reaches_context (void)
 int
 main (int argc, char **argv)
 {
-  GError *error = NULL;
-  int ret;
+  static const DflTestCase cases[] = {
+    { "/limits/token-list", test_token_list },
+    { "/limits/geometry", test_geometry },
+    { "/limits/geometry-v1", test_v1_geometry },
+    { "/limits/tokenizer", test_tokenizer },
+    { "/limits/prompts", test_prompts },
+    { "/limits/prompt-past-context", test_prompt_past_context },
+    { "/limits/sequence-reaches-context", test_sequence_reaches_context },
+    { NULL, NULL }
+  };
 
-  g_test_init (&argc, &argv, NULL);
-  tmp_root = g_dir_make_tmp ("dfl-limits-XXXXXX", &error);
-  g_assert_no_error (error);
-  g_test_add_func ("/limits/token-list", test_token_list);
-  g_test_add_func ("/limits/geometry", test_geometry);
-  g_test_add_func ("/limits/geometry-v1", test_v1_geometry);
-  g_test_add_func ("/limits/tokenizer", test_tokenizer);
-  g_test_add_func ("/limits/prompts", test_prompts);
-  g_test_add_func ("/limits/prompt-past-context", test_prompt_past_context);
-  g_test_add_func ("/limits/sequence-reaches-context", test_sequence_reaches_context);
-  ret = g_test_run ();
-  {
-    g_autofree char *empty = g_build_filename (tmp_root, "empty.txt", NULL);
-    g_unlink (empty);
-    g_rmdir (tmp_root);
-  }
-  g_free (tmp_root);
-  return ret;
+  return dfl_test_run_in_tmp_dir (&argc, &argv, "dfl-limits-XXXXXX", cases, &tmp_root);
 }

@@ -3,6 +3,7 @@
  * error code and for a message naming the file and the offending value). */
 #include "safetensors.h"
 #include "dfl-error.h"
+#include "test-support.h"
 
 #include <math.h>
 #include <string.h>
@@ -64,26 +65,6 @@ write_raw (const char *dir, const char *name, const char *header, gsize data_len
   return write_raw_len (dir, name, G_MAXUINT64, header, data_len);
 }
 
-/* The error has this code and its message holds each of the strings given
- * (a NULL-terminated list). */
-static void
-check_error (GError *error, int code, ...)
-{
-  const char *needle;
-  va_list ap;
-
-  g_assert_nonnull (error);
-  g_test_message ("error: %s", error->message);
-  g_assert_true (error->domain == DFL_ERROR);
-  g_assert_cmpint (error->code, ==, code);
-  va_start (ap, code);
-  while ((needle = va_arg (ap, const char *)) != NULL) {
-    if (strstr (error->message, needle) == NULL)
-      g_error ("message '%s' does not hold '%s'", error->message, needle);
-  }
-  va_end (ap);
-}
-
 /* Opening `path` fails with `code` and a message holding the file's name and
  * the given strings. */
 #define BAD_OPEN(path, code, ...)                                       \
@@ -91,7 +72,7 @@ check_error (GError *error, int code, ...)
     GError *err_ = NULL;                                                \
     DflSafetensors *st_ = dfl_safetensors_open ((path), &err_);         \
     g_assert_null (st_);                                                \
-    check_error (err_, (code), (path), __VA_ARGS__, NULL);              \
+    dfl_test_check_error (err_, (code), (path), __VA_ARGS__, NULL);     \
     g_error_free (err_);                                                \
   } G_STMT_END
 
@@ -101,7 +82,7 @@ check_error (GError *error, int code, ...)
     GError *err_ = NULL;                                                \
     DflSafetensors *st_ = dfl_safetensors_open ((path), &err_);         \
     g_assert_null (st_);                                                \
-    check_error (err_, (code), __VA_ARGS__, NULL);                      \
+    dfl_test_check_error (err_, (code), __VA_ARGS__, NULL);             \
     g_error_free (err_);                                                \
   } G_STMT_END
 
@@ -501,26 +482,26 @@ test_writer_errors (void)
 
   g_assert_true (dfl_safetensors_writer_add_f32 (w, "a", DFL_DTYPE_F32, 1, s2, v, &error));
   g_assert_false (dfl_safetensors_writer_add_f32 (w, "a", DFL_DTYPE_F16, 1, s2, v, &error));
-  check_error (error, DFL_ERROR_INVALID, "'a'", "unique", NULL);
+  dfl_test_check_error (error, DFL_ERROR_INVALID, "'a'", "unique", NULL);
   g_clear_error (&error);
   g_assert_false (dfl_safetensors_writer_add (w, "__metadata__", DFL_DTYPE_U8, 1, s2, v, &error));
-  check_error (error, DFL_ERROR_INVALID, "__metadata__", NULL);
+  dfl_test_check_error (error, DFL_ERROR_INVALID, "__metadata__", NULL);
   g_clear_error (&error);
   g_assert_false (dfl_safetensors_writer_add (w, "b", DFL_DTYPE_U8, 2, neg, v, &error));
-  check_error (error, DFL_ERROR_INVALID, "'b'", "shape[1] is -1", NULL);
+  dfl_test_check_error (error, DFL_ERROR_INVALID, "'b'", "shape[1] is -1", NULL);
   g_clear_error (&error);
   g_assert_false (dfl_safetensors_writer_add (w, "c", DFL_DTYPE_U8, 9, nine, v, &error));
-  check_error (error, DFL_ERROR_INVALID, "'c'", "9 dims", NULL);
+  dfl_test_check_error (error, DFL_ERROR_INVALID, "'c'", "9 dims", NULL);
   g_clear_error (&error);
   g_assert_false (dfl_safetensors_writer_add (w, "d", DFL_DTYPE_I64, 2, huge, v, &error));
-  check_error (error, DFL_ERROR_LIMIT, "'d'", "[1099511627776, 1099511627776]", NULL);
+  dfl_test_check_error (error, DFL_ERROR_LIMIT, "'d'", "[1099511627776, 1099511627776]", NULL);
   g_clear_error (&error);
   g_assert_false (dfl_safetensors_writer_add_f32 (w, "e", DFL_DTYPE_I32, 1, s2, v, &error));
-  check_error (error, DFL_ERROR_INVALID, "'e'", "I32", NULL);
+  dfl_test_check_error (error, DFL_ERROR_INVALID, "'e'", "I32", NULL);
   g_clear_error (&error);
 
   g_assert_false (dfl_safetensors_writer_write (w, path, &error));
-  check_error (error, DFL_ERROR_IO, path, NULL);
+  dfl_test_check_error (error, DFL_ERROR_IO, path, NULL);
   g_clear_error (&error);
 }
 
@@ -546,23 +527,23 @@ test_expect (void)
   g_assert_no_error (error);
 
   g_assert_null (dfl_safetensors_expect (st, "model.norm.weight", 1, s1, &error));
-  check_error (error, DFL_ERROR_FORMAT, "model.safetensors: no tensor 'model.norm.weight'", path,
-               NULL);
+  dfl_test_check_error (error, DFL_ERROR_FORMAT, "model.safetensors: no tensor 'model.norm.weight'",
+                        path, NULL);
   g_clear_error (&error);
 
   g_assert_null (dfl_safetensors_expect (st, "model.layers.0.mlp.up_proj.weight", 2, want,
                                          &error));
-  check_error (error, DFL_ERROR_MISMATCH,
-               "model.safetensors: tensor 'model.layers.0.mlp.up_proj.weight' has shape "
-               "[64, 32], expected [128, 32]", NULL);
+  dfl_test_check_error (error, DFL_ERROR_MISMATCH,
+                        "model.safetensors: tensor 'model.layers.0.mlp.up_proj.weight' has shape "
+                        "[64, 32], expected [128, 32]", NULL);
   g_clear_error (&error);
 
   g_assert_null (dfl_safetensors_expect (st, "model.layers.0.mlp.up_proj.weight", 1, s, &error));
-  check_error (error, DFL_ERROR_MISMATCH, "[64, 32], expected [64]", NULL);
+  dfl_test_check_error (error, DFL_ERROR_MISMATCH, "[64, 32], expected [64]", NULL);
   g_clear_error (&error);
 
   g_assert_null (dfl_safetensors_expect (st, "ids", 1, s1, &error));
-  check_error (error, DFL_ERROR_MISMATCH, path, "'ids'", "I32", NULL);
+  dfl_test_check_error (error, DFL_ERROR_MISMATCH, path, "'ids'", "I32", NULL);
   g_clear_error (&error);
 
   g_assert_nonnull (dfl_safetensors_expect (st, "model.layers.0.mlp.up_proj.weight", 2, s,
@@ -912,12 +893,12 @@ test_shards (void)
 
     /* a wrong shape names the shard; a missing tensor names the index */
     g_assert_null (dfl_safetensors_expect (st, "layer.1", 2, bad, &error));
-    check_error (error, DFL_ERROR_MISMATCH, p2, "'layer.1' has shape [2, 2], expected [3, 2]",
-                 NULL);
+    dfl_test_check_error (error, DFL_ERROR_MISMATCH, p2,
+                          "'layer.1' has shape [2, 2], expected [3, 2]", NULL);
     g_clear_error (&error);
     g_assert_null (dfl_safetensors_expect (st, "layer.2", 2, good, &error));
-    check_error (error, DFL_ERROR_FORMAT, "model.safetensors.index.json: no tensor 'layer.2'",
-                 NULL);
+    dfl_test_check_error (error, DFL_ERROR_FORMAT,
+                          "model.safetensors.index.json: no tensor 'layer.2'", NULL);
     g_clear_error (&error);
   }
 }
@@ -977,65 +958,41 @@ test_bad_shards (void)
     GError *error = NULL;
 
     g_assert_null (dfl_safetensors_open (idx, &error));
-    check_error (error, DFL_ERROR_FORMAT, shard, "hold 8 bytes but F32 [4] needs 16", NULL);
+    dfl_test_check_error (error, DFL_ERROR_FORMAT, shard, "hold 8 bytes but F32 [4] needs 16",
+                          NULL);
     g_error_free (error);
   }
 }
 
 /* ---- main -------------------------------------------------------------- */
 
-static void
-remove_tree (const char *path)
-{
-  if (g_file_test (path, G_FILE_TEST_IS_DIR)) {
-    g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
-    const char *name;
-
-    while (d && (name = g_dir_read_name (d)) != NULL) {
-      g_autofree char *child = g_build_filename (path, name, NULL);
-
-      remove_tree (child);
-    }
-    g_rmdir (path);
-  } else {
-    g_unlink (path);
-  }
-}
-
 int
 main (int argc, char **argv)
 {
-  GError *error = NULL;
-  int ret;
+  static const DflTestCase cases[] = {
+    { "/safetensors/dtype-names", test_dtype_names },
+    { "/safetensors/convert/bf16", test_bf16 },
+    { "/safetensors/convert/f16", test_f16 },
+    { "/safetensors/roundtrip", test_roundtrip },
+    { "/safetensors/roundtrip/empty", test_empty_file },
+    { "/safetensors/roundtrip/shards", test_shards },
+    { "/safetensors/writer-errors", test_writer_errors },
+    { "/safetensors/expect", test_expect },
+    { "/safetensors/bad/truncated", test_bad_truncated },
+    { "/safetensors/bad/header-length", test_bad_header_length },
+    { "/safetensors/bad/json", test_bad_json },
+    { "/safetensors/bad/entry", test_bad_entry },
+    { "/safetensors/bad/dtype", test_bad_dtype },
+    { "/safetensors/bad/dims", test_bad_dims },
+    { "/safetensors/bad/overflow", test_bad_overflow },
+    { "/safetensors/bad/offsets", test_bad_offsets },
+    { "/safetensors/bad/overlap-and-gaps", test_bad_overlap },
+    { "/safetensors/bad/size-mismatch", test_bad_size_mismatch },
+    { "/safetensors/bad/duplicate", test_bad_duplicate },
+    { "/safetensors/bad/too-many-tensors", test_bad_too_many },
+    { "/safetensors/bad/shards", test_bad_shards },
+    { NULL, NULL }
+  };
 
-  g_test_init (&argc, &argv, NULL);
-  tmp_root = g_dir_make_tmp ("dfl-formats-XXXXXX", &error);
-  g_assert_no_error (error);
-
-  g_test_add_func ("/safetensors/dtype-names", test_dtype_names);
-  g_test_add_func ("/safetensors/convert/bf16", test_bf16);
-  g_test_add_func ("/safetensors/convert/f16", test_f16);
-  g_test_add_func ("/safetensors/roundtrip", test_roundtrip);
-  g_test_add_func ("/safetensors/roundtrip/empty", test_empty_file);
-  g_test_add_func ("/safetensors/roundtrip/shards", test_shards);
-  g_test_add_func ("/safetensors/writer-errors", test_writer_errors);
-  g_test_add_func ("/safetensors/expect", test_expect);
-  g_test_add_func ("/safetensors/bad/truncated", test_bad_truncated);
-  g_test_add_func ("/safetensors/bad/header-length", test_bad_header_length);
-  g_test_add_func ("/safetensors/bad/json", test_bad_json);
-  g_test_add_func ("/safetensors/bad/entry", test_bad_entry);
-  g_test_add_func ("/safetensors/bad/dtype", test_bad_dtype);
-  g_test_add_func ("/safetensors/bad/dims", test_bad_dims);
-  g_test_add_func ("/safetensors/bad/overflow", test_bad_overflow);
-  g_test_add_func ("/safetensors/bad/offsets", test_bad_offsets);
-  g_test_add_func ("/safetensors/bad/overlap-and-gaps", test_bad_overlap);
-  g_test_add_func ("/safetensors/bad/size-mismatch", test_bad_size_mismatch);
-  g_test_add_func ("/safetensors/bad/duplicate", test_bad_duplicate);
-  g_test_add_func ("/safetensors/bad/too-many-tensors", test_bad_too_many);
-  g_test_add_func ("/safetensors/bad/shards", test_bad_shards);
-
-  ret = g_test_run ();
-  remove_tree (tmp_root);
-  g_free (tmp_root);
-  return ret;
+  return dfl_test_run_in_tmp_dir (&argc, &argv, "dfl-formats-XXXXXX", cases, &tmp_root);
 }

@@ -9,6 +9,7 @@
 
 #include <gst/gst.h>
 
+#include "element-logs.h"
 #include "gstdflashmeta.h"
 
 G_BEGIN_DECLS
@@ -39,13 +40,6 @@ gboolean soak_sanitized (void);
 
 /* The round meta of a buffer, NULL where it has none. */
 const GstDflashRoundMeta *soak_round_meta (GstBuffer *buf);
-
-/* Count the elements' own GST_WARNING and GST_ERROR logs (GStreamer does
- * not turn them into bus messages). The log function stays to the end:
- * GStreamer leaks its list of log functions when one is removed. */
-void soak_watch_warnings (void);
-gint soak_warnings (gchar **last);
-void soak_reset_warnings (void);
 
 /* What a pipeline produced: the text of its sink named "out", and, where
  * the verifier's tokens pad goes to a sink named "ids", the tokens of each

@@ -264,7 +264,7 @@ test_faults (gconstpointer data)
   set_state (&l, GST_STATE_NULL, "the end");
   for (guint i = 0; i < N_FAULTS; i++)
     g_test_message ("%-36s %u", fault_names[i], counts[i]);
-  n_warnings = soak_warnings (&last);
+  n_warnings = dfl_test_element_warnings (&last);
   g_test_message ("%d iterations, %" G_GINT64_FORMAT " rounds, %.1f s; %d GST_WARNING logs of the "
                   "elements%s%s", iterations, l.rounds, (g_get_monotonic_time () - t0) / 1e6,
                   n_warnings, *last ? ", the last: " : "", last);
@@ -310,7 +310,7 @@ main (int argc, char **argv)
     g_printerr ("test-faults: no shape '%s' (in-flight or routed)\n", argv[1]);
     return 2;
   }
-  soak_watch_warnings ();
+  dfl_test_watch_element_logs ();
   g_test_add_data_func ("/faults/loop", shape, test_faults);
   ret = g_test_run ();
   gst_deinit ();

@@ -249,9 +249,9 @@ test_soak (void)
   g_assert_cmpuint (strlen (text), >, 0);
   check_sequences (&t, out, n_prompts);
   check_memory (&t);
-  if (soak_warnings (&last))
-    g_error ("%d GST_WARNING/GST_ERROR logs of the elements, the last: %s", soak_warnings (NULL),
-             last);
+  if (dfl_test_element_warnings (&last))
+    g_error ("%d GST_WARNING/GST_ERROR logs of the elements, the last: %s",
+             dfl_test_element_warnings (NULL), last);
 
   gst_object_unref (pipeline);
   soak_output_free (out);
@@ -290,7 +290,7 @@ main (int argc, char **argv)
                 "--stall-seconds at least 1, not %d, %d and %d\n", min_rounds, max_new, stall_s);
     return 2;
   }
-  soak_watch_warnings ();
+  dfl_test_watch_element_logs ();
   g_test_add_func ("/soak/in-flight", test_soak);
   ret = g_test_run ();
   gst_deinit ();

@@ -1,5 +1,5 @@
-/* gst-dflash — what the GLib test programs share: their cases as a table,
- * a temporary folder around a run, the check of a DflError, and the
+/* gst-dflash — what the GLib test programs share: a main for the ones whose
+ * cases write files (tmp-dir-main.c), the check of a DflError, and the
  * host-side number formats the kernel tests round their inputs to. */
 #pragma once
 
@@ -14,21 +14,15 @@ typedef struct {
   GTestFunc func;
 } DflTestCase;
 
-/* g_test_add_func for each case of `cases`, in order. */
-void dfl_test_add_cases (const DflTestCase *cases);
-
-/* g_test_init, a fresh temporary folder made from `tmp_template` (its name
- * in `*tmp_dir` while the cases run), the cases, then the folder removed
- * with everything the cases wrote in it. Returns g_test_run's status. */
-int dfl_test_run_in_tmp_dir (int *argc, char ***argv, const char *tmp_template,
-                             const DflTestCase *cases, char **tmp_dir);
+/* The programs built with tmp-dir-main.c (their main) define their cases
+ * here; while the cases run, `dfl_test_tmp_dir` names a fresh temporary
+ * folder, removed after them with everything they wrote in it. */
+extern const DflTestCase dfl_test_cases[];
+extern char *dfl_test_tmp_dir;
 
 /* `error` is in DFL_ERROR with `code` and a message holding each of the
  * strings that follow (a NULL-terminated list). */
 void dfl_test_check_error (GError *error, int code, ...) G_GNUC_NULL_TERMINATED;
-
-/* Remove `path`: a file, or a folder and all below it. */
-void dfl_test_remove_tree (const char *path);
 
 /* A float uniform in [−1, 1). */
 float dfl_test_frand (GRand *r);

@@ -17,58 +17,19 @@
 #include "dfl-cuda.h"
 #include "dfl-error.h"
 #include "drafter.h"
+#include "test-support.h"
 
 static DflCudaDevice *dev;
 
 /* --- on the host: rounding, uploads, comparisons --- */
 
-static float
-frand (GRand *r)
-{
-  return (float) g_rand_double_range (r, -1.0, 1.0);
-}
-
-static guint16
-to_bf16 (float f)
-{
-  guint32 b;
-  memcpy (&b, &f, 4);
-  b += 0x7fff + ((b >> 16) & 1);
-  return b >> 16;
-}
-
-static float
-from_bf16 (guint16 u)
-{
-  guint32 b = (guint32) u << 16;
-  float f;
-  memcpy (&f, &b, 4);
-  return f;
-}
-
-static guint16
-to_f16 (float f)
-{
-  _Float16 h = (_Float16) f;
-  guint16 u;
-  memcpy (&u, &h, 2);
-  return u;
-}
-
-static float
-from_f16 (guint16 u)
-{
-  _Float16 h;
-  memcpy (&h, &u, 2);
-  return (float) h;
-}
-
 /* a value as stored in `type` and read back */
 static float
 round_to (DflDtype type, float f)
 {
-  return type == DFL_DTYPE_F32 ? f : type == DFL_DTYPE_BF16 ? from_bf16 (to_bf16 (f))
-                                                          : from_f16 (to_f16 (f));
+  return type == DFL_DTYPE_F32 ? f
+       : type == DFL_DTYPE_BF16 ? dfl_test_from_bf16 (dfl_test_to_bf16 (f))
+       : dfl_test_from_f16 (dfl_test_to_f16 (f));
 }
 
 /* host values of `type` from floats */
@@ -80,7 +41,8 @@ pack (DflDtype type, const float *f, size_t n)
     if (type == DFL_DTYPE_F32)
       ((float *) p)[i] = f[i];
     else
-      ((guint16 *) p)[i] = type == DFL_DTYPE_BF16 ? to_bf16 (f[i]) : to_f16 (f[i]);
+      ((guint16 *) p)[i] = type == DFL_DTYPE_BF16 ? dfl_test_to_bf16 (f[i])
+                                                  : dfl_test_to_f16 (f[i]);
   }
   return p;
 }
@@ -119,7 +81,7 @@ random_floats (GRand *r, size_t n, float scale)
 {
   float *f = g_new (float, n);
   for (size_t i = 0; i < n; i++)
-    f[i] = frand (r) * scale;
+    f[i] = dfl_test_frand (r) * scale;
   return f;
 }
 
@@ -679,7 +641,7 @@ static void
 tie_row (GRand *r, float *x, int n, int nan_every)
 {
   for (int i = 0; i < n; i++) {
-    x[i] = roundf (frand (r) * 40.0f) / 8.0f;
+    x[i] = roundf (dfl_test_frand (r) * 40.0f) / 8.0f;
     if (nan_every && g_rand_int_range (r, 0, nan_every) == 0)
       x[i] = NAN;
     else if (g_rand_int_range (r, 0, 97) == 0)
@@ -775,7 +737,7 @@ check_top_k (int rows, int n, int k, int nan_every)
     tie_row (r, row, n, nan_every);
     if (i % 4 == 1)
       for (int c = 0; c < n; c++)
-        row[c] = frand (r);                        /* distinct values */
+        row[c] = dfl_test_frand (r);               /* distinct values */
     if (i % 4 == 2)
       for (int c = 0; c < n; c++)
         row[c] = c % 3 ? NAN : row[c];             /* mostly NaN: maybe fewer than k */
@@ -852,8 +814,8 @@ check_select (int rows, int k, int rank, int vocab, gboolean short_rows)
   int32_t *d_cand, *d_chosen;
 
   for (size_t i = 0; i < nbook; i++) {
-    pred[i] = to_f16 (frand (r));
-    succ[i] = to_f16 (frand (r));
+    pred[i] = dfl_test_to_f16 (dfl_test_frand (r));
+    succ[i] = dfl_test_to_f16 (dfl_test_frand (r));
   }
   /* tokens 0 and 1 score alike in any arithmetic: the same successor rows */
   memcpy (succ + rank, succ, sizeof (guint16) * rank);
@@ -899,15 +861,15 @@ check_select (int rows, int k, int rank, int vocab, gboolean short_rows)
     float best = -INFINITY;
     double dbest = -INFINITY, dgot = NAN, scale = 0.0;
     for (int j = 0; j < rank; j++)
-      pc[j] = from_f16 (pred[(size_t) prev * rank + j]) * hp[(size_t) i * rank + j];
+      pc[j] = dfl_test_from_f16 (pred[(size_t) prev * rank + j]) * hp[(size_t) i * rank + j];
     for (int c = 0; c < k && cr[c] >= 0; c++) {
       volatile float s = 0.0f;   /* one rounding per operation, as on the CPU */
       double ds = logit[(size_t) i * k + c];
       for (int j = 0; j < rank; j++) {
-        volatile float p = pc[j] * from_f16 (succ[(size_t) cr[c] * rank + j]);
+        volatile float p = pc[j] * dfl_test_from_f16 (succ[(size_t) cr[c] * rank + j]);
         s = s + p;
-        ds += (double) from_f16 (pred[(size_t) prev * rank + j]) * hp[(size_t) i * rank + j]
-              * from_f16 (succ[(size_t) cr[c] * rank + j]);
+        ds += (double) dfl_test_from_f16 (pred[(size_t) prev * rank + j])
+              * hp[(size_t) i * rank + j] * dfl_test_from_f16 (succ[(size_t) cr[c] * rank + j]);
         scale += fabs (p);
       }
       s = s + logit[(size_t) i * k + c];
@@ -982,8 +944,9 @@ test_convert (void)
     down (h, d_h, sizeof (guint16) * n);
     down (back, d_back, sizeof (float) * n);
     for (size_t i = 0; i < n; i++) {
-      guint16 want = type == DFL_DTYPE_BF16 ? to_bf16 (f[i]) : to_f16 (f[i]);
-      float want_back = type == DFL_DTYPE_BF16 ? from_bf16 (want) : from_f16 (want);
+      guint16 want = type == DFL_DTYPE_BF16 ? dfl_test_to_bf16 (f[i]) : dfl_test_to_f16 (f[i]);
+      float want_back = type == DFL_DTYPE_BF16 ? dfl_test_from_bf16 (want)
+                                               : dfl_test_from_f16 (want);
       if (h[i] != want)
         g_error ("convert to %s [%zu] of %.9g: 0x%04x, expected 0x%04x",
                  t ? "F16" : "BF16", i, f[i], h[i], want);
@@ -996,7 +959,7 @@ test_convert (void)
   sync_ok ();
   down (h, d_back, sizeof (guint16) * n);
   for (size_t i = 0; i < n; i++)
-    g_assert_cmpuint (h[i], ==, to_bf16 (from_f16 (to_f16 (f[i]))));
+    g_assert_cmpuint (h[i], ==, dfl_test_to_bf16 (dfl_test_from_f16 (dfl_test_to_f16 (f[i]))));
   dfl_cuda_free (dev, d_f);
   dfl_cuda_free (dev, d_h);
   dfl_cuda_free (dev, d_back);
@@ -1044,7 +1007,7 @@ test_fill_random (void)
   sync_ok ();
   down (h, d_h, sizeof (guint16) * n);
   for (size_t i = 0; i < n; i++)
-    g_assert_cmpuint (h[i], ==, to_bf16 (a[i]));
+    g_assert_cmpuint (h[i], ==, dfl_test_to_bf16 (a[i]));
   dfl_cuda_free (dev, d_a);
   dfl_cuda_free (dev, d_h);
 }

@@ -10,8 +10,6 @@
 
 #include <glib/gstdio.h>
 
-static char *tmp_root;
-
 /* Qwen3-0.6B's config.json as transformers 4.51 writes it. */
 static const char qwen3_t4[] =
   "{\n"
@@ -270,7 +268,7 @@ write_text (const char *dir, const char *name, const char *text)
 static void
 test_generation_config (void)
 {
-  g_autofree char *dir = g_build_filename (tmp_root, "gen", NULL);
+  g_autofree char *dir = g_build_filename (dfl_test_tmp_dir, "gen", NULL);
   g_autofree char *config_path = g_build_filename (dir, "config.json", NULL);
   g_autofree char *gen_path = g_build_filename (dir, "generation_config.json", NULL);
   DflQwen3Config c;
@@ -330,7 +328,7 @@ test_generation_config (void)
 static void
 test_missing_file (void)
 {
-  g_autofree char *dir = g_build_filename (tmp_root, "no-config", NULL);
+  g_autofree char *dir = g_build_filename (dfl_test_tmp_dir, "no-config", NULL);
   g_autofree char *path = g_build_filename (dir, "config.json", NULL);
   DflQwen3Config c;
   GError *error = NULL;
@@ -477,25 +475,20 @@ test_bounds (void)
   BAD (qwen3_t4, "rope_theta", "0", DFL_ERROR_FORMAT, "rope_theta is 0");
 }
 
-int
-main (int argc, char **argv)
-{
-  static const DflTestCase cases[] = {
-    { "/config/transformers4", test_transformers4 },
-    { "/config/transformers5", test_transformers5 },
-    { "/config/defaults", test_defaults },
-    { "/config/head-dim", test_head_dim },
-    { "/config/eos", test_eos },
-    { "/config/generation-config", test_generation_config },
-    { "/config/missing-file", test_missing_file },
-    { "/config/missing-key", test_missing_key },
-    { "/config/wrong-type", test_wrong_type },
-    { "/config/architecture", test_architecture },
-    { "/config/rope-scaling", test_rope_scaling },
-    { "/config/sliding-window", test_sliding_window },
-    { "/config/bounds", test_bounds },
-    { NULL, NULL }
-  };
-
-  return dfl_test_run_in_tmp_dir (&argc, &argv, "dfl-config-XXXXXX", cases, &tmp_root);
-}
+/* The cases, run by tmp-dir-main.c in a temporary folder. */
+const DflTestCase dfl_test_cases[] = {
+  { "/config/transformers4", test_transformers4 },
+  { "/config/transformers5", test_transformers5 },
+  { "/config/defaults", test_defaults },
+  { "/config/head-dim", test_head_dim },
+  { "/config/eos", test_eos },
+  { "/config/generation-config", test_generation_config },
+  { "/config/missing-file", test_missing_file },
+  { "/config/missing-key", test_missing_key },
+  { "/config/wrong-type", test_wrong_type },
+  { "/config/architecture", test_architecture },
+  { "/config/rope-scaling", test_rope_scaling },
+  { "/config/sliding-window", test_sliding_window },
+  { "/config/bounds", test_bounds },
+  { NULL, NULL }
+};

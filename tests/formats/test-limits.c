@@ -16,8 +16,6 @@
 #include "token-list.h"
 #include "tokenizer.h"
 
-static char *tmp_root;
-
 /* --- the token-list argument --- */
 
 static void
@@ -185,8 +183,8 @@ test_tokenizer (void)
 static void
 test_prompts (void)
 {
-  g_autofree char *empty = g_build_filename (tmp_root, "empty.txt", NULL);
-  g_autofree char *missing = g_build_filename (tmp_root, "missing.txt", NULL);
+  g_autofree char *empty = g_build_filename (dfl_test_tmp_dir, "empty.txt", NULL);
+  g_autofree char *missing = g_build_filename (dfl_test_tmp_dir, "missing.txt", NULL);
   GError *error = NULL;
 
   g_assert_true (g_file_set_contents (empty, "\n\r\n\n", -1, NULL));
@@ -201,7 +199,7 @@ test_prompts (void)
   dfl_test_check_error (error, DFL_ERROR_IO, "/dev/zero: not a regular file", "prompts, one a line",
                         NULL);
   g_clear_error (&error);
-  g_assert_null (dfl_read_prompts (tmp_root, &error));
+  g_assert_null (dfl_read_prompts (dfl_test_tmp_dir, &error));
   dfl_test_check_error (error, DFL_ERROR_IO, "not a regular file", NULL);
   g_clear_error (&error);
 }
@@ -342,19 +340,14 @@ test_sequence_reaches_context (void)
   }
 }
 
-int
-main (int argc, char **argv)
-{
-  static const DflTestCase cases[] = {
-    { "/limits/token-list", test_token_list },
-    { "/limits/geometry", test_geometry },
-    { "/limits/geometry-v1", test_v1_geometry },
-    { "/limits/tokenizer", test_tokenizer },
-    { "/limits/prompts", test_prompts },
-    { "/limits/prompt-past-context", test_prompt_past_context },
-    { "/limits/sequence-reaches-context", test_sequence_reaches_context },
-    { NULL, NULL }
-  };
-
-  return dfl_test_run_in_tmp_dir (&argc, &argv, "dfl-limits-XXXXXX", cases, &tmp_root);
-}
+/* The cases, run by tmp-dir-main.c in a temporary folder. */
+const DflTestCase dfl_test_cases[] = {
+  { "/limits/token-list", test_token_list },
+  { "/limits/geometry", test_geometry },
+  { "/limits/geometry-v1", test_v1_geometry },
+  { "/limits/tokenizer", test_tokenizer },
+  { "/limits/prompts", test_prompts },
+  { "/limits/prompt-past-context", test_prompt_past_context },
+  { "/limits/sequence-reaches-context", test_sequence_reaches_context },
+  { NULL, NULL }
+};

@@ -10,13 +10,11 @@
 
 #include <glib/gstdio.h>
 
-static char *tmp_root;
-
 /* A fresh folder for one test, inside the run's temp folder. */
 static char *
 make_dir (const char *name)
 {
-  char *dir = g_build_filename (tmp_root, name, NULL);
+  char *dir = g_build_filename (dfl_test_tmp_dir, name, NULL);
 
   g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
   return dir;
@@ -964,35 +962,28 @@ test_bad_shards (void)
   }
 }
 
-/* ---- main -------------------------------------------------------------- */
-
-int
-main (int argc, char **argv)
-{
-  static const DflTestCase cases[] = {
-    { "/safetensors/dtype-names", test_dtype_names },
-    { "/safetensors/convert/bf16", test_bf16 },
-    { "/safetensors/convert/f16", test_f16 },
-    { "/safetensors/roundtrip", test_roundtrip },
-    { "/safetensors/roundtrip/empty", test_empty_file },
-    { "/safetensors/roundtrip/shards", test_shards },
-    { "/safetensors/writer-errors", test_writer_errors },
-    { "/safetensors/expect", test_expect },
-    { "/safetensors/bad/truncated", test_bad_truncated },
-    { "/safetensors/bad/header-length", test_bad_header_length },
-    { "/safetensors/bad/json", test_bad_json },
-    { "/safetensors/bad/entry", test_bad_entry },
-    { "/safetensors/bad/dtype", test_bad_dtype },
-    { "/safetensors/bad/dims", test_bad_dims },
-    { "/safetensors/bad/overflow", test_bad_overflow },
-    { "/safetensors/bad/offsets", test_bad_offsets },
-    { "/safetensors/bad/overlap-and-gaps", test_bad_overlap },
-    { "/safetensors/bad/size-mismatch", test_bad_size_mismatch },
-    { "/safetensors/bad/duplicate", test_bad_duplicate },
-    { "/safetensors/bad/too-many-tensors", test_bad_too_many },
-    { "/safetensors/bad/shards", test_bad_shards },
-    { NULL, NULL }
-  };
-
-  return dfl_test_run_in_tmp_dir (&argc, &argv, "dfl-formats-XXXXXX", cases, &tmp_root);
-}
+/* The cases, run by tmp-dir-main.c in a temporary folder. */
+const DflTestCase dfl_test_cases[] = {
+  { "/safetensors/dtype-names", test_dtype_names },
+  { "/safetensors/convert/bf16", test_bf16 },
+  { "/safetensors/convert/f16", test_f16 },
+  { "/safetensors/roundtrip", test_roundtrip },
+  { "/safetensors/roundtrip/empty", test_empty_file },
+  { "/safetensors/roundtrip/shards", test_shards },
+  { "/safetensors/writer-errors", test_writer_errors },
+  { "/safetensors/expect", test_expect },
+  { "/safetensors/bad/truncated", test_bad_truncated },
+  { "/safetensors/bad/header-length", test_bad_header_length },
+  { "/safetensors/bad/json", test_bad_json },
+  { "/safetensors/bad/entry", test_bad_entry },
+  { "/safetensors/bad/dtype", test_bad_dtype },
+  { "/safetensors/bad/dims", test_bad_dims },
+  { "/safetensors/bad/overflow", test_bad_overflow },
+  { "/safetensors/bad/offsets", test_bad_offsets },
+  { "/safetensors/bad/overlap-and-gaps", test_bad_overlap },
+  { "/safetensors/bad/size-mismatch", test_bad_size_mismatch },
+  { "/safetensors/bad/duplicate", test_bad_duplicate },
+  { "/safetensors/bad/too-many-tensors", test_bad_too_many },
+  { "/safetensors/bad/shards", test_bad_shards },
+  { NULL, NULL }
+};

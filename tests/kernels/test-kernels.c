@@ -13,31 +13,7 @@
 #include <string.h>
 
 #include "dfl-kernels.h"
-
-static float
-frand (GRand *r)
-{
-  return (float) g_rand_double_range (r, -1.0, 1.0);
-}
-
-static guint16
-to_bf16 (float f)
-{
-  guint32 b;
-  memcpy (&b, &f, 4);
-  b += 0x7fff + ((b >> 16) & 1);
-  return b >> 16;
-}
-
-static guint16
-to_f16 (float f)
-{
-  /* values here are in (−1, 1): normal or zero-ish; F16C-free rounding */
-  _Float16 h = (_Float16) f;
-  guint16 u;
-  memcpy (&u, &h, 2);
-  return u;
-}
+#include "test-support.h"
 
 /* weights of `type` and their exact values as doubles */
 static void *
@@ -45,12 +21,12 @@ make_weights (GRand *r, DflDtype type, int n, double *exact)
 {
   void *w = g_malloc (n * (type == DFL_DTYPE_F32 ? 4 : 2));
   for (int i = 0; i < n; i++) {
-    float f = frand (r);
+    float f = dfl_test_frand (r);
     if (type == DFL_DTYPE_F32) {
       ((float *) w)[i] = f;
       exact[i] = f;
     } else {
-      guint16 u = type == DFL_DTYPE_BF16 ? to_bf16 (f) : to_f16 (f);
+      guint16 u = type == DFL_DTYPE_BF16 ? dfl_test_to_bf16 (f) : dfl_test_to_f16 (f);
       float back;
       ((guint16 *) w)[i] = u;
       if (type == DFL_DTYPE_BF16)
@@ -84,9 +60,9 @@ check_matmul (DflDtype type, int rows, int in, int out, int n_out, int acc)
   double worst = 0;
 
   for (int i = 0; i < rows * ldx; i++)
-    x[i] = frand (r);
+    x[i] = dfl_test_frand (r);
   for (int i = 0; i < rows * ldy; i++)
-    y0[i] = acc ? frand (r) : 0;
+    y0[i] = acc ? dfl_test_frand (r) : 0;
   memcpy (y, y0, sizeof (float) * rows * ldy);
   dfl_matmul_w (&W, x, rows, ldx, y, ldy, n_out, acc);
   for (int i = 0; i < rows; i++) {
@@ -200,9 +176,9 @@ test_rmsnorm (void)
   float x[3 * 37], w[37], y[3 * 37];
 
   for (int i = 0; i < rows * dim; i++)
-    x[i] = frand (r) * 5;
+    x[i] = dfl_test_frand (r) * 5;
   for (int i = 0; i < dim; i++)
-    w[i] = 1 + frand (r);
+    w[i] = 1 + dfl_test_frand (r);
   dfl_rmsnorm_to (y, x, rows, dim, w, 1e-6f);
   for (int i = 0; i < rows; i++) {
     double ss = 0;
@@ -223,7 +199,7 @@ test_rope (void)
   float x[3 * 2 * 8], y[3 * 2 * 8], inv[4];
 
   for (int i = 0; i < rows * heads * hd; i++)
-    x[i] = y[i] = frand (r);
+    x[i] = y[i] = dfl_test_frand (r);
   dfl_rope_inv_freq (inv, hd, 10000.0);
   dfl_rope (y, rows, heads, hd, inv, pos0);
   for (int rr = 0; rr < rows; rr++)
@@ -280,10 +256,10 @@ test_attention (void)
   float scale = 0.25f;
 
   for (int i = 0; i < rows * heads * hd; i++)
-    q[i] = frand (r) * 2;
+    q[i] = dfl_test_frand (r) * 2;
   for (int i = 0; i < n * kv * hd; i++) {
-    k[i] = frand (r) * 2;
-    v[i] = frand (r);
+    k[i] = dfl_test_frand (r) * 2;
+    v[i] = dfl_test_frand (r);
   }
   dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, out);
   assert_causal_reference (q, rows, heads, kv, hd, k, v, pos0, scale, out);
@@ -309,10 +285,10 @@ test_attention_invariant (void)
     float scale = 1.0f / sqrtf ((float) hd);
 
     for (gsize i = 0; i < qn; i++)
-      q[i] = frand (r) * 2;
+      q[i] = dfl_test_frand (r) * 2;
     for (gsize i = 0; i < (gsize) n * kv * hd; i++) {
-      k[i] = frand (r) * 2;
-      v[i] = frand (r);
+      k[i] = dfl_test_frand (r) * 2;
+      v[i] = dfl_test_frand (r);
     }
     dfl_kernels_set_isa (DFL_KERNELS_GENERIC);
     dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, out);

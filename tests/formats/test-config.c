@@ -105,6 +105,22 @@ parse (const char *json, DflQwen3Config *cfg, GError **error)
     g_assert_no_error (e_);                                             \
   } G_STMT_END
 
+/* The fields both transformers layouts are checked for, against `want`. */
+static void
+assert_config (const DflQwen3Config *c, const DflQwen3Config *want)
+{
+  g_assert_cmpint (c->hidden, ==, want->hidden);
+  g_assert_cmpint (c->layers, ==, want->layers);
+  g_assert_cmpint (c->heads, ==, want->heads);
+  g_assert_cmpint (c->kv_heads, ==, want->kv_heads);
+  g_assert_cmpint (c->head_dim, ==, want->head_dim);
+  g_assert_cmpint (c->max_positions, ==, want->max_positions);
+  g_assert_cmpfloat (c->rms_eps, ==, want->rms_eps);
+  g_assert_cmpfloat (c->rope_theta, ==, want->rope_theta);
+  g_assert_cmpint (!c->tie_word_embeddings, ==, !want->tie_word_embeddings);
+  g_assert_cmpint (c->n_eos, ==, want->n_eos);
+}
+
 static void
 test_transformers4 (void)
 {
@@ -113,20 +129,13 @@ test_transformers4 (void)
 
   g_assert_true (parse (qwen3_t4, &c, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (c.hidden, ==, 1024);
+  assert_config (&c, &(DflQwen3Config) { .hidden = 1024, .layers = 28, .heads = 16, .kv_heads = 8,
+                   .head_dim = 128, .max_positions = 40960, .rms_eps = 1e-6, .rope_theta = 1e6,
+                   .tie_word_embeddings = TRUE, .n_eos = 1 });
   g_assert_cmpint (c.intermediate, ==, 3072);
-  g_assert_cmpint (c.layers, ==, 28);
-  g_assert_cmpint (c.heads, ==, 16);
-  g_assert_cmpint (c.kv_heads, ==, 8);
-  g_assert_cmpint (c.head_dim, ==, 128);
   g_assert_cmpint (c.vocab, ==, 151936);
-  g_assert_cmpint (c.max_positions, ==, 40960);
-  g_assert_cmpfloat (c.rms_eps, ==, 1e-6);
-  g_assert_cmpfloat (c.rope_theta, ==, 1e6);
-  g_assert_true (c.tie_word_embeddings);
   g_assert_false (c.attention_bias);
   g_assert_cmpint (c.bos_id, ==, 151643);
-  g_assert_cmpint (c.n_eos, ==, 1);
   g_assert_cmpint (c.eos_ids[0], ==, 151645);
   g_assert_true (dfl_qwen3_config_is_eos (&c, 151645));
   g_assert_false (dfl_qwen3_config_is_eos (&c, 151643));
@@ -140,16 +149,9 @@ test_transformers5 (void)
 
   g_assert_true (parse (qwen3_t5, &c, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (c.hidden, ==, 2560);
-  g_assert_cmpint (c.layers, ==, 4);
-  g_assert_cmpint (c.heads, ==, 32);
-  g_assert_cmpint (c.kv_heads, ==, 8);
-  g_assert_cmpint (c.head_dim, ==, 128);
-  g_assert_cmpint (c.max_positions, ==, 32768);
-  g_assert_cmpfloat (c.rope_theta, ==, 5e6);
-  g_assert_cmpfloat (c.rms_eps, ==, 1e-5);
-  g_assert_false (c.tie_word_embeddings);
-  g_assert_cmpint (c.n_eos, ==, 2);
+  assert_config (&c, &(DflQwen3Config) { .hidden = 2560, .layers = 4, .heads = 32, .kv_heads = 8,
+                   .head_dim = 128, .max_positions = 32768, .rms_eps = 1e-5, .rope_theta = 5e6,
+                   .tie_word_embeddings = FALSE, .n_eos = 2 });
   g_assert_true (dfl_qwen3_config_is_eos (&c, 151645));
   g_assert_true (dfl_qwen3_config_is_eos (&c, 151643));
   g_assert_false (dfl_qwen3_config_is_eos (&c, 0));

@@ -63,6 +63,18 @@ write_raw (const char *dir, const char *name, const char *header, gsize data_len
   return write_raw_len (dir, name, G_MAXUINT64, header, data_len);
 }
 
+/* A file of one tensor 'w' of `dtype` whose shape and data_offsets are the
+ * JSON text given, and `data_len` bytes of data. */
+static char *
+write_w (const char *dir, const char *name, const char *dtype, const char *shape,
+         const char *offsets, gsize data_len)
+{
+  g_autofree char *header = g_strdup_printf ("{\"w\":{\"dtype\":\"%s\",\"shape\":%s,"
+                                             "\"data_offsets\":%s}}", dtype, shape, offsets);
+
+  return write_raw (dir, name, header, data_len);
+}
+
 /* Opening `path` fails with `code` and a message holding the file's name and
  * the given strings. */
 #define BAD_OPEN(path, code, ...)                                       \
@@ -627,10 +639,9 @@ test_bad_entry (void)
   g_autofree char *shape_str = write_raw (dir, "shape-str.safetensors",
                                           "{\"w\":{\"dtype\":\"F32\",\"shape\":\"4\","
                                           "\"data_offsets\":[0,16]}}", 16);
-  g_autofree char *offs3 = write_raw (dir, "offsets3.safetensors",
-                                      "{\"w\":{" F32_4 ",\"data_offsets\":[0,16,16]}}", 16);
-  g_autofree char *offs_str = write_raw (dir, "offsets-str.safetensors",
-                                         "{\"w\":{" F32_4 ",\"data_offsets\":[0,\"16\"]}}", 16);
+  g_autofree char *offs3 = write_w (dir, "offsets3.safetensors", "F32", "[4]", "[0,16,16]", 16);
+  g_autofree char *offs_str = write_w (dir, "offsets-str.safetensors",
+                                       "F32", "[4]", "[0,\"16\"]", 16);
   g_autofree char *meta_num = write_raw (dir, "meta-num.safetensors",
                                          "{\"__metadata__\":{\"format\":\"pt\",\"step\":7}}", 0);
   g_autofree char *meta_arr = write_raw (dir, "meta-arr.safetensors",
@@ -652,12 +663,8 @@ static void
 test_bad_dtype (void)
 {
   g_autofree char *dir = make_dir ("bad-dtype");
-  g_autofree char *unknown = write_raw (dir, "unknown.safetensors",
-                                        "{\"w\":{\"dtype\":\"F33\",\"shape\":[1],"
-                                        "\"data_offsets\":[0,4]}}", 4);
-  g_autofree char *f64 = write_raw (dir, "f64.safetensors",
-                                    "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],"
-                                    "\"data_offsets\":[0,8]}}", 8);
+  g_autofree char *unknown = write_w (dir, "unknown.safetensors", "F33", "[1]", "[0,4]", 4);
+  g_autofree char *f64 = write_w (dir, "f64.safetensors", "F64", "[1]", "[0,8]", 8);
 
   BAD_OPEN (unknown, DFL_ERROR_FORMAT, "tensor 'w'", "unknown dtype 'F33'",
             "accepted: F32, F16, BF16, I32, I64, I8, U8");
@@ -668,20 +675,12 @@ static void
 test_bad_dims (void)
 {
   g_autofree char *dir = make_dir ("bad-dims");
-  g_autofree char *neg = write_raw (dir, "neg.safetensors",
-                                    "{\"w\":{\"dtype\":\"F32\",\"shape\":[4,-3],"
-                                    "\"data_offsets\":[0,0]}}", 0);
-  g_autofree char *frac = write_raw (dir, "frac.safetensors",
-                                     "{\"w\":{\"dtype\":\"F32\",\"shape\":[2.5],"
-                                     "\"data_offsets\":[0,0]}}", 0);
-  g_autofree char *big = write_raw (dir, "big.safetensors",
-                                    "{\"w\":{\"dtype\":\"F32\",\"shape\":[1e300],"
-                                    "\"data_offsets\":[0,0]}}", 0);
-  g_autofree char *many = write_raw (dir, "many.safetensors",
-                                     "{\"w\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],"
-                                     "\"data_offsets\":[0,1]}}", 1);
-  g_autofree char *neg_off = write_raw (dir, "neg-offset.safetensors",
-                                        "{\"w\":{" F32_4 ",\"data_offsets\":[-16,0]}}", 16);
+  g_autofree char *neg = write_w (dir, "neg.safetensors", "F32", "[4,-3]", "[0,0]", 0);
+  g_autofree char *frac = write_w (dir, "frac.safetensors", "F32", "[2.5]", "[0,0]", 0);
+  g_autofree char *big = write_w (dir, "big.safetensors", "F32", "[1e300]", "[0,0]", 0);
+  g_autofree char *many = write_w (dir, "many.safetensors",
+                                   "U8", "[1,1,1,1,1,1,1,1,1]", "[0,1]", 1);
+  g_autofree char *neg_off = write_w (dir, "neg-offset.safetensors", "F32", "[4]", "[-16,0]", 16);
 
   BAD_OPEN (neg, DFL_ERROR_FORMAT, "tensor 'w' shape[1] is -3", "negative");
   BAD_OPEN (frac, DFL_ERROR_FORMAT, "tensor 'w' shape[0] is 2.5", "not an integer");
@@ -695,17 +694,13 @@ test_bad_overflow (void)
 {
   g_autofree char *dir = make_dir ("overflow");
   /* 2^32 × 2^32 elements: past 64 bits before the dtype size enters */
-  g_autofree char *elems = write_raw (dir, "elements.safetensors",
-                                      "{\"w\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],"
-                                      "\"data_offsets\":[0,16]}}", 16);
+  g_autofree char *elems = write_w (dir, "elements.safetensors",
+                                    "U8", "[4294967296,4294967296]", "[0,16]", 16);
   /* 2^31 × 2^31 = 2^62 elements fit; × 4 bytes does not */
-  g_autofree char *bytes = write_raw (dir, "bytes.safetensors",
-                                      "{\"w\":{\"dtype\":\"F32\",\"shape\":[2147483648,2147483648],"
-                                      "\"data_offsets\":[0,16]}}", 16);
+  g_autofree char *bytes = write_w (dir, "bytes.safetensors",
+                                    "F32", "[2147483648,2147483648]", "[0,16]", 16);
   /* fits in 64 bits, but not in the data area */
-  g_autofree char *area = write_raw (dir, "area.safetensors",
-                                     "{\"w\":{\"dtype\":\"F32\",\"shape\":[65536,65536],"
-                                     "\"data_offsets\":[0,16]}}", 16);
+  g_autofree char *area = write_w (dir, "area.safetensors", "F32", "[65536,65536]", "[0,16]", 16);
 
   BAD_OPEN (elems, DFL_ERROR_LIMIT, "tensor 'w' shape [4294967296, 4294967296]");
   BAD_OPEN (bytes, DFL_ERROR_LIMIT, "tensor 'w' F32 [2147483648, 2147483648]");
@@ -716,10 +711,8 @@ static void
 test_bad_offsets (void)
 {
   g_autofree char *dir = make_dir ("bad-offsets");
-  g_autofree char *past = write_raw (dir, "past.safetensors",
-                                     "{\"w\":{" F32_4 ",\"data_offsets\":[16,32]}}", 24);
-  g_autofree char *back = write_raw (dir, "backwards.safetensors",
-                                     "{\"w\":{" F32_4 ",\"data_offsets\":[16,0]}}", 16);
+  g_autofree char *past = write_w (dir, "past.safetensors", "F32", "[4]", "[16,32]", 24);
+  g_autofree char *back = write_w (dir, "backwards.safetensors", "F32", "[4]", "[16,0]", 16);
 
   BAD_OPEN (past, DFL_ERROR_FORMAT, "tensor 'w' data_offsets [16, 32]",
             "past the end of the data area (24 bytes)");

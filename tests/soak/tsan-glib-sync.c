@@ -19,23 +19,84 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* ------------------------------------------------------- pthread objects */
+
+/* The pthread object a GMutex or GCond holds in `slot`, made by `init` on
+ * first use: of two threads that race to make it, one's is kept and the
+ * other's destroyed. */
+static void *
+object_get (gpointer *slot, gsize size, void (*init) (void *), void (*destroy) (void *))
+{
+  void *o = g_atomic_pointer_get (slot), *fresh;
+
+  if (G_LIKELY (o))
+    return o;
+  fresh = malloc (size);
+  if (!fresh)
+    abort ();
+  init (fresh);
+  if (!g_atomic_pointer_compare_and_exchange (slot, NULL, fresh)) {
+    destroy (fresh);
+    free (fresh);
+  }
+  return g_atomic_pointer_get (slot);
+}
+
+static void
+object_clear (gpointer *slot, void (*destroy) (void *))
+{
+  void *o = *slot;
+
+  if (o) {
+    destroy (o);
+    free (o);
+  }
+  *slot = NULL;
+}
+
+static void
+mutex_init (void *m)
+{
+  pthread_mutex_init (m, NULL);
+}
+
+static void
+mutex_destroy (void *m)
+{
+  pthread_mutex_destroy (m);
+}
+
 static pthread_mutex_t *
 mutex_get (GMutex *mutex)
 {
-  pthread_mutex_t *m = g_atomic_pointer_get (&mutex->p), *fresh;
-
-  if (G_LIKELY (m))
-    return m;
-  fresh = malloc (sizeof (pthread_mutex_t));
-  if (!fresh)
-    abort ();
-  pthread_mutex_init (fresh, NULL);
-  if (!g_atomic_pointer_compare_and_exchange (&mutex->p, NULL, fresh)) {
-    pthread_mutex_destroy (fresh);
-    free (fresh);
-  }
-  return g_atomic_pointer_get (&mutex->p);
+  return object_get (&mutex->p, sizeof (pthread_mutex_t), mutex_init, mutex_destroy);
 }
+
+static void
+cond_init (void *c)
+{
+  pthread_condattr_t attr;
+
+  /* g_cond_wait_until takes g_get_monotonic_time () deadlines */
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (c, &attr);
+  pthread_condattr_destroy (&attr);
+}
+
+static void
+cond_destroy (void *c)
+{
+  pthread_cond_destroy (c);
+}
+
+static pthread_cond_t *
+cond_get (GCond *cond)
+{
+  return object_get (&cond->p, sizeof (pthread_cond_t), cond_init, cond_destroy);
+}
+
+/* ---------------------------------------------------------------- GMutex */
 
 void
 g_mutex_init (GMutex *mutex)
@@ -47,13 +108,7 @@ g_mutex_init (GMutex *mutex)
 void
 g_mutex_clear (GMutex *mutex)
 {
-  pthread_mutex_t *m = mutex->p;
-
-  if (m) {
-    pthread_mutex_destroy (m);
-    free (m);
-  }
-  mutex->p = NULL;
+  object_clear (&mutex->p, mutex_destroy);
 }
 
 void
@@ -76,28 +131,7 @@ g_mutex_trylock (GMutex *mutex)
   return pthread_mutex_trylock (mutex_get (mutex)) == 0;
 }
 
-static pthread_cond_t *
-cond_get (GCond *cond)
-{
-  pthread_cond_t *c = g_atomic_pointer_get (&cond->p), *fresh;
-  pthread_condattr_t attr;
-
-  if (G_LIKELY (c))
-    return c;
-  fresh = malloc (sizeof (pthread_cond_t));
-  if (!fresh)
-    abort ();
-  /* g_cond_wait_until takes g_get_monotonic_time () deadlines */
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (fresh, &attr);
-  pthread_condattr_destroy (&attr);
-  if (!g_atomic_pointer_compare_and_exchange (&cond->p, NULL, fresh)) {
-    pthread_cond_destroy (fresh);
-    free (fresh);
-  }
-  return g_atomic_pointer_get (&cond->p);
-}
+/* ----------------------------------------------------------------- GCond */
 
 void
 g_cond_init (GCond *cond)
@@ -109,13 +143,7 @@ g_cond_init (GCond *cond)
 void
 g_cond_clear (GCond *cond)
 {
-  pthread_cond_t *c = cond->p;
-
-  if (c) {
-    pthread_cond_destroy (c);
-    free (c);
-  }
-  cond->p = NULL;
+  object_clear (&cond->p, cond_destroy);
 }
 
 void

@@ -110,6 +110,32 @@ download (DflVkBuffer *b, gsize bytes)
 
 #define A(b) dfl_vk_buffer_address (b)
 
+/* Wait for the stream, then the `n` floats of `b` against `want`: within
+ * 2e-6 of its largest magnitude (vk_test_rel), else fail naming the case. */
+static void
+assert_result (DflVkBuffer *b, const double *want, gsize n, const char *format, ...)
+    G_GNUC_PRINTF (4, 5);
+
+static void
+assert_result (DflVkBuffer *b, const double *want, gsize n, const char *format, ...)
+{
+  g_autofree float *got = NULL;
+  double err;
+
+  finish ();
+  got = download (b, sizeof (float) * n);
+  err = vk_test_rel (got, want, n);
+  if (err > 2e-6) {
+    g_autofree char *what = NULL;
+    va_list args;
+
+    va_start (args, format);
+    what = g_strdup_vprintf (format, args);
+    va_end (args);
+    g_error ("%s: error %g", what, err);
+  }
+}
+
 /* --- matmul --- */
 
 static void
@@ -120,7 +146,7 @@ matmul_case (DflDtype type, int rows, int cols, int w_rows, int n_out, gboolean 
   gsize nw = (gsize) w_rows * cols;
   float *x = random_floats (rng, (gsize) rows * (cols + pad), -1, 1);
   float *y0 = random_floats (rng, (gsize) rows * (n_out + 2), -1, 1);
-  float *wf = random_floats (rng, nw, -0.5, 0.5), *got;
+  float *wf = random_floats (rng, nw, -0.5, 0.5);
   double *wd = g_new (double, nw), *want = g_new (double, (gsize) rows * (n_out + 2));
   void *wraw = g_malloc (nw * 4);
   DflVkBuffer *bw, *bx, *by;
@@ -153,13 +179,8 @@ matmul_case (DflDtype type, int rows, int cols, int w_rows, int n_out, gboolean 
   by = upload (y0, sizeof (float) * rows * ldy);
   w = (DflVkWeights) { A (bw), type, w_rows, cols };
   dfl_vk_matmul (stream, &w, A (bx), rows, ldx, A (by), ldy, n_out, accumulate);
-  finish ();
-  got = download (by, sizeof (float) * rows * ldy);
-  {
-    double err = vk_test_rel (got, want, (gsize) rows * ldy);
-    if (err > 2e-6)
-      g_error ("matmul type %d rows %d cols %d n_out %d: error %g", type, rows, cols, n_out, err);
-  }
+  assert_result (by, want, (gsize) rows * ldy, "matmul type %d rows %d cols %d n_out %d", type, rows,
+                 cols, n_out);
   dfl_vk_buffer_free (bw);
   dfl_vk_buffer_free (bx);
   dfl_vk_buffer_free (by);
@@ -169,7 +190,6 @@ matmul_case (DflDtype type, int rows, int cols, int w_rows, int n_out, gboolean 
   g_free (wd);
   g_free (want);
   g_free (wraw);
-  g_free (got);
   g_rand_free (rng);
 }
 
@@ -195,14 +215,14 @@ test_matmul (void)
 static void
 test_rmsnorm (void)
 {
-  GRand *rng = g_rand_new_with_seed (7);
+  g_autoptr (GRand) rng = g_rand_new_with_seed (7);
   int rows = 5, dim = 100;
-  float *x = random_floats (rng, (gsize) rows * dim, -2, 2);
-  float *w = random_floats (rng, dim, 0.5, 1.5);
-  double *want = g_new (double, (gsize) rows * dim);
+  g_autofree float *x = random_floats (rng, (gsize) rows * dim, -2, 2);
+  g_autofree float *w = random_floats (rng, dim, 0.5, 1.5);
+  g_autofree double *want = g_new (double, (gsize) rows * dim);
+  g_autofree float *got = NULL, *got2 = NULL;
   DflVkBuffer *bx = upload (x, sizeof (float) * rows * dim), *bw = upload (w, sizeof (float) * dim);
   DflVkBuffer *by = scratch (sizeof (float) * rows * dim);
-  float *got, *got2;
 
   for (int r = 0; r < rows; r++) {
     double ss = 0.0;
@@ -221,12 +241,6 @@ test_rmsnorm (void)
   dfl_vk_buffer_free (bx);
   dfl_vk_buffer_free (bw);
   dfl_vk_buffer_free (by);
-  g_free (x);
-  g_free (w);
-  g_free (want);
-  g_free (got);
-  g_free (got2);
-  g_rand_free (rng);
   vk_test_assert_clean ();
 }
 
@@ -399,7 +413,7 @@ attention_case (int n, int cap, int ring_off, int window, int anchor_rel)
   float *kc = random_floats (rng, (gsize) MAX (cap, 1) * kvd, -1, 1);
   float *vc = random_floats (rng, (gsize) MAX (cap, 1) * kvd, -1, 1);
   float *kb = random_floats (rng, (gsize) rows * kvd, -1, 1);
-  float *vb = random_floats (rng, (gsize) rows * kvd, -1, 1), *got;
+  float *vb = random_floats (rng, (gsize) rows * kvd, -1, 1);
   double *want = g_new0 (double, (gsize) rows * heads * hd);
   double *sc = g_new (double, n + rows);
   DflVkBuffer *bq = upload (q, sizeof (float) * rows * heads * hd);
@@ -437,13 +451,8 @@ attention_case (int n, int cap, int ring_off, int window, int anchor_rel)
   }
   dfl_vk_attention (stream, A (bq), rows, heads, kv, hd, A (bkc), A (bvc), n, ring_off, cap,
                     A (bkb), A (bvb), anchor_rel, window, scale, A (bs), A (bo));
-  finish ();
-  got = download (bo, sizeof (float) * rows * heads * hd);
-  {
-    double err = vk_test_rel (got, want, (gsize) rows * heads * hd);
-    if (err > 2e-6)
-      g_error ("attention n %d cap %d off %d window %d: error %g", n, cap, ring_off, window, err);
-  }
+  assert_result (bo, want, (gsize) rows * heads * hd, "attention n %d cap %d off %d window %d", n,
+                 cap, ring_off, window);
   dfl_vk_buffer_free (bq);
   dfl_vk_buffer_free (bkc);
   dfl_vk_buffer_free (bvc);
@@ -458,7 +467,6 @@ attention_case (int n, int cap, int ring_off, int window, int anchor_rel)
   g_free (vb);
   g_free (want);
   g_free (sc);
-  g_free (got);
   g_rand_free (rng);
 }
 
@@ -478,10 +486,10 @@ test_attention (void)
 static void
 test_top_k (void)
 {
-  GRand *rng = g_rand_new_with_seed (13);
+  g_autoptr (GRand) rng = g_rand_new_with_seed (13);
   int rows = 4, n = 1000, k = 6, ld = 1003;
-  float *x = g_new (float, (gsize) rows * ld), *vals;
-  gint32 *idx;
+  g_autofree float *x = g_new (float, (gsize) rows * ld), *vals = NULL;
+  g_autofree gint32 *idx = NULL;
   DflVkBuffer *bx, *bv = scratch (sizeof (float) * rows * k), *bi = scratch (4 * rows * k);
 
   for (int i = 0; i < rows * ld; i++)
@@ -530,10 +538,6 @@ test_top_k (void)
   dfl_vk_buffer_free (bx);
   dfl_vk_buffer_free (bv);
   dfl_vk_buffer_free (bi);
-  g_free (x);
-  g_free (vals);
-  g_free (idx);
-  g_rand_free (rng);
   vk_test_assert_clean ();
 }
 

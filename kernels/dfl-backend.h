@@ -53,7 +53,8 @@ gpointer dfl_device_native (const DflDevice *dev);
 
 /* Memory on the device: a handle (see above); NULL with a DFL_ERROR_LIMIT
  * error naming the size where there is no room. Freeing NULL does
- * nothing. upload and download wait for the copy to end. */
+ * nothing. upload and download come after the ops queued before them
+ * (whose failure they then report) and wait for the copy to end. */
 gpointer dfl_device_alloc (DflDevice *dev, gsize bytes, GError **error);
 void dfl_device_free (DflDevice *dev, gpointer handle);
 gboolean dfl_device_upload (DflDevice *dev, gpointer handle, gsize offset, const void *src,
@@ -88,5 +89,156 @@ gsize dfl_tensor_bytes (const DflTensor *t);
 /* The address of element 0 where the memory is host memory or a CUDA
  * device pointer (handle + offset); NULL for a Vulkan buffer. */
 gpointer dfl_tensor_data (const DflTensor *t);
+
+/* --- operations ---
+ *
+ * One signature per operation for every back end, over DflTensor. Rows are
+ * dimension 1 (ne[1], stride nb[1]) and a row's elements dimension 0,
+ * packed (nb[0] the element's size); a head-split row is dimension 0 the
+ * head's elements, 1 the heads, 2 the rows. Every tensor of a call lives on
+ * the device that runs it (host memory, device NULL, counts as the CPU's);
+ * an op's index tensors (positions, key ranges, ids, start rows) live
+ * there too unless the capability says DFL_OP_CAP_HOST_INDICES.
+ *
+ * Convention: each dfl_op_* checks its arguments and the device's
+ * capability first, and returns FALSE with a GError when it refuses: an
+ * op, type or shape the back end does not run (DFL_ERROR_UNSUPPORTED,
+ * naming the op, the back end and the value), tensors that do not agree
+ * (DFL_ERROR_MISMATCH), an index the CPU reads out of range
+ * (DFL_ERROR_INVALID). Otherwise it returns TRUE: the CPU has done the
+ * work; a GPU back end has queued it in order after the ops before it, and
+ * a failure while it runs shows at the next dfl_op_sync (or at any op or
+ * host copy that must wait for the queue, which then returns it). Nothing
+ * is ever run on another back end behind the caller's back.
+ */
+
+typedef enum {
+  DFL_OP_MATMUL,          /* dtype: the weights' (F32, F16, BF16) */
+  DFL_OP_RMSNORM,         /* F32 */
+  DFL_OP_ROPE,            /* F32 */
+  DFL_OP_ATTENTION,       /* F32 */
+  DFL_OP_ROW_CONV,        /* F32 */
+  DFL_OP_SILU_MUL,        /* F32 */
+  DFL_OP_ADD,             /* F32 */
+  DFL_OP_EMBED,           /* dtype: the table's (F32, F16, BF16) */
+  DFL_OP_ARGMAX,          /* F32 */
+  DFL_OP_TOP_K,           /* F32 */
+  DFL_OP_SELECT_RESCORE,  /* dtype: the codebooks' (F16) */
+  DFL_OP_COPY_ROWS,       /* F32 */
+  DFL_OP_CONVERT,         /* dtype: the 16-bit side (F16, BF16) */
+  DFL_OP_SYNC,            /* any dtype */
+  DFL_OP_CAPTURE_BEGIN,   /* the graph ops: any dtype */
+  DFL_OP_CAPTURE_END,
+  DFL_OP_GRAPH_LAUNCH,
+} DflOp;
+#define DFL_N_OPS (DFL_OP_GRAPH_LAUNCH + 1)
+
+/* "matmul", "rmsnorm", … */
+const char *dfl_op_name (DflOp op);
+
+/* What a device does with an op of a type: */
+typedef enum {
+  DFL_OP_CAP_NONE = 0,
+  /* it runs it, on itself */
+  DFL_OP_CAP_RUNS = 1 << 0,
+  /* its index tensors are read on the host when the op is dispatched, so
+   * they must be host memory (and a queue cannot replay the op at other
+   * indices) */
+  DFL_OP_CAP_HOST_INDICES = 1 << 1,
+} DflOpCaps;
+
+DflOpCaps dfl_device_op_caps (DflDevice *dev, DflOp op, DflDtype dtype);
+/* Whether the device runs `op` of `dtype` at all (some shapes may still be
+ * refused, with an error naming the value). */
+gboolean dfl_device_supports (DflDevice *dev, DflOp op, DflDtype dtype);
+
+/* y[r][o] (+)= x[r] · w[o] for o < y's columns (≤ w's rows: the first rows
+ * of w only, e.g. a head's shortlist). w [out][in] F32/F16/BF16, packed
+ * rows; x [rows][in] F32, y [rows][n_out] F32, any row strides.
+ * Batch-invariant on every back end: a row's result does not depend on
+ * the other rows of the call. */
+gboolean dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
+                        gboolean accumulate, GError **error);
+/* Each row: x / sqrt(mean(x²) + eps) ⊙ w; x, y [rows][dim] packed (y may
+ * be x), w [dim]. */
+gboolean dfl_op_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y,
+                         float eps, GError **error);
+/* Half-split (NeoX / Qwen) rope in place: x [rows][heads][head_dim]
+ * packed, row r at position pos[0] + r; inv_freq [head_dim / 2] F32; pos
+ * one I64 (an index tensor: on a GPU it is read when the queue runs, so a
+ * captured graph replays at the position held then). */
+gboolean dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq,
+                      const DflTensor *pos, GError **error);
+/* Grouped-query attention: q, out [rows][heads][head_dim] packed; k, v
+ * [keys][kv_heads][head_dim] (heads packed, any key stride, the same for
+ * both); query row r sees keys [lo[r], hi[r]) (lo, hi: I32 [rows], index
+ * tensors; an empty range gives zeros). Softmax in F32 with the maximum
+ * subtracted. Causal decoding over a cache is lo = 0, hi = past + r + 1. */
+gboolean dfl_op_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k,
+                           const DflTensor *v, const DflTensor *lo, const DflTensor *hi,
+                           DflTensor *out, float scale, GError **error);
+/* The drafter's grouped causal row convolution:
+ *   y[r][i] = Σ_{o < min(kernel, r+1)} (base[o][i] + dyn[r][o][i / group]) · x[r−o][i]
+ * x, y [rows][dim] packed (y not x); base [kernel][dim] packed; dyn
+ * [rows][kernel · dim / group] (any row stride); kernel and group follow
+ * from the shapes. */
+gboolean dfl_op_row_conv (DflDevice *dev, const DflTensor *x, const DflTensor *base,
+                          const DflTensor *dyn, DflTensor *y, GError **error);
+/* gate = silu(gate) · up; x += y (same shapes, packed). */
+gboolean dfl_op_silu_mul (DflDevice *dev, DflTensor *gate, const DflTensor *up, GError **error);
+gboolean dfl_op_add (DflDevice *dev, DflTensor *x, const DflTensor *y, GError **error);
+/* out[i] = table[ids[i]] widened to F32: table [vocab][dim] (F32, F16,
+ * BF16, packed), ids I32 [n] (an index tensor), out [n][dim] F32. An id
+ * outside the table: the CPU refuses it (DFL_ERROR_INVALID); a GPU cannot
+ * see it, so the caller keeps ids in range. */
+gboolean dfl_op_embed (DflDevice *dev, const DflTensor *table, const DflTensor *ids,
+                       DflTensor *out, GError **error);
+/* out[r] (I32 [rows]) = the index of row r's largest value (x [rows][n]
+ * F32, any row stride): the first of equals; NaNs never win, and a row
+ * whose first value is NaN gives 0 (the CPU's dfl_argmax). */
+gboolean dfl_op_argmax (DflDevice *dev, const DflTensor *x, DflTensor *out, GError **error);
+/* Each row's k largest values (k the columns of values and indices, both
+ * [rows][k] packed; x [rows][n], any row stride), largest first, the first
+ * of equals kept, NaNs skipped, −0 equal to +0; where a row has fewer than
+ * k other values the slots past them hold index −1 (and a value no one
+ * should read). */
+gboolean dfl_op_top_k (DflDevice *dev, const DflTensor *x, DflTensor *values,
+                       DflTensor *indices, GError **error);
+/* The selector's re-scoring, a chain over rows: row r's candidates (cand
+ * I32 [rows][k], −1 ends a row's list as top_k pads it; their logits
+ * cand_logit F32 [rows][k]) are scored logit + Σ_j (pred[prev][j] ·
+ * hp[r][j]) · succ[c][j], in that order of float operations (hp F32
+ * [rows][rank]; pred, succ F16 [vocab][rank]); prev is `anchor`, then each
+ * row's choice; the first of equal scores wins; a row with no candidate
+ * chooses token 0. chosen: I32 [rows]. */
+gboolean dfl_op_select_rescore (DflDevice *dev, const DflTensor *cand, const DflTensor *cand_logit,
+                                const DflTensor *hp, const DflTensor *pred_book,
+                                const DflTensor *succ_book, DflTensor *chosen, gint32 anchor,
+                                GError **error);
+/* src's rows (F32 [rows][width] packed) into dst's rows row0[0] …
+ * row0[0] + rows − 1 (dst [n][width] packed; row0 one I64, an index
+ * tensor: on a GPU read when the queue runs). The CPU refuses a start row
+ * that does not fit (DFL_ERROR_INVALID). */
+gboolean dfl_op_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0,
+                           DflTensor *dst, GError **error);
+/* dst = src converted element by element, F32 → F16/BF16 (round to
+ * nearest even) or F16/BF16 → F32 (exact); both packed, the same count. */
+gboolean dfl_op_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **error);
+/* Wait for the device's queue: FALSE with the first failure of the work
+ * queued since the last sync. */
+gboolean dfl_op_sync (DflDevice *dev, GError **error);
+
+/* Graphs (CUDA): the ops a thread dispatches between capture_begin and
+ * capture_end are recorded, not run, and the device is held by that
+ * thread until capture_end; graph_launch queues the whole recording again.
+ * Index tensors are read when the graph runs, so a graph replays at the
+ * positions and ranges they hold then. Back ends without graphs refuse
+ * (DFL_OP_CAPTURE_BEGIN is not in their capabilities). */
+typedef struct _DflGraph DflGraph;
+gboolean dfl_op_capture_begin (DflDevice *dev, GError **error);
+DflGraph *dfl_op_capture_end (DflDevice *dev, GError **error);
+gboolean dfl_op_graph_launch (DflDevice *dev, DflGraph *graph, GError **error);
+void dfl_graph_free (DflGraph *graph);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflGraph, dfl_graph_free)
 
 G_END_DECLS

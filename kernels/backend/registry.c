@@ -3,13 +3,15 @@
  *
  * The one file of the tree that tests HAVE_CUDA and HAVE_VULKAN: everything
  * above reaches a back end through DflDevice (dfl-backend.h) and asks
- * dfl_backend_built what exists.
+ * dfl_backend_built what exists. Each back end's table of operations lives
+ * in its own file (ops-*.c), which meson builds where the back end is; this
+ * file only points the devices at it.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
-#include "dfl-backend.h"
+#include "backend-private.h"
 
 #include <string.h>
 
@@ -19,28 +21,6 @@
 #ifdef HAVE_VULKAN
 #include "dfl-vk.h"
 #endif
-
-/* What a back end does for its devices. */
-typedef struct {
-  const char *name;
-  gboolean built;
-  gpointer (*open) (int index, char **description, GError **error);
-  void (*close) (gpointer native);
-  gpointer (*alloc) (gpointer native, gsize bytes, GError **error);
-  void (*free) (gpointer native, gpointer handle);
-  gboolean (*upload) (gpointer native, gpointer handle, gsize offset, const void *src,
-                      gsize bytes, GError **error);
-  gboolean (*download) (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
-                        GError **error);
-} DflBackendDeviceOps;
-
-struct _DflDevice {
-  gint refcount;
-  DflBackendId id;
-  const DflBackendDeviceOps *ops;
-  gpointer native;
-  char *description;
-};
 
 /* --- CPU: host memory --- */
 
@@ -91,6 +71,7 @@ cpu_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize b
 
 static const DflBackendDeviceOps cpu_ops = {
   "cpu", TRUE, cpu_open, cpu_close, cpu_alloc, cpu_free, cpu_upload, cpu_download,
+  &dfl_backend_cpu_ops,
 };
 
 /* --- CUDA: device pointers --- */
@@ -140,6 +121,7 @@ cuda_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize 
 
 static const DflBackendDeviceOps cuda_ops = {
   "cuda", TRUE, cuda_open, cuda_close, cuda_alloc, cuda_free, cuda_upload, cuda_download,
+  &dfl_backend_cuda_ops,
 };
 #else
 static const DflBackendDeviceOps cuda_ops = { "cuda", FALSE };
@@ -192,6 +174,7 @@ vk_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize by
 
 static const DflBackendDeviceOps vulkan_ops = {
   "vulkan", TRUE, vk_open, vk_close, vk_alloc, vk_free, vk_upload, vk_download,
+  &dfl_backend_vulkan_ops,
 };
 #else
 static const DflBackendDeviceOps vulkan_ops = { "vulkan", FALSE };
@@ -233,9 +216,15 @@ dfl_device_open (DflBackendId id, int index, GError **error)
   dev = g_new0 (DflDevice, 1);
   dev->refcount = 1;
   dev->id = id;
-  dev->ops = backends[id];
+  dev->backend = backends[id];
   dev->native = native;
   dev->description = description;
+  if (dev->backend->ops->init && !(dev->state = dev->backend->ops->init (dev, error))) {
+    dev->backend->close (native);
+    g_free (description);
+    g_free (dev);
+    return NULL;
+  }
   return dev;
 }
 
@@ -251,7 +240,9 @@ dfl_device_unref (DflDevice *dev)
 {
   if (!dev || !g_atomic_int_dec_and_test (&dev->refcount))
     return;
-  dev->ops->close (dev->native);
+  if (dev->backend->ops->fini)
+    dev->backend->ops->fini (dev, dev->state);
+  dev->backend->close (dev->native);
   g_free (dev->description);
   g_free (dev);
 }
@@ -277,26 +268,30 @@ dfl_device_native (const DflDevice *dev)
 gpointer
 dfl_device_alloc (DflDevice *dev, gsize bytes, GError **error)
 {
-  return dev->ops->alloc (dev->native, bytes, error);
+  return dev->backend->alloc (dev->native, bytes, error);
 }
 
 void
 dfl_device_free (DflDevice *dev, gpointer handle)
 {
   if (handle)
-    dev->ops->free (dev->native, handle);
+    dev->backend->free (dev->native, handle);
 }
 
 gboolean
 dfl_device_upload (DflDevice *dev, gpointer handle, gsize offset, const void *src, gsize bytes,
                    GError **error)
 {
-  return dev->ops->upload (dev->native, handle, offset, src, bytes, error);
+  if (dev->backend->ops->flush && !dev->backend->ops->flush (dev, error))
+    return FALSE;
+  return dev->backend->upload (dev->native, handle, offset, src, bytes, error);
 }
 
 gboolean
 dfl_device_download (DflDevice *dev, gpointer handle, gsize offset, void *dst, gsize bytes,
                      GError **error)
 {
-  return dev->ops->download (dev->native, handle, offset, dst, bytes, error);
+  if (dev->backend->ops->flush && !dev->backend->ops->flush (dev, error))
+    return FALSE;
+  return dev->backend->download (dev->native, handle, offset, dst, bytes, error);
 }

@@ -1,4 +1,5 @@
-/* gst-dflash — causal grouped-query attention over a KV cache (CPU).
+/* gst-dflash — grouped-query attention over a KV cache (CPU): causal, or
+ * over a range of keys per query row.
  *
  * Heads are independent, so they go across the kernels' threads
  * (dfl-parallel.h); within a head the scores of all query rows against the
@@ -258,6 +259,10 @@ typedef struct {
   const float *q, *k, *v;
   float *out;
   int rows, heads, kv_heads, head_dim, pos0;
+  /* key ranges per row (NULL: causal from pos0), the longest, key stride */
+  const int32_t *lo, *hi;
+  int most_seen;
+  size_t kstride;
   float scale;
   ScoresFunc scores;
   WeightsFunc weights;
@@ -269,10 +274,9 @@ static void
 attention_work (void *data, int slot)
 {
   Attention *a = data;
-  int n = a->pos0 + a->rows;        /* cache positions the last row sees */
   int rep = a->heads / a->kv_heads, head_dim = a->head_dim, i;
-  size_t kstride = (size_t) a->kv_heads * head_dim;
-  float *sc = malloc (sizeof (float) * n);
+  size_t kstride = a->kstride;
+  float *sc = malloc (sizeof (float) * (a->most_seen > 0 ? a->most_seen : 1));
 
   (void) slot;
   /* a piece is one row of one head (the rows of a head one after another,
@@ -281,12 +285,42 @@ attention_work (void *data, int slot)
     int h = i / a->rows, r = i % a->rows, g = h / rep;
     const float *qr = a->q + ((size_t) r * a->heads + h) * head_dim;
     float *o = a->out + ((size_t) r * a->heads + h) * head_dim;
-    int seen = a->pos0 + r + 1;
-    a->scores (qr, a->k + (size_t) g * head_dim, kstride, seen, head_dim, a->scale, sc);
+    int from = a->lo ? a->lo[r] : 0, seen = a->lo ? a->hi[r] - from : a->pos0 + r + 1;
+    size_t first = (size_t) from * kstride + (size_t) g * head_dim;
+    if (seen <= 0) {
+      memset (o, 0, sizeof (float) * head_dim);
+      continue;
+    }
+    a->scores (qr, a->k + first, kstride, seen, head_dim, a->scale, sc);
     a->weights (sc, seen);
-    a->weigh (o, sc, a->v + (size_t) g * head_dim, kstride, seen, head_dim);
+    a->weigh (o, sc, a->v + first, kstride, seen, head_dim);
   }
   free (sc);
+}
+
+/* The paths for this CPU, then the rows across the threads. */
+static void
+attention_run (Attention *a, size_t work)
+{
+  a->scores = scores_generic;
+  a->weights = weights_generic;
+  a->weigh = weigh_generic;
+#ifdef DFL_X86
+  {
+    DflKernelsIsa isa = dfl_kernels_isa ();
+
+    if (isa == DFL_KERNELS_AVX512 || isa == DFL_KERNELS_AVX2) {
+      a->scores = scores_avx2;
+      a->weights = weights_avx2;
+      a->weigh = weigh_avx2;
+    }
+  }
+#endif
+
+  /* heads and rows are independent: the threads take them a row of a head
+   * at a time */
+  atomic_init (&a->next, 0);
+  dfl_parallel_run (work > 4096 ? dfl_parallel_threads () : 1, attention_work, a);
 }
 
 void
@@ -294,22 +328,28 @@ dfl_attention_causal (const float *q, int rows, int heads, int kv_heads, int hea
                       const float *k, const float *v, int pos0, float scale, float *out)
 {
   Attention a = { .q = q, .k = k, .v = v, .out = out, .rows = rows, .heads = heads,
-                  .kv_heads = kv_heads, .head_dim = head_dim, .pos0 = pos0, .scale = scale,
-                  .scores = scores_generic, .weights = weights_generic,
-                  .weigh = weigh_generic };
-#ifdef DFL_X86
-  DflKernelsIsa isa = dfl_kernels_isa ();
+                  .kv_heads = kv_heads, .head_dim = head_dim, .pos0 = pos0,
+                  .most_seen = pos0 + rows, .kstride = (size_t) kv_heads * head_dim,
+                  .scale = scale };
 
-  if (isa == DFL_KERNELS_AVX512 || isa == DFL_KERNELS_AVX2) {
-    a.scores = scores_avx2;
-    a.weights = weights_avx2;
-    a.weigh = weigh_avx2;
-  }
-#endif
+  attention_run (&a, (size_t) heads * rows * (pos0 + rows));
+}
 
-  /* heads and rows are independent: the threads take them a row of a head
-   * at a time */
-  atomic_init (&a.next, 0);
-  dfl_parallel_run ((size_t) heads * rows * (pos0 + rows) > 4096 ? dfl_parallel_threads () : 1,
-                    attention_work, &a);
+void
+dfl_attention_ranges (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                      const float *k, const float *v, int kv_stride, const int32_t *lo,
+                      const int32_t *hi, float scale, float *out)
+{
+  Attention a = { .q = q, .k = k, .v = v, .out = out, .rows = rows, .heads = heads,
+                  .kv_heads = kv_heads, .head_dim = head_dim, .lo = lo, .hi = hi,
+                  .kstride = (size_t) kv_stride, .scale = scale };
+  size_t work = 0;
+
+  for (int r = 0; r < rows; r++)
+    if (hi[r] > lo[r]) {
+      if (hi[r] - lo[r] > a.most_seen)
+        a.most_seen = hi[r] - lo[r];
+      work += (size_t) heads * (hi[r] - lo[r]);
+    }
+  attention_run (&a, work);
 }

@@ -89,12 +89,54 @@ void dfl_softmax (float *x, int n);
 void dfl_attention_causal (const float *q, int rows, int heads, int kv_heads, int head_dim,
                            const float *k, const float *v, int pos0, float scale, float *out);
 
+/* The same over any key range per query row: row r sees keys
+ * lo[r] … hi[r] − 1 (none where hi[r] ≤ lo[r]: zeros), key j of kv head g
+ * at k + j·kv_stride + g·head_dim. The arithmetic of each row is
+ * dfl_attention_causal's, so lo = 0, hi = pos0 + r + 1 (kv_stride
+ * kv_heads·head_dim) gives its bits. */
+void dfl_attention_ranges (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                           const float *k, const float *v, int kv_stride, const int32_t *lo,
+                           const int32_t *hi, float scale, float *out);
+
+/* The drafter's grouped causal row convolution:
+ *   y[r][i] = Σ_{o < min(kernel, r+1)} (base[o][i] + dyn[r][o][i / group]) · x[r−o][i]
+ * summed in F32 from 0 in the order of o. x, y [rows][dim] (y must not be
+ * x); base [kernel][dim]; dyn rows of stride `dyn_stride` floats holding
+ * [kernel][dim / group]. */
+void dfl_row_conv (const float *x, int rows, int dim, int group, int kernel, const float *base,
+                   const float *dyn, int dyn_stride, float *y);
+
 /* Index of the largest value; the first of equals. */
 int dfl_argmax (const float *x, int n);
 
-/* Element conversions. */
+/* The k largest of n values, largest first: values[k], indices[k]. The
+ * first of equals is kept (−0 equals +0), NaNs are skipped. Returns how many
+ * there were (< k where fewer than k values are not NaN; the slots past
+ * them get value NaN and index −1). */
+int dfl_top_k_row (const float *x, int n, int k, float *values, int32_t *indices);
+
+/* The selector's re-scoring chain over `rows` rows: row r's candidates
+ * cand[r][0 … k) (−1 ends the list) with their logits are scored
+ *   s = Σ_j pc[j] · succ[c][j] (from 0, in order) + logit,
+ *   pc[j] = pred[prev][j] · hp[r][j]
+ * in F32 (codebooks F16 [vocab][rank], hp [rows][rank]); prev is `anchor`,
+ * then each row's choice; strictly above wins, so the first of equals (and
+ * the first candidate where every score is NaN) is kept; a row without a
+ * candidate chooses 0. */
+void dfl_select_rescore (const int32_t *cand, const float *cand_logit, int rows, int k,
+                         const float *hp, int rank, const uint16_t *pred_book,
+                         const uint16_t *succ_book, int32_t anchor, int32_t *chosen);
+
+/* Element conversions. F32 to F16 and BF16 round to nearest even; a NaN
+ * stays a NaN (quiet, its sign and top payload bits kept). */
 void dfl_bf16_to_f32_n (const uint16_t *src, float *dst, size_t n);
 void dfl_f16_to_f32_n (const uint16_t *src, float *dst, size_t n);
+void dfl_f32_to_bf16_n (const float *src, uint16_t *dst, size_t n);
+void dfl_f32_to_f16_n (const float *src, uint16_t *dst, size_t n);
+/* out[i] = table[ids[i]] widened to F32, for a table (F32, F16, BF16)
+ * [ ][dim]; the ids are the caller's to check. */
+void dfl_embed_rows (const void *table, DflDtype type, int dim, const int32_t *ids, int n,
+                     float *out);
 
 /* Threads the kernels may use: omp_get_max_threads (), which the pool of
  * dfl-parallel.h follows (at most the CPUs there are). */

@@ -1,4 +1,4 @@
-/* gst-dflash — CPU kernels: projections, norms, rope, activations.
+/* gst-dflash — CPU kernels: norms, rope, activations, element conversions.
  *
  * Products are in matmul.c; the element-wise loops here are cheap next to
  * them and stay simple.
@@ -153,4 +153,46 @@ int
 dfl_kernels_threads (void)
 {
   return omp_get_max_threads ();
+}
+
+void
+dfl_f32_to_bf16_n (const float *src, uint16_t *dst, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits;
+    memcpy (&bits, src + i, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+      /* NaN: quiet, its top payload bits kept */
+      dst[i] = (uint16_t) ((bits >> 16) | 0x40u);
+    else
+      /* half an ulp, and the last kept bit for the tie: a carry into the
+       * exponent (even to infinity) is right */
+      dst[i] = (uint16_t) ((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+}
+
+void
+dfl_f32_to_f16_n (const float *src, uint16_t *dst, size_t n)
+{
+  /* the compiler's conversion: IEEE round to nearest even, subnormals and
+   * NaNs included */
+  for (size_t i = 0; i < n; i++) {
+    _Float16 h = (_Float16) src[i];
+    memcpy (dst + i, &h, 2);
+  }
+}
+
+void
+dfl_embed_rows (const void *table, DflDtype type, int dim, const int32_t *ids, int n, float *out)
+{
+  for (int i = 0; i < n; i++) {
+    size_t row = (size_t) ids[i] * dim;
+    float *o = out + (size_t) i * dim;
+    if (type == DFL_DTYPE_F16)
+      dfl_f16_to_f32_n ((const uint16_t *) table + row, o, dim);
+    else if (type == DFL_DTYPE_BF16)
+      dfl_bf16_to_f32_n ((const uint16_t *) table + row, o, dim);
+    else
+      memcpy (o, (const float *) table + row, sizeof (float) * dim);
+  }
 }

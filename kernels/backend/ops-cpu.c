@@ -1,0 +1,201 @@
+/* gst-dflash — the CPU's table of operations: the kernels of kernels/cpu
+ * on host memory, run when dispatched. Index tensors are read then, and
+ * checked: an index out of range is an error, never a stray read.
+ */
+#include "backend-private.h"
+#include "dfl-kernels.h"
+
+#include <string.h>
+
+#define F32(t) ((float *) dfl_tensor_data (t))
+#define I32(t) ((int32_t *) dfl_tensor_data (t))
+
+static DflOpCaps
+cpu_caps (DflDevice *dev, DflOp op, DflDtype dtype)
+{
+  if (!dfl_op_takes_dtype (op, dtype) || op == DFL_OP_CAPTURE_BEGIN || op == DFL_OP_CAPTURE_END
+      || op == DFL_OP_GRAPH_LAUNCH)
+    return DFL_OP_CAP_NONE;
+  return DFL_OP_CAP_RUNS | (dfl_op_has_indices (op) ? DFL_OP_CAP_HOST_INDICES : 0);
+}
+
+static gboolean
+cpu_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
+            gboolean accumulate, GError **error)
+{
+  DflWeights wt = { dfl_tensor_data (w), w->dtype, DFL_ROWS (w), DFL_COLS (w) };
+
+  dfl_matmul_w (&wt, F32 (x), DFL_ROWS (x), DFL_LD (x), F32 (y), DFL_LD (y), DFL_COLS (y),
+                accumulate);
+  return TRUE;
+}
+
+static gboolean
+cpu_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y, float eps,
+             GError **error)
+{
+  dfl_rmsnorm_to (F32 (y), F32 (x), DFL_ROWS (x), DFL_COLS (x), F32 (w), eps);
+  return TRUE;
+}
+
+static gboolean
+cpu_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTensor *pos,
+          GError **error)
+{
+  gint64 pos0 = *(const gint64 *) dfl_tensor_data (pos);
+
+  /* the kernel's positions are ints */
+  if (!dfl_op_start_within (dev, DFL_OP_ROPE, "position", pos0, x->ne[2], G_MAXINT, error))
+    return FALSE;
+  dfl_rope (F32 (x), (int) x->ne[2], (int) x->ne[1], (int) x->ne[0], F32 (inv_freq), (int) pos0);
+  return TRUE;
+}
+
+static gboolean
+cpu_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const DflTensor *v,
+               const DflTensor *lo, const DflTensor *hi, DflTensor *out, float scale,
+               GError **error)
+{
+  int rows = (int) q->ne[2];
+
+  if (!dfl_op_ranges_within (dev, I32 (lo), I32 (hi), rows, k->ne[2], error))
+    return FALSE;
+  dfl_attention_ranges (F32 (q), rows, (int) q->ne[1], (int) k->ne[1], (int) q->ne[0], F32 (k),
+                        F32 (v), (int) (k->nb[2] / sizeof (float)), I32 (lo), I32 (hi), scale,
+                        F32 (out));
+  return TRUE;
+}
+
+static gboolean
+cpu_row_conv (DflDevice *dev, const DflTensor *x, const DflTensor *base, const DflTensor *dyn,
+              DflTensor *y, GError **error)
+{
+  int kernel = DFL_ROWS (base), groups = DFL_COLS (dyn) / kernel;
+
+  dfl_row_conv (F32 (x), DFL_ROWS (x), DFL_COLS (x), DFL_COLS (x) / groups, kernel, F32 (base),
+                F32 (dyn), DFL_LD (dyn), F32 (y));
+  return TRUE;
+}
+
+static gboolean
+cpu_silu_mul (DflDevice *dev, DflTensor *gate, const DflTensor *up, GError **error)
+{
+  dfl_silu_mul (F32 (gate), F32 (up), dfl_tensor_n_elements (gate));
+  return TRUE;
+}
+
+static gboolean
+cpu_add (DflDevice *dev, DflTensor *x, const DflTensor *y, GError **error)
+{
+  dfl_add (F32 (x), F32 (y), dfl_tensor_n_elements (x));
+  return TRUE;
+}
+
+static gboolean
+cpu_embed (DflDevice *dev, const DflTensor *table, const DflTensor *ids, DflTensor *out,
+           GError **error)
+{
+  if (!dfl_op_ids_within (dev, DFL_OP_EMBED, "ids", I32 (ids), ids->ne[0], table->ne[1], error))
+    return FALSE;
+  dfl_embed_rows (dfl_tensor_data (table), table->dtype, DFL_COLS (table), I32 (ids),
+                  (int) ids->ne[0], F32 (out));
+  return TRUE;
+}
+
+static gboolean
+cpu_argmax (DflDevice *dev, const DflTensor *x, DflTensor *out, GError **error)
+{
+  for (int r = 0; r < DFL_ROWS (x); r++)
+    I32 (out)[r] = dfl_argmax (F32 (x) + (gsize) r * DFL_LD (x), DFL_COLS (x));
+  return TRUE;
+}
+
+static gboolean
+cpu_top_k (DflDevice *dev, const DflTensor *x, DflTensor *values, DflTensor *indices,
+           GError **error)
+{
+  int k = DFL_COLS (values);
+
+  for (int r = 0; r < DFL_ROWS (x); r++)
+    dfl_top_k_row (F32 (x) + (gsize) r * DFL_LD (x), DFL_COLS (x), k,
+                   F32 (values) + (gsize) r * k, I32 (indices) + (gsize) r * k);
+  return TRUE;
+}
+
+static gboolean
+cpu_select_rescore (DflDevice *dev, const DflTensor *cand, const DflTensor *cand_logit,
+                    const DflTensor *hp, const DflTensor *pred_book, const DflTensor *succ_book,
+                    DflTensor *chosen, gint32 anchor, GError **error)
+{
+  int rows = DFL_ROWS (cand), k = DFL_COLS (cand);
+  const int32_t *c = I32 (cand);
+
+  /* the codebooks are read at each candidate: a row's list ends at −1 */
+  for (int r = 0; r < rows; r++) {
+    int n = 0;
+    while (n < k && c[(gsize) r * k + n] >= 0)
+      n++;
+    if (!dfl_op_ids_within (dev, DFL_OP_SELECT_RESCORE, "cand", c + (gsize) r * k, n,
+                            pred_book->ne[1], error))
+      return FALSE;
+  }
+  dfl_select_rescore (c, F32 (cand_logit), rows, k, F32 (hp), DFL_COLS (hp),
+                      dfl_tensor_data (pred_book), dfl_tensor_data (succ_book), anchor,
+                      I32 (chosen));
+  return TRUE;
+}
+
+static gboolean
+cpu_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, DflTensor *dst,
+               GError **error)
+{
+  gint64 first = *(const gint64 *) dfl_tensor_data (row0);
+
+  if (!dfl_op_start_within (dev, DFL_OP_COPY_ROWS, "start row", first, src->ne[1], dst->ne[1],
+                            error))
+    return FALSE;
+  memcpy ((char *) dfl_tensor_data (dst) + first * dst->nb[1], dfl_tensor_data (src),
+          dfl_tensor_bytes (src));
+  return TRUE;
+}
+
+static gboolean
+cpu_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **error)
+{
+  gsize n = dfl_tensor_n_elements (src);
+
+  if (src->dtype == DFL_DTYPE_F16)
+    dfl_f16_to_f32_n (dfl_tensor_data (src), F32 (dst), n);
+  else if (src->dtype == DFL_DTYPE_BF16)
+    dfl_bf16_to_f32_n (dfl_tensor_data (src), F32 (dst), n);
+  else if (dst->dtype == DFL_DTYPE_F16)
+    dfl_f32_to_f16_n (F32 (src), dfl_tensor_data (dst), n);
+  else
+    dfl_f32_to_bf16_n (F32 (src), dfl_tensor_data (dst), n);
+  return TRUE;
+}
+
+static gboolean
+cpu_sync (DflDevice *dev, GError **error)
+{
+  /* every op has run when it returned */
+  return TRUE;
+}
+
+const DflBackendOps dfl_backend_cpu_ops = {
+  .caps = cpu_caps,
+  .matmul = cpu_matmul,
+  .rmsnorm = cpu_rmsnorm,
+  .rope = cpu_rope,
+  .attention = cpu_attention,
+  .row_conv = cpu_row_conv,
+  .silu_mul = cpu_silu_mul,
+  .add = cpu_add,
+  .embed = cpu_embed,
+  .argmax = cpu_argmax,
+  .top_k = cpu_top_k,
+  .select_rescore = cpu_select_rescore,
+  .copy_rows = cpu_copy_rows,
+  .convert = cpu_convert,
+  .sync = cpu_sync,
+};

@@ -1,0 +1,339 @@
+/* gst-dflash — the CUDA table of operations: the launchers of dfl-cuda.h
+ * on device pointers, queued on the device's one stream.
+ *
+ * Each op holds the device (dfl_cuda_device_lock) while it launches, so
+ * another thread's ops wait while one thread captures a graph rather than
+ * land inside it. Index tensors live on the card and are read when the
+ * stream runs: a graph replays at the positions they hold then. The
+ * scratch F16/BF16 products round x into grows outside a capture only, and
+ * a graph captured before a scratch moved is refused at launch.
+ */
+#include "backend-private.h"
+#include "dfl-cuda.h"
+
+typedef struct {
+  void *d_scratch;
+  gsize scratch_bytes;
+  guint64 scratch_generation;
+  gboolean capturing;
+} CudaState;
+
+typedef struct {
+  DflCudaGraph *graph;
+  guint64 scratch_generation, attention_generation;
+} CudaGraph;
+
+#define NATIVE(dev) ((DflCudaDevice *) (dev)->native)
+#define STATE(dev) ((CudaState *) (dev)->state)
+#define F32(t) ((float *) dfl_tensor_data (t))
+#define I32(t) ((int32_t *) dfl_tensor_data (t))
+#define I64(t) ((int64_t *) dfl_tensor_data (t))
+
+/* the limits of dfl-cuda.h's top_k, select_rescore and attention */
+#define TOP_K_MAX 64
+#define RANK_MAX 8192
+#define HEAD_DIM_MAX 256
+
+static DflOpCaps
+cuda_caps (DflDevice *dev, DflOp op, DflDtype dtype)
+{
+  return dfl_op_takes_dtype (op, dtype) ? DFL_OP_CAP_RUNS : DFL_OP_CAP_NONE;
+}
+
+static gpointer
+cuda_init (DflDevice *dev, GError **error)
+{
+  return g_new0 (CudaState, 1);
+}
+
+static void
+cuda_fini (DflDevice *dev, gpointer state)
+{
+  CudaState *s = state;
+
+  dfl_cuda_free (NATIVE (dev), s->d_scratch);
+  g_free (s);
+}
+
+/* --- ops --- */
+
+/* Room for `bytes` of scratch; it cannot move inside a capture. */
+static gboolean
+scratch_for (DflDevice *dev, gsize bytes, GError **error)
+{
+  CudaState *s = STATE (dev);
+  void *d;
+
+  if (bytes <= s->scratch_bytes)
+    return TRUE;
+  if (s->capturing) {
+    dfl_op_refuse (error, dev, DFL_OP_MATMUL, "a scratch of %" G_GSIZE_FORMAT " bytes cannot be "
+                   "made inside a graph capture: run the op once before capturing", bytes);
+    return FALSE;
+  }
+  /* the work queued may still read the old one */
+  if (!dfl_cuda_sync (NATIVE (dev), error) || !(d = dfl_cuda_alloc (NATIVE (dev), bytes, error)))
+    return FALSE;
+  dfl_cuda_free (NATIVE (dev), s->d_scratch);
+  s->d_scratch = d;
+  s->scratch_bytes = bytes;
+  s->scratch_generation++;
+  return TRUE;
+}
+
+static gboolean
+cuda_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
+             gboolean accumulate, GError **error)
+{
+  DflCudaWeights wt = { dfl_tensor_data (w), w->dtype, DFL_ROWS (w), DFL_COLS (w) };
+  gboolean ok;
+
+  dfl_cuda_device_lock (NATIVE (dev));
+  ok = w->dtype == DFL_DTYPE_F32
+       || scratch_for (dev, (gsize) DFL_ROWS (x) * DFL_COLS (x) * 2, error);
+  if (ok)
+    dfl_cuda_matmul (NATIVE (dev), &wt, F32 (x), DFL_ROWS (x), DFL_LD (x), F32 (y), DFL_LD (y),
+                     DFL_COLS (y), accumulate, STATE (dev)->d_scratch);
+  dfl_cuda_device_unlock (NATIVE (dev));
+  return ok;
+}
+
+/* One launch, the device held around it. */
+#define LAUNCH(dev, call) \
+  G_STMT_START { \
+    dfl_cuda_device_lock (NATIVE (dev)); \
+    call; \
+    dfl_cuda_device_unlock (NATIVE (dev)); \
+  } G_STMT_END
+
+static gboolean
+cuda_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y, float eps,
+              GError **error)
+{
+  LAUNCH (dev, dfl_cuda_rmsnorm (NATIVE (dev), F32 (y), F32 (x), DFL_ROWS (x), DFL_COLS (x),
+                                 F32 (w), eps));
+  return TRUE;
+}
+
+static gboolean
+cuda_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTensor *pos,
+           GError **error)
+{
+  LAUNCH (dev, dfl_cuda_rope (NATIVE (dev), F32 (x), (int) x->ne[2], (int) x->ne[1],
+                              (int) x->ne[0], F32 (inv_freq), I64 (pos)));
+  return TRUE;
+}
+
+static gboolean
+cuda_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const DflTensor *v,
+                const DflTensor *lo, const DflTensor *hi, DflTensor *out, float scale,
+                GError **error)
+{
+  int head_dim = (int) q->ne[0], kv_stride = (int) (k->nb[2] / sizeof (float));
+
+  /* the kernel reads rows as float4 */
+  if (head_dim > HEAD_DIM_MAX || head_dim % 4) {
+    dfl_op_refuse (error, dev, DFL_OP_ATTENTION, "head_dim %d is not a multiple of 4 up to %d",
+                   head_dim, HEAD_DIM_MAX);
+    return FALSE;
+  }
+  if (kv_stride % 4 || ((guintptr) dfl_tensor_data (q) | (guintptr) dfl_tensor_data (k)
+                        | (guintptr) dfl_tensor_data (v)) % 16) {
+    dfl_op_refuse (error, dev, DFL_OP_ATTENTION, "a key stride of %d floats, or q, k or v not "
+                   "16-byte aligned (offsets %" G_GSIZE_FORMAT ", %" G_GSIZE_FORMAT ", %"
+                   G_GSIZE_FORMAT ")", kv_stride, q->offset, k->offset, v->offset);
+    return FALSE;
+  }
+  LAUNCH (dev, dfl_cuda_attention (NATIVE (dev), F32 (q), (int) q->ne[2], (int) q->ne[1],
+                                   (int) k->ne[1], head_dim, F32 (k), F32 (v), kv_stride,
+                                   I32 (lo), I32 (hi), (int) k->ne[2], scale, F32 (out)));
+  return TRUE;
+}
+
+static gboolean
+cuda_row_conv (DflDevice *dev, const DflTensor *x, const DflTensor *base, const DflTensor *dyn,
+               DflTensor *y, GError **error)
+{
+  int kernel = DFL_ROWS (base), groups = DFL_COLS (dyn) / kernel;
+
+  LAUNCH (dev, dfl_cuda_row_conv (NATIVE (dev), F32 (x), DFL_ROWS (x), DFL_COLS (x),
+                                  DFL_COLS (x) / groups, kernel, F32 (base), F32 (dyn),
+                                  DFL_LD (dyn), F32 (y)));
+  return TRUE;
+}
+
+static gboolean
+cuda_silu_mul (DflDevice *dev, DflTensor *gate, const DflTensor *up, GError **error)
+{
+  LAUNCH (dev, dfl_cuda_silu_mul (NATIVE (dev), F32 (gate), F32 (up),
+                                  dfl_tensor_n_elements (gate)));
+  return TRUE;
+}
+
+static gboolean
+cuda_add (DflDevice *dev, DflTensor *x, const DflTensor *y, GError **error)
+{
+  LAUNCH (dev, dfl_cuda_add (NATIVE (dev), F32 (x), F32 (y), dfl_tensor_n_elements (x)));
+  return TRUE;
+}
+
+static gboolean
+cuda_embed (DflDevice *dev, const DflTensor *table, const DflTensor *ids, DflTensor *out,
+            GError **error)
+{
+  LAUNCH (dev, dfl_cuda_embed (NATIVE (dev), dfl_tensor_data (table), table->dtype,
+                               DFL_COLS (table), I32 (ids), (int) ids->ne[0], F32 (out)));
+  return TRUE;
+}
+
+static gboolean
+cuda_argmax (DflDevice *dev, const DflTensor *x, DflTensor *out, GError **error)
+{
+  LAUNCH (dev, dfl_cuda_argmax (NATIVE (dev), F32 (x), DFL_ROWS (x), DFL_COLS (x), DFL_LD (x),
+                                I32 (out)));
+  return TRUE;
+}
+
+static gboolean
+k_within (DflDevice *dev, DflOp op, int k, GError **error)
+{
+  if (k > TOP_K_MAX) {
+    dfl_op_refuse (error, dev, op, "k %d is above %d", k, TOP_K_MAX);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+cuda_top_k (DflDevice *dev, const DflTensor *x, DflTensor *values, DflTensor *indices,
+            GError **error)
+{
+  if (!k_within (dev, DFL_OP_TOP_K, DFL_COLS (values), error))
+    return FALSE;
+  LAUNCH (dev, dfl_cuda_top_k (NATIVE (dev), F32 (x), DFL_ROWS (x), DFL_COLS (x), DFL_LD (x),
+                               DFL_COLS (values), F32 (values), I32 (indices)));
+  return TRUE;
+}
+
+static gboolean
+cuda_select_rescore (DflDevice *dev, const DflTensor *cand, const DflTensor *cand_logit,
+                     const DflTensor *hp, const DflTensor *pred_book, const DflTensor *succ_book,
+                     DflTensor *chosen, gint32 anchor, GError **error)
+{
+  if (!k_within (dev, DFL_OP_SELECT_RESCORE, DFL_COLS (cand), error))
+    return FALSE;
+  if (DFL_COLS (hp) < 1 || DFL_COLS (hp) > RANK_MAX) {
+    dfl_op_refuse (error, dev, DFL_OP_SELECT_RESCORE, "rank %d is not from 1 to %d",
+                   DFL_COLS (hp), RANK_MAX);
+    return FALSE;
+  }
+  LAUNCH (dev, dfl_cuda_select_rescore (NATIVE (dev), I32 (cand), F32 (cand_logit),
+                                        DFL_ROWS (cand), DFL_COLS (cand), F32 (hp),
+                                        DFL_COLS (hp), dfl_tensor_data (pred_book),
+                                        dfl_tensor_data (succ_book), anchor, I32 (chosen)));
+  return TRUE;
+}
+
+static gboolean
+cuda_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, DflTensor *dst,
+                GError **error)
+{
+  LAUNCH (dev, dfl_cuda_copy_rows_at (NATIVE (dev), F32 (dst), DFL_COLS (dst), I64 (row0),
+                                      F32 (src), DFL_ROWS (src)));
+  return TRUE;
+}
+
+static gboolean
+cuda_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **error)
+{
+  LAUNCH (dev, dfl_cuda_convert (NATIVE (dev), dfl_tensor_data (src), src->dtype,
+                                 dfl_tensor_data (dst), dst->dtype,
+                                 dfl_tensor_n_elements (src)));
+  return TRUE;
+}
+
+static gboolean
+cuda_sync (DflDevice *dev, GError **error)
+{
+  return dfl_cuda_sync (NATIVE (dev), error);
+}
+
+/* --- graphs --- */
+
+static gboolean
+cuda_capture_begin (DflDevice *dev, GError **error)
+{
+  /* the device stays held by this thread until the capture ends */
+  if (!dfl_cuda_capture_begin (NATIVE (dev), error))
+    return FALSE;
+  STATE (dev)->capturing = TRUE;
+  return TRUE;
+}
+
+static gpointer
+cuda_capture_end (DflDevice *dev, GError **error)
+{
+  DflCudaGraph *graph;
+  CudaGraph *g;
+
+  STATE (dev)->capturing = FALSE;
+  if (!(graph = dfl_cuda_capture_end (NATIVE (dev), error)))
+    return NULL;
+  g = g_new0 (CudaGraph, 1);
+  g->graph = graph;
+  g->scratch_generation = STATE (dev)->scratch_generation;
+  g->attention_generation = dfl_cuda_attention_scratch_generation (NATIVE (dev));
+  return g;
+}
+
+static gboolean
+cuda_graph_launch (DflDevice *dev, gpointer graph, GError **error)
+{
+  CudaGraph *g = graph;
+  gboolean ok;
+
+  dfl_cuda_device_lock (NATIVE (dev));
+  /* a graph holds the addresses of the scratch it was captured with */
+  ok = g->scratch_generation == STATE (dev)->scratch_generation
+       && g->attention_generation == dfl_cuda_attention_scratch_generation (NATIVE (dev));
+  if (ok)
+    dfl_cuda_graph_launch (NATIVE (dev), g->graph);
+  else
+    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH, "graph_launch on cuda: the device's "
+                 "scratch has moved since the graph was captured; capture it again");
+  dfl_cuda_device_unlock (NATIVE (dev));
+  return ok;
+}
+
+static void
+cuda_graph_free (DflDevice *dev, gpointer graph)
+{
+  CudaGraph *g = graph;
+
+  dfl_cuda_graph_free (g->graph);
+  g_free (g);
+}
+
+const DflBackendOps dfl_backend_cuda_ops = {
+  .caps = cuda_caps,
+  .init = cuda_init,
+  .fini = cuda_fini,
+  .matmul = cuda_matmul,
+  .rmsnorm = cuda_rmsnorm,
+  .rope = cuda_rope,
+  .attention = cuda_attention,
+  .row_conv = cuda_row_conv,
+  .silu_mul = cuda_silu_mul,
+  .add = cuda_add,
+  .embed = cuda_embed,
+  .argmax = cuda_argmax,
+  .top_k = cuda_top_k,
+  .select_rescore = cuda_select_rescore,
+  .copy_rows = cuda_copy_rows,
+  .convert = cuda_convert,
+  .sync = cuda_sync,
+  .capture_begin = cuda_capture_begin,
+  .capture_end = cuda_capture_end,
+  .graph_launch = cuda_graph_launch,
+  .graph_free = cuda_graph_free,
+};

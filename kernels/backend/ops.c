@@ -1,0 +1,586 @@
+/* gst-dflash — the operations' dispatch (dfl-backend.h): each dfl_op_*
+ * checks the device's capability and its tensors' types, shapes and places
+ * once for every back end, then calls the device's table (ops-*.c).
+ */
+#include "backend-private.h"
+
+#include <stdarg.h>
+
+static const char *const op_names[DFL_N_OPS] = {
+  [DFL_OP_MATMUL] = "matmul",
+  [DFL_OP_RMSNORM] = "rmsnorm",
+  [DFL_OP_ROPE] = "rope",
+  [DFL_OP_ATTENTION] = "attention",
+  [DFL_OP_ROW_CONV] = "row_conv",
+  [DFL_OP_SILU_MUL] = "silu_mul",
+  [DFL_OP_ADD] = "add",
+  [DFL_OP_EMBED] = "embed",
+  [DFL_OP_ARGMAX] = "argmax",
+  [DFL_OP_TOP_K] = "top_k",
+  [DFL_OP_SELECT_RESCORE] = "select_rescore",
+  [DFL_OP_COPY_ROWS] = "copy_rows",
+  [DFL_OP_CONVERT] = "convert",
+  [DFL_OP_SYNC] = "sync",
+  [DFL_OP_CAPTURE_BEGIN] = "capture_begin",
+  [DFL_OP_CAPTURE_END] = "capture_end",
+  [DFL_OP_GRAPH_LAUNCH] = "graph_launch",
+};
+
+const char *
+dfl_op_name (DflOp op)
+{
+  return (guint) op < DFL_N_OPS ? op_names[op] : "invalid";
+}
+
+DflOpCaps
+dfl_device_op_caps (DflDevice *dev, DflOp op, DflDtype dtype)
+{
+  if ((guint) op >= DFL_N_OPS)
+    return DFL_OP_CAP_NONE;
+  return dev->backend->ops->caps (dev, op, dtype);
+}
+
+gboolean
+dfl_device_supports (DflDevice *dev, DflOp op, DflDtype dtype)
+{
+  return (dfl_device_op_caps (dev, op, dtype) & DFL_OP_CAP_RUNS) != 0;
+}
+
+gboolean
+dfl_op_takes_dtype (DflOp op, DflDtype dtype)
+{
+  switch (op) {
+  case DFL_OP_MATMUL:
+  case DFL_OP_EMBED:
+    return dfl_dtype_is_float (dtype);
+  case DFL_OP_CONVERT:
+    return dtype == DFL_DTYPE_F16 || dtype == DFL_DTYPE_BF16;
+  case DFL_OP_SELECT_RESCORE:
+    return dtype == DFL_DTYPE_F16;
+  case DFL_OP_SYNC:
+  case DFL_OP_CAPTURE_BEGIN:
+  case DFL_OP_CAPTURE_END:
+  case DFL_OP_GRAPH_LAUNCH:
+    return TRUE;
+  default:
+    return dtype == DFL_DTYPE_F32;
+  }
+}
+
+gboolean
+dfl_op_has_indices (DflOp op)
+{
+  return op == DFL_OP_ROPE || op == DFL_OP_ATTENTION || op == DFL_OP_EMBED
+         || op == DFL_OP_COPY_ROWS;
+}
+
+static void
+set_op_error (GError **error, DflError code, DflDevice *dev, DflOp op, const char *format,
+              va_list args)
+{
+  g_autofree char *why = g_strdup_vprintf (format, args);
+
+  g_set_error (error, DFL_ERROR, code, "%s on %s: %s", dfl_op_name (op),
+               dfl_backend_name (dev->id), why);
+}
+
+void
+dfl_op_refuse (GError **error, DflDevice *dev, DflOp op, const char *format, ...)
+{
+  va_list args;
+
+  va_start (args, format);
+  set_op_error (error, DFL_ERROR_UNSUPPORTED, dev, op, format, args);
+  va_end (args);
+}
+
+gboolean
+dfl_op_ids_within (DflDevice *dev, DflOp op, const char *what, const int32_t *ids, gint64 n,
+                   gint64 limit, GError **error)
+{
+  for (gint64 i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= limit) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "%s on %s: %s[%" G_GINT64_FORMAT "] = %d "
+                   "is outside [0, %" G_GINT64_FORMAT ")", dfl_op_name (op),
+                   dfl_backend_name (dev->id), what, i, ids[i], limit);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+dfl_op_ranges_within (DflDevice *dev, const int32_t *lo, const int32_t *hi, int rows,
+                      gint64 keys, GError **error)
+{
+  /* an empty range may be anywhere: it reads nothing */
+  for (int r = 0; r < rows; r++)
+    if (lo[r] < hi[r] && (lo[r] < 0 || hi[r] > keys)) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "attention on %s: row %d's keys [%d, %d) "
+                   "are outside the %" G_GINT64_FORMAT " there are", dfl_backend_name (dev->id),
+                   r, lo[r], hi[r], keys);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+dfl_op_start_within (DflDevice *dev, DflOp op, const char *what, gint64 start, gint64 count,
+                     gint64 limit, GError **error)
+{
+  if (start < 0 || start > limit - count) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "%s on %s: %s %" G_GINT64_FORMAT " with %"
+                 G_GINT64_FORMAT " rows after it is outside [0, %" G_GINT64_FORMAT ")",
+                 dfl_op_name (op), dfl_backend_name (dev->id), what, start, count, limit);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* --- the checks --- */
+
+/* One op's checks: the first failure is the error; later checks of a
+ * failed call do nothing, so a dispatch reads as a list of conditions. */
+typedef struct {
+  DflDevice *dev;
+  DflOp op;
+  DflOpCaps caps;
+  GError **error;
+  gboolean ok;
+} Check;
+
+static G_GNUC_PRINTF (3, 4) gboolean
+fail (Check *c, DflError code, const char *format, ...)
+{
+  va_list args;
+
+  if (!c->ok)
+    return FALSE;
+  va_start (args, format);
+  set_op_error (c->error, code, c->dev, c->op, format, args);
+  va_end (args);
+  c->ok = FALSE;
+  return FALSE;
+}
+
+/* The device runs `op` of `dtype`. */
+static Check
+check_op (DflDevice *dev, DflOp op, DflDtype dtype, GError **error)
+{
+  Check c = { dev, op, dfl_device_op_caps (dev, op, dtype), error, TRUE };
+
+  if (!(c.caps & DFL_OP_CAP_RUNS))
+    fail (&c, DFL_ERROR_UNSUPPORTED, "%s is not supported by %s", dfl_dtype_name (dtype),
+          dfl_device_describe (dev));
+  return c;
+}
+
+static gboolean
+is_host (const DflTensor *t)
+{
+  return !t->device || t->device->id == DFL_BACKEND_CPU;
+}
+
+/* Where the op can read t: on its device, or in host memory where the
+ * device is the CPU or t holds indices the back end reads on the host. */
+static gboolean
+reachable (Check *c, const char *name, const DflTensor *t, gboolean index)
+{
+  if (is_host (t) && (c->dev->id == DFL_BACKEND_CPU
+                      || (index && (c->caps & DFL_OP_CAP_HOST_INDICES))))
+    return TRUE;
+  if (index && (c->caps & DFL_OP_CAP_HOST_INDICES))
+    return fail (c, DFL_ERROR_MISMATCH, "%s must be host memory (this back end reads its "
+                 "indices on the host)", name);
+  if (!t->device || t->device->id != c->dev->id || t->device->native != c->dev->native)
+    return fail (c, DFL_ERROR_MISMATCH, "%s is not on %s but on %s", name,
+                 dfl_device_describe (c->dev),
+                 t->device ? dfl_device_describe (t->device) : "the host");
+  return TRUE;
+}
+
+/* t is `dtype` with at most `dims` dimensions (the others 1), each within
+ * an int, its elements packed and its memory where the op reads it. */
+static gboolean
+tensor (Check *c, const char *name, const DflTensor *t, DflDtype dtype, int dims,
+        gboolean index)
+{
+  if (!c->ok)
+    return FALSE;
+  if (!t)
+    return fail (c, DFL_ERROR_INVALID, "%s is missing", name);
+  if (t->dtype != dtype)
+    return fail (c, DFL_ERROR_MISMATCH, "%s is %s, must be %s", name, dfl_dtype_name (t->dtype),
+                 dfl_dtype_name (dtype));
+  for (int i = 0; i < DFL_TENSOR_DIMS; i++)
+    if (t->ne[i] < 0 || t->ne[i] > G_MAXINT || (i >= dims && t->ne[i] != 1))
+      return fail (c, DFL_ERROR_MISMATCH, "%s is %" G_GINT64_FORMAT "×%" G_GINT64_FORMAT "×%"
+                   G_GINT64_FORMAT "×%" G_GINT64_FORMAT ", must have at most %d dimensions",
+                   name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], dims);
+  if (t->nb[0] != dfl_dtype_size (dtype))
+    return fail (c, DFL_ERROR_MISMATCH, "%s's elements are %" G_GSIZE_FORMAT " bytes apart, "
+                 "must be packed", name, t->nb[0]);
+  return reachable (c, name, t, index);
+}
+
+static gboolean
+packed (Check *c, const char *name, const DflTensor *t)
+{
+  if (c->ok && !dfl_tensor_is_contiguous (t))
+    return fail (c, DFL_ERROR_MISMATCH, "%s's rows must be packed", name);
+  return c->ok;
+}
+
+/* Rows of whole elements, none overlapping the next. */
+static gboolean
+row_stride (Check *c, const char *name, const DflTensor *t)
+{
+  if (c->ok && t->ne[1] > 1
+      && (t->nb[1] % t->nb[0] || t->nb[1] < t->nb[0] * (gsize) t->ne[0]
+          || t->nb[1] / t->nb[0] > G_MAXINT))
+    return fail (c, DFL_ERROR_MISMATCH, "%s's row stride of %" G_GSIZE_FORMAT " bytes is not "
+                 "whole elements past its row", name, t->nb[1]);
+  return c->ok;
+}
+
+/* Two sizes that must agree. */
+static gboolean
+same (Check *c, const char *what_a, gint64 a, const char *what_b, gint64 b)
+{
+  if (c->ok && a != b)
+    return fail (c, DFL_ERROR_MISMATCH, "%s is %" G_GINT64_FORMAT " but %s is %" G_GINT64_FORMAT,
+                 what_a, a, what_b, b);
+  return c->ok;
+}
+
+static gboolean
+same_shape (Check *c, const char *a_name, const DflTensor *a, const char *b_name,
+            const DflTensor *b)
+{
+  for (int i = 0; c->ok && i < DFL_TENSOR_DIMS; i++)
+    if (a->ne[i] != b->ne[i])
+      fail (c, DFL_ERROR_MISMATCH, "%s and %s differ in dimension %d (%" G_GINT64_FORMAT " and %"
+            G_GINT64_FORMAT ")", a_name, b_name, i, a->ne[i], b->ne[i]);
+  return c->ok;
+}
+
+static gboolean
+is_float (Check *c, const char *name, const DflTensor *t)
+{
+  if (c->ok && !dfl_dtype_is_float (t->dtype))
+    return fail (c, DFL_ERROR_UNSUPPORTED, "%s of %s is not a floating type",
+                 name, dfl_dtype_name (t->dtype));
+  return c->ok;
+}
+
+/* --- the operations --- */
+
+gboolean
+dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
+               gboolean accumulate, GError **error)
+{
+  Check c;
+
+  g_return_val_if_fail (w != NULL, FALSE);
+  c = check_op (dev, DFL_OP_MATMUL, w->dtype, error);
+
+  if (tensor (&c, "w", w, w->dtype, 2, FALSE) && packed (&c, "w", w)
+      && tensor (&c, "x", x, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "x", x)
+      && tensor (&c, "y", y, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "y", y)
+      && same (&c, "x's columns", x->ne[0], "w's", w->ne[0])
+      && same (&c, "x's rows", x->ne[1], "y's", y->ne[1])
+      && y->ne[0] > w->ne[1])
+    fail (&c, DFL_ERROR_MISMATCH, "y has %" G_GINT64_FORMAT " columns, w only %" G_GINT64_FORMAT
+          " rows", y->ne[0], w->ne[1]);
+  return c.ok && dev->backend->ops->matmul (dev, w, x, y, accumulate, error);
+}
+
+gboolean
+dfl_op_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y, float eps,
+                GError **error)
+{
+  Check c = check_op (dev, DFL_OP_RMSNORM, DFL_DTYPE_F32, error);
+
+  if (!(tensor (&c, "x", x, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "x", x)
+        && tensor (&c, "y", y, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "y", y)
+        && same_shape (&c, "x", x, "y", y)
+        && tensor (&c, "w", w, DFL_DTYPE_F32, 1, FALSE)
+        && same (&c, "w's size", w->ne[0], "x's columns", x->ne[0])))
+    return FALSE;
+  return dev->backend->ops->rmsnorm (dev, x, w, y, eps, error);
+}
+
+gboolean
+dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTensor *pos,
+             GError **error)
+{
+  Check c = check_op (dev, DFL_OP_ROPE, DFL_DTYPE_F32, error);
+
+  if (tensor (&c, "x", x, DFL_DTYPE_F32, 3, FALSE) && packed (&c, "x", x) && x->ne[0] % 2)
+    fail (&c, DFL_ERROR_MISMATCH, "head_dim %" G_GINT64_FORMAT " is odd", x->ne[0]);
+  if (!(tensor (&c, "inv_freq", inv_freq, DFL_DTYPE_F32, 1, FALSE)
+        && same (&c, "inv_freq's size", inv_freq->ne[0], "half of head_dim", x->ne[0] / 2)
+        && tensor (&c, "pos", pos, DFL_DTYPE_I64, 1, TRUE)
+        && same (&c, "pos's size", pos->ne[0], "one start position", 1)))
+    return FALSE;
+  return dev->backend->ops->rope (dev, x, inv_freq, pos, error);
+}
+
+gboolean
+dfl_op_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const DflTensor *v,
+                  const DflTensor *lo, const DflTensor *hi, DflTensor *out, float scale,
+                  GError **error)
+{
+  Check c = check_op (dev, DFL_OP_ATTENTION, DFL_DTYPE_F32, error);
+
+  if (!(tensor (&c, "q", q, DFL_DTYPE_F32, 3, FALSE) && packed (&c, "q", q)
+        && tensor (&c, "out", out, DFL_DTYPE_F32, 3, FALSE) && packed (&c, "out", out)
+        && same_shape (&c, "q", q, "out", out)
+        && tensor (&c, "k", k, DFL_DTYPE_F32, 3, FALSE) && tensor (&c, "v", v, DFL_DTYPE_F32, 3, FALSE)
+        && same_shape (&c, "k", k, "v", v)
+        && same (&c, "k's head_dim", k->ne[0], "q's", q->ne[0])
+        && same (&c, "k's head stride", k->nb[1], "head_dim floats", k->ne[0] * sizeof (float))
+        && same (&c, "k's key stride", k->nb[2], "v's", v->nb[2])
+        && tensor (&c, "lo", lo, DFL_DTYPE_I32, 1, TRUE) && tensor (&c, "hi", hi, DFL_DTYPE_I32, 1, TRUE)
+        && same (&c, "lo's size", lo->ne[0], "q's rows", q->ne[2])
+        && same (&c, "hi's size", hi->ne[0], "q's rows", q->ne[2])))
+    return FALSE;
+  if (c.ok && (k->ne[1] < 1 || q->ne[1] % k->ne[1]))
+    fail (&c, DFL_ERROR_MISMATCH, "%" G_GINT64_FORMAT " query heads are not groups of %"
+          G_GINT64_FORMAT " kv heads", q->ne[1], k->ne[1]);
+  if (c.ok && (k->nb[2] % sizeof (float) || k->nb[2] < k->nb[1] * (gsize) k->ne[1]))
+    fail (&c, DFL_ERROR_MISMATCH, "k's key stride of %" G_GSIZE_FORMAT " bytes is not whole "
+          "floats past its heads", k->nb[2]);
+  return c.ok && dev->backend->ops->attention (dev, q, k, v, lo, hi, out, scale, error);
+}
+
+gboolean
+dfl_op_row_conv (DflDevice *dev, const DflTensor *x, const DflTensor *base, const DflTensor *dyn,
+                 DflTensor *y, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_ROW_CONV, DFL_DTYPE_F32, error);
+
+  if (!(tensor (&c, "x", x, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "x", x)
+        && tensor (&c, "y", y, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "y", y)
+        && same_shape (&c, "x", x, "y", y)
+        && tensor (&c, "base", base, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "base", base)
+        && same (&c, "base's columns", base->ne[0], "x's", x->ne[0])
+        && tensor (&c, "dyn", dyn, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "dyn", dyn)
+        && same (&c, "dyn's rows", dyn->ne[1], "x's", x->ne[1])))
+    return FALSE;
+  if (c.ok && (base->ne[1] < 1 || dyn->ne[0] % base->ne[1] || dyn->ne[0] == 0
+               || x->ne[0] % (dyn->ne[0] / base->ne[1])))
+    fail (&c, DFL_ERROR_MISMATCH, "dyn's %" G_GINT64_FORMAT " columns are not kernel %"
+          G_GINT64_FORMAT " × groups dividing dim %" G_GINT64_FORMAT, dyn->ne[0], base->ne[1],
+          x->ne[0]);
+  if (c.ok && x->handle == y->handle && x->offset == y->offset && x->ne[1] > 0)
+    fail (&c, DFL_ERROR_INVALID, "y must not be x");
+  return c.ok && dev->backend->ops->row_conv (dev, x, base, dyn, y, error);
+}
+
+/* Two tensors of F32 of the same packed shape. */
+static gboolean
+check_pair (Check *c, const char *a_name, const DflTensor *a, const char *b_name,
+            const DflTensor *b)
+{
+  return tensor (c, a_name, a, DFL_DTYPE_F32, DFL_TENSOR_DIMS, FALSE) && packed (c, a_name, a)
+         && tensor (c, b_name, b, DFL_DTYPE_F32, DFL_TENSOR_DIMS, FALSE) && packed (c, b_name, b)
+         && same_shape (c, a_name, a, b_name, b);
+}
+
+gboolean
+dfl_op_silu_mul (DflDevice *dev, DflTensor *gate, const DflTensor *up, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_SILU_MUL, DFL_DTYPE_F32, error);
+
+  if (!check_pair (&c, "gate", gate, "up", up))
+    return FALSE;
+  return dev->backend->ops->silu_mul (dev, gate, up, error);
+}
+
+gboolean
+dfl_op_add (DflDevice *dev, DflTensor *x, const DflTensor *y, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_ADD, DFL_DTYPE_F32, error);
+
+  if (!check_pair (&c, "x", x, "y", y))
+    return FALSE;
+  return dev->backend->ops->add (dev, x, y, error);
+}
+
+gboolean
+dfl_op_embed (DflDevice *dev, const DflTensor *table, const DflTensor *ids, DflTensor *out,
+              GError **error)
+{
+  Check c;
+
+  g_return_val_if_fail (table != NULL, FALSE);
+  c = check_op (dev, DFL_OP_EMBED, table->dtype, error);
+
+  if (!(is_float (&c, "table", table)
+        && tensor (&c, "table", table, table->dtype, 2, FALSE) && packed (&c, "table", table)
+        && tensor (&c, "ids", ids, DFL_DTYPE_I32, 1, TRUE)
+        && tensor (&c, "out", out, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "out", out)
+        && same (&c, "out's rows", out->ne[1], "the ids", ids->ne[0])
+        && same (&c, "out's columns", out->ne[0], "table's", table->ne[0])))
+    return FALSE;
+  return dev->backend->ops->embed (dev, table, ids, out, error);
+}
+
+gboolean
+dfl_op_argmax (DflDevice *dev, const DflTensor *x, DflTensor *out, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_ARGMAX, DFL_DTYPE_F32, error);
+
+  if (tensor (&c, "x", x, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "x", x) && x->ne[0] < 1)
+    fail (&c, DFL_ERROR_MISMATCH, "x's rows are empty");
+  if (!(tensor (&c, "out", out, DFL_DTYPE_I32, 1, FALSE)
+        && same (&c, "out's size", out->ne[0], "x's rows", x->ne[1])))
+    return FALSE;
+  return dev->backend->ops->argmax (dev, x, out, error);
+}
+
+gboolean
+dfl_op_top_k (DflDevice *dev, const DflTensor *x, DflTensor *values, DflTensor *indices,
+              GError **error)
+{
+  Check c = check_op (dev, DFL_OP_TOP_K, DFL_DTYPE_F32, error);
+
+  if (!(tensor (&c, "x", x, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "x", x)
+        && tensor (&c, "values", values, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "values", values)
+        && tensor (&c, "indices", indices, DFL_DTYPE_I32, 2, FALSE)
+        && packed (&c, "indices", indices)
+        && same (&c, "values' rows", values->ne[1], "x's", x->ne[1])
+        && same (&c, "indices' rows", indices->ne[1], "x's", x->ne[1])
+        && same (&c, "indices' k", indices->ne[0], "values'", values->ne[0])))
+    return FALSE;
+  if (c.ok && values->ne[0] < 1)
+    fail (&c, DFL_ERROR_INVALID, "k is 0");
+  return c.ok && dev->backend->ops->top_k (dev, x, values, indices, error);
+}
+
+gboolean
+dfl_op_select_rescore (DflDevice *dev, const DflTensor *cand, const DflTensor *cand_logit,
+                       const DflTensor *hp, const DflTensor *pred_book,
+                       const DflTensor *succ_book, DflTensor *chosen, gint32 anchor,
+                       GError **error)
+{
+  Check c;
+
+  g_return_val_if_fail (pred_book != NULL, FALSE);
+  c = check_op (dev, DFL_OP_SELECT_RESCORE, pred_book->dtype, error);
+
+  if (!(tensor (&c, "cand", cand, DFL_DTYPE_I32, 2, FALSE) && packed (&c, "cand", cand)
+        && tensor (&c, "cand_logit", cand_logit, DFL_DTYPE_F32, 2, FALSE)
+        && packed (&c, "cand_logit", cand_logit)
+        && same_shape (&c, "cand", cand, "cand_logit", cand_logit)
+        && tensor (&c, "hp", hp, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "hp", hp)
+        && same (&c, "hp's rows", hp->ne[1], "cand's", cand->ne[1])
+        && tensor (&c, "pred_book", pred_book, DFL_DTYPE_F16, 2, FALSE)
+        && packed (&c, "pred_book", pred_book)
+        && tensor (&c, "succ_book", succ_book, DFL_DTYPE_F16, 2, FALSE)
+        && packed (&c, "succ_book", succ_book)
+        && same_shape (&c, "pred_book", pred_book, "succ_book", succ_book)
+        && same (&c, "the codebooks' rank", pred_book->ne[0], "hp's", hp->ne[0])
+        && tensor (&c, "chosen", chosen, DFL_DTYPE_I32, 1, FALSE)
+        && same (&c, "chosen's size", chosen->ne[0], "cand's rows", cand->ne[1])))
+    return FALSE;
+  if (c.ok && (anchor < 0 || anchor >= pred_book->ne[1]))
+    fail (&c, DFL_ERROR_INVALID, "anchor %d is not a token of the %" G_GINT64_FORMAT
+          " the codebooks hold", anchor, pred_book->ne[1]);
+  if (c.ok && cand->ne[0] < 1)
+    fail (&c, DFL_ERROR_INVALID, "k is 0");
+  return c.ok && dev->backend->ops->select_rescore (dev, cand, cand_logit, hp, pred_book,
+                                                          succ_book, chosen, anchor, error);
+}
+
+gboolean
+dfl_op_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, DflTensor *dst,
+                  GError **error)
+{
+  Check c = check_op (dev, DFL_OP_COPY_ROWS, DFL_DTYPE_F32, error);
+
+  if (!(tensor (&c, "src", src, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "src", src)
+        && tensor (&c, "dst", dst, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "dst", dst)
+        && same (&c, "dst's columns", dst->ne[0], "src's", src->ne[0])
+        && tensor (&c, "row0", row0, DFL_DTYPE_I64, 1, TRUE)
+        && same (&c, "row0's size", row0->ne[0], "one start row", 1)))
+    return FALSE;
+  return dev->backend->ops->copy_rows (dev, src, row0, dst, error);
+}
+
+gboolean
+dfl_op_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **error)
+{
+  gboolean widen;
+  const DflTensor *half;
+  Check c;
+
+  g_return_val_if_fail (src != NULL && dst != NULL, FALSE);
+  widen = src->dtype != DFL_DTYPE_F32;
+  half = widen ? src : dst;
+  c = check_op (dev, DFL_OP_CONVERT, half->dtype, error);
+  if (c.ok && (half->dtype == DFL_DTYPE_F32 || !dfl_dtype_is_float (half->dtype)
+               || (widen && dst->dtype != DFL_DTYPE_F32)))
+    fail (&c, DFL_ERROR_UNSUPPORTED, "from %s to %s: one side must be F32, the other F16 or "
+          "BF16", dfl_dtype_name (src->dtype), dfl_dtype_name (dst->dtype));
+  if (!(tensor (&c, "src", src, src->dtype, DFL_TENSOR_DIMS, FALSE) && packed (&c, "src", src)
+        && tensor (&c, "dst", dst, dst->dtype, DFL_TENSOR_DIMS, FALSE) && packed (&c, "dst", dst)
+        && same (&c, "dst's elements", dfl_tensor_n_elements (dst), "src's",
+             dfl_tensor_n_elements (src))))
+    return FALSE;
+  return dev->backend->ops->convert (dev, src, dst, error);
+}
+
+gboolean
+dfl_op_sync (DflDevice *dev, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_SYNC, DFL_DTYPE_F32, error);
+
+  return c.ok && dev->backend->ops->sync (dev, error);
+}
+
+/* --- graphs --- */
+
+gboolean
+dfl_op_capture_begin (DflDevice *dev, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32, error);
+
+  return c.ok && dev->backend->ops->capture_begin (dev, error);
+}
+
+DflGraph *
+dfl_op_capture_end (DflDevice *dev, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_CAPTURE_END, DFL_DTYPE_F32, error);
+  DflGraph *graph;
+  gpointer native;
+
+  if (!c.ok || !(native = dev->backend->ops->capture_end (dev, error)))
+    return NULL;
+  graph = g_new0 (DflGraph, 1);
+  graph->device = dfl_device_ref (dev);
+  graph->native = native;
+  return graph;
+}
+
+gboolean
+dfl_op_graph_launch (DflDevice *dev, DflGraph *graph, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_GRAPH_LAUNCH, DFL_DTYPE_F32, error);
+
+  if (c.ok && graph->device->native != dev->native)
+    fail (&c, DFL_ERROR_MISMATCH, "the graph was captured on %s",
+          dfl_device_describe (graph->device));
+  return c.ok && dev->backend->ops->graph_launch (dev, graph->native, error);
+}
+
+void
+dfl_graph_free (DflGraph *graph)
+{
+  if (!graph)
+    return;
+  graph->device->backend->ops->graph_free (graph->device, graph->native);
+  dfl_device_unref (graph->device);
+  g_free (graph);
+}

@@ -1,0 +1,892 @@
+/* gst-dflash — tests: the back-end interface's operations (dfl-backend.h).
+ *
+ * For every back end this build has and this machine opens: each op against
+ * a float64 reference computed here, over small random shapes and several
+ * row counts, and a GPU's against the CPU's; the capability refusals (an
+ * op, type or shape a back end does not run gives an error naming it). On
+ * the CPU besides: attention over key ranges bitwise dfl_attention_causal,
+ * and top-k and the re-scoring bitwise the drafter's own (core).
+ */
+#include "dfl-backend.h"
+#include "dfl-kernels.h"
+#include "drafter-private.h"
+#include "safetensors.h"
+#include "hold-vulkan-driver.h"
+
+#include <math.h>
+#include <string.h>
+
+/* --- devices and tensors --- */
+
+static DflDevice *cpu;
+
+/* The device a test runs on, or NULL after a skip saying why. */
+static DflDevice *
+open_device (gconstpointer data)
+{
+  DflBackendId id = GPOINTER_TO_INT (data);
+  g_autoptr (GError) error = NULL;
+  DflDevice *dev;
+
+  if (id == DFL_BACKEND_CPU)
+    return dfl_device_ref (cpu);
+  if (!(dev = dfl_device_open (id, -1, &error))) {
+    g_test_skip (error->message);
+    return NULL;
+  }
+  return dev;
+}
+
+/* What a test allocated, freed at its end. */
+typedef struct {
+  DflDevice *dev;
+  gpointer handle;
+} Held;
+static GArray *held;
+
+static void
+release (void)
+{
+  for (guint i = 0; i < held->len; i++) {
+    Held *h = &g_array_index (held, Held, i);
+    if (h->dev)
+      dfl_device_free (h->dev, h->handle);
+    else
+      g_free (h->handle);
+  }
+  g_array_set_size (held, 0);
+}
+
+static void
+set_shape (DflTensor *t, gint64 ne0, gint64 ne1, gint64 ne2)
+{
+  t->ne[0] = ne0;
+  t->ne[1] = ne1;
+  t->ne[2] = ne2;
+  t->ne[3] = 1;
+  t->nb[0] = dfl_dtype_size (t->dtype);
+  t->nb[1] = t->nb[0] * ne0;
+  t->nb[2] = t->nb[1] * ne1;
+  t->nb[3] = t->nb[2] * ne2;
+}
+
+/* A packed ne0 × ne1 × ne2 tensor on dev (NULL: host memory), filled from
+ * data where given. */
+static DflTensor
+put (DflDevice *dev, DflDtype dtype, gint64 ne0, gint64 ne1, gint64 ne2, const void *data)
+{
+  gsize bytes = dfl_dtype_size (dtype) * ne0 * ne1 * ne2;
+  g_autoptr (GError) error = NULL;
+  Held h = { dev, dev ? dfl_device_alloc (dev, MAX (bytes, 4), &error) : g_malloc0 (MAX (bytes, 4)) };
+  DflTensor t = { dev, h.handle, 0, dtype };
+
+  g_assert_no_error (error);
+  g_array_append_val (held, h);
+  set_shape (&t, ne0, ne1, ne2);
+  if (data && bytes) {
+    if (dev)
+      g_assert_true (dfl_device_upload (dev, h.handle, 0, data, bytes, &error));
+    else
+      memcpy (h.handle, data, bytes);
+  }
+  g_assert_no_error (error);
+  return t;
+}
+
+/* An op's index tensor: on the device, or on the host where the back end
+ * reads indices there. */
+static DflTensor
+put_index (DflDevice *dev, DflOp op, DflDtype dtype, gint64 n, const void *data)
+{
+  gboolean host = dfl_device_op_caps (dev, op, DFL_DTYPE_F32) & DFL_OP_CAP_HOST_INDICES;
+
+  return put (host ? NULL : dev, dtype, n, 1, 1, data);
+}
+
+/* The tensor's elements, after the queue has run. */
+static void
+get (DflDevice *dev, const DflTensor *t, void *dst)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (dfl_op_sync (dev, &error));
+  g_assert_no_error (error);
+  if (t->device)
+    g_assert_true (dfl_device_download (t->device, t->handle, t->offset, dst,
+                                        dfl_tensor_bytes (t), &error));
+  else
+    memcpy (dst, (char *) t->handle + t->offset, dfl_tensor_bytes (t));
+  g_assert_no_error (error);
+}
+
+static float *
+random_floats (GRand *r, gsize n, float scale)
+{
+  float *x = g_new (float, n);
+
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) g_rand_double_range (r, -scale, scale);
+  return x;
+}
+
+static void
+assert_close (const char *what, gsize i, double got, double want, double tol)
+{
+  if (!(fabs (got - want) <= tol))
+    g_error ("%s[%" G_GSIZE_FORMAT "]: %.9g, expected %.9g (±%.3g)", what, i, got, want, tol);
+}
+
+/* The op ran: no error. */
+#define OK(call) \
+  G_STMT_START { \
+    g_autoptr (GError) op_error = NULL; \
+    gboolean op_ok = call; \
+    g_assert_no_error (op_error); \
+    g_assert_true (op_ok); \
+  } G_STMT_END
+
+/* The op was refused with `code`, its message naming each of the strings. */
+static void
+assert_refused (gboolean ok, GError **error, int code, const char *name1, const char *name2)
+{
+  g_assert_false (ok);
+  g_assert_error (*error, DFL_ERROR, code);
+  if (!strstr ((*error)->message, name1) || !strstr ((*error)->message, name2))
+    g_error ("\"%s\" does not name %s and %s", (*error)->message, name1, name2);
+}
+
+/* --- matmul --- */
+
+/* n values of `dtype` as a checkpoint would store them: the F32 values of
+ * f themselves, or their 16-bit roundings in h (f then holds what those
+ * are). Returns what to upload. */
+static const void *
+stored_as (DflDtype dtype, float *f, guint16 *h, gsize n)
+{
+  if (dtype == DFL_DTYPE_F32)
+    return f;
+  for (gsize i = 0; i < n; i++)
+    h[i] = dtype == DFL_DTYPE_F16 ? dfl_f32_to_f16 (f[i]) : dfl_f32_to_bf16 (f[i]);
+  (dtype == DFL_DTYPE_F16 ? dfl_f16_to_f32_n : dfl_bf16_to_f32_n) (h, f, n);
+  return h;
+}
+
+static void
+run_matmul (DflDevice *dev, DflDtype dtype, const void *w, int out, int in, const float *x,
+            int rows, int n_out, gboolean accumulate, const float *y0, float *y)
+{
+  DflTensor tw = put (dev, dtype, in, out, 1, w), tx = put (dev, DFL_DTYPE_F32, in, rows, 1, x);
+  DflTensor ty = put (dev, DFL_DTYPE_F32, n_out, rows, 1, y0);
+
+  OK (dfl_op_matmul (dev, &tw, &tx, &ty, accumulate, &op_error));
+  get (dev, &ty, y);
+}
+
+static void
+test_matmul (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const DflDtype types[] = { DFL_DTYPE_F32, DFL_DTYPE_F16, DFL_DTYPE_BF16 };
+  const int row_counts[] = { 1, 3, 17 };
+  const int out = 24, in = 40;
+
+  if (!dev)
+    return;
+  for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++)
+    for (guint ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+      g_autoptr (GRand) r = g_rand_new_with_seed (ti * 10 + ri);
+      int rows = row_counts[ri], n_out = ri == 1 ? 10 : out;
+      g_autofree float *wf = random_floats (r, (gsize) out * in, 1.0f);
+      g_autofree float *x = random_floats (r, (gsize) rows * in, 1.0f);
+      g_autofree float *y0 = random_floats (r, (gsize) rows * n_out, 1.0f);
+      g_autofree float *y = g_new (float, (gsize) rows * n_out);
+      g_autofree float *alone = g_new (float, n_out);
+      g_autofree guint16 *w16 = g_new (guint16, (gsize) out * in);
+      gboolean acc = ri == 2;
+      /* CUDA rounds x to the weights' type for 16-bit products */
+      double eps = types[ti] == DFL_DTYPE_F32 || dfl_device_backend (dev) != DFL_BACKEND_CUDA ? 1e-5
+                   : types[ti] == DFL_DTYPE_F16 ? 2e-3 : 1e-2;
+      const void *w;
+
+      w = stored_as (types[ti], wf, w16, (gsize) out * in);
+      run_matmul (dev, types[ti], w, out, in, x, rows, n_out, acc, y0, y);
+      for (int i = 0; i < rows; i++)
+        for (int o = 0; o < n_out; o++) {
+          double want = acc ? y0[(gsize) i * n_out + o] : 0.0, scale = fabs (want);
+          for (int c = 0; c < in; c++) {
+            want += (double) x[(gsize) i * in + c] * wf[(gsize) o * in + c];
+            scale += fabs ((double) x[(gsize) i * in + c] * wf[(gsize) o * in + c]);
+          }
+          assert_close ("matmul", (gsize) i * n_out + o, y[(gsize) i * n_out + o], want,
+                        eps * scale + 1e-30);
+        }
+      /* batch-invariant: the last row alone gives its bits */
+      run_matmul (dev, types[ti], w, out, in, x + (gsize) (rows - 1) * in, 1, n_out, acc,
+                  y0 + (gsize) (rows - 1) * n_out, alone);
+      g_assert_cmpmem (alone, sizeof (float) * n_out, y + (gsize) (rows - 1) * n_out,
+                       sizeof (float) * n_out);
+      release ();
+    }
+}
+
+/* --- rmsnorm, rope, silu_mul, add --- */
+
+static void
+test_rmsnorm (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int row_counts[] = { 1, 4, 9 }, dim = 48;
+
+  if (!dev)
+    return;
+  for (guint ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (100 + ri);
+    int rows = row_counts[ri];
+    g_autofree float *x = random_floats (r, (gsize) rows * dim, 2.0f);
+    g_autofree float *w = random_floats (r, dim, 1.0f);
+    g_autofree float *y = g_new (float, (gsize) rows * dim);
+    DflTensor tx = put (dev, DFL_DTYPE_F32, dim, rows, 1, x);
+    DflTensor tw = put (dev, DFL_DTYPE_F32, dim, 1, 1, w);
+    DflTensor ty = put (dev, DFL_DTYPE_F32, dim, rows, 1, NULL);
+
+    OK (dfl_op_rmsnorm (dev, &tx, &tw, &ty, 1e-6f, &op_error));
+    get (dev, &ty, y);
+    for (int i = 0; i < rows; i++) {
+      double ss = 0.0;
+      for (int c = 0; c < dim; c++)
+        ss += (double) x[(gsize) i * dim + c] * x[(gsize) i * dim + c];
+      for (int c = 0; c < dim; c++)
+        assert_close ("rmsnorm", (gsize) i * dim + c, y[(gsize) i * dim + c],
+                      x[(gsize) i * dim + c] / sqrt (ss / dim + 1e-6) * w[c], 1e-5);
+    }
+    release ();
+  }
+}
+
+static void
+test_rope (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int row_counts[] = { 1, 3, 7 }, heads = 2, hd = 16;   /* inv_freq: hd / 2 */
+  const gint64 starts[] = { 0, 5, 1000 };
+
+  if (!dev)
+    return;
+  for (guint ri = 0; ri < G_N_ELEMENTS (row_counts); ri++)
+    for (guint si = 0; si < G_N_ELEMENTS (starts); si++) {
+      g_autoptr (GRand) r = g_rand_new_with_seed (200 + ri * 3 + si);
+      int rows = row_counts[ri];
+      gsize n = (gsize) rows * heads * hd;
+      g_autofree float *x = random_floats (r, n, 1.0f);
+      g_autofree float *y = g_new (float, n);
+      float inv_freq[8];
+      DflTensor tx = put (dev, DFL_DTYPE_F32, hd, heads, rows, x), tf, tp;
+
+      dfl_rope_inv_freq (inv_freq, hd, 10000.0);
+      tf = put (dev, DFL_DTYPE_F32, hd / 2, 1, 1, inv_freq);
+      tp = put_index (dev, DFL_OP_ROPE, DFL_DTYPE_I64, 1, &starts[si]);
+      OK (dfl_op_rope (dev, &tx, &tf, &tp, &op_error));
+      get (dev, &tx, y);
+      for (int i = 0; i < rows; i++)
+        for (int h = 0; h < heads; h++)
+          for (int c = 0; c < hd / 2; c++) {
+            gsize at = ((gsize) i * heads + h) * hd + c;
+            /* the angle is formed in F32, as the kernels do */
+            double a = (float) (starts[si] + i) * inv_freq[c];
+            assert_close ("rope", at, y[at], x[at] * cos (a) - x[at + hd / 2] * sin (a), 1e-5);
+            assert_close ("rope", at + hd / 2, y[at + hd / 2],
+                          x[at + hd / 2] * cos (a) + x[at] * sin (a), 1e-5);
+          }
+      release ();
+    }
+}
+
+static void
+test_elementwise (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  g_autoptr (GRand) r = g_rand_new_with_seed (300);
+  const int n = 3 * 37;
+  g_autofree float *a = random_floats (r, n, 4.0f);
+  g_autofree float *b = random_floats (r, n, 4.0f);
+  g_autofree float *y = g_new (float, n);
+  DflTensor ta, tb;
+
+  if (!dev)
+    return;
+  ta = put (dev, DFL_DTYPE_F32, 37, 3, 1, a);
+  tb = put (dev, DFL_DTYPE_F32, 37, 3, 1, b);
+  OK (dfl_op_silu_mul (dev, &ta, &tb, &op_error));
+  get (dev, &ta, y);
+  for (int i = 0; i < n; i++)
+    assert_close ("silu_mul", i, y[i], a[i] / (1.0 + exp (-(double) a[i])) * b[i], 1e-5);
+  memcpy (a, y, sizeof (float) * n);
+  OK (dfl_op_add (dev, &ta, &tb, &op_error));
+  get (dev, &ta, y);
+  for (int i = 0; i < n; i++)
+    assert_close ("add", i, y[i], (double) a[i] + b[i], 1e-6);
+  release ();
+}
+
+/* --- attention --- */
+
+static void
+run_attention (DflDevice *dev, const float *q, int rows, int heads, int kv_heads, int hd,
+               const float *k, const float *v, int keys, const gint32 *lo, const gint32 *hi,
+               float scale, float *out)
+{
+  DflTensor tq = put (dev, DFL_DTYPE_F32, hd, heads, rows, q);
+  DflTensor tk = put (dev, DFL_DTYPE_F32, hd, kv_heads, keys, k);
+  DflTensor tv = put (dev, DFL_DTYPE_F32, hd, kv_heads, keys, v);
+  DflTensor tlo = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, rows, lo);
+  DflTensor thi = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, rows, hi);
+  DflTensor to = put (dev, DFL_DTYPE_F32, hd, heads, rows, NULL);
+
+  OK (dfl_op_attention (dev, &tq, &tk, &tv, &tlo, &thi, &to, scale, &op_error));
+  get (dev, &to, out);
+}
+
+static void
+test_attention (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int row_counts[] = { 1, 3, 8 }, heads = 4, kv_heads = 2, hd = 16, keys = 20;
+
+  if (!dev)
+    return;
+  for (guint ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (400 + ri);
+    int rows = row_counts[ri];
+    gsize qn = (gsize) rows * heads * hd, kn = (gsize) keys * kv_heads * hd;
+    g_autofree float *q = random_floats (r, qn, 1.0f);
+    g_autofree float *k = random_floats (r, kn, 1.0f);
+    g_autofree float *v = random_floats (r, kn, 1.0f);
+    g_autofree float *out = g_new (float, qn);
+    g_autofree gint32 *lo = g_new (gint32, rows), *hi = g_new (gint32, rows);
+    float scale = 1.0f / sqrtf (hd);
+
+    for (int i = 0; i < rows; i++) {
+      lo[i] = g_rand_int_range (r, 0, keys);
+      hi[i] = g_rand_int_range (r, lo[i], keys + 1);
+    }
+    /* an empty range gives zeros */
+    hi[0] = lo[0];
+    run_attention (dev, q, rows, heads, kv_heads, hd, k, v, keys, lo, hi, scale, out);
+    for (int i = 0; i < rows; i++)
+      for (int h = 0; h < heads; h++) {
+        int g = h / (heads / kv_heads);
+        const float *qr = q + ((gsize) i * heads + h) * hd;
+        double s[keys], top = -INFINITY, sum = 0.0;
+        for (int j = lo[i]; j < hi[i]; j++) {
+          s[j] = 0.0;
+          for (int c = 0; c < hd; c++)
+            s[j] += (double) qr[c] * k[((gsize) j * kv_heads + g) * hd + c];
+          s[j] *= scale;
+          top = MAX (top, s[j]);
+        }
+        for (int j = lo[i]; j < hi[i]; j++)
+          sum += s[j] = exp (s[j] - top);
+        for (int c = 0; c < hd; c++) {
+          double want = 0.0;
+          gsize at = ((gsize) i * heads + h) * hd + c;
+          for (int j = lo[i]; j < hi[i]; j++)
+            want += s[j] / sum * v[((gsize) j * kv_heads + g) * hd + c];
+          assert_close ("attention", at, out[at], want, 2e-5);
+        }
+      }
+    release ();
+  }
+}
+
+/* On the CPU, the ranges lo = 0, hi = pos0 + r + 1 are dfl_attention_causal,
+ * bit for bit, on whatever paths this CPU has. */
+static void
+test_attention_causal_bits (void)
+{
+  const int rows = 5, heads = 8, kv_heads = 2, hd = 64, pos0 = 100, keys = pos0 + rows;
+  g_autoptr (GRand) r = g_rand_new_with_seed (450);
+  gsize qn = (gsize) rows * heads * hd, kn = (gsize) keys * kv_heads * hd;
+  g_autofree float *q = random_floats (r, qn, 1.0f);
+  g_autofree float *k = random_floats (r, kn, 1.0f);
+  g_autofree float *v = random_floats (r, kn, 1.0f);
+  g_autofree float *want = g_new (float, qn), *got = g_new (float, qn);
+  gint32 lo[rows], hi[rows];
+  float scale = 1.0f / sqrtf (hd);
+
+  for (int i = 0; i < rows; i++) {
+    lo[i] = 0;
+    hi[i] = pos0 + i + 1;
+  }
+  dfl_attention_causal (q, rows, heads, kv_heads, hd, k, v, pos0, scale, want);
+  run_attention (cpu, q, rows, heads, kv_heads, hd, k, v, keys, lo, hi, scale, got);
+  g_assert_cmpmem (got, sizeof (float) * qn, want, sizeof (float) * qn);
+  release ();
+}
+
+/* --- row convolution --- */
+
+static void
+test_row_conv (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int row_counts[] = { 1, 3, 16 }, dim = 24, group = 4, kernel = 3;
+  const int groups = dim / group, stride = kernel * groups + 5;
+
+  if (!dev)
+    return;
+  for (guint ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (500 + ri);
+    int rows = row_counts[ri];
+    g_autofree float *x = random_floats (r, (gsize) rows * dim, 1.0f);
+    g_autofree float *base = random_floats (r, (gsize) kernel * dim, 1.0f);
+    g_autofree float *dyn = random_floats (r, (gsize) rows * stride, 1.0f);
+    g_autofree float *y = g_new (float, (gsize) rows * dim);
+    g_autofree double *want = g_new0 (double, (gsize) rows * dim);
+    g_autofree double *size = g_new0 (double, (gsize) rows * dim);
+    DflTensor tx = put (dev, DFL_DTYPE_F32, dim, rows, 1, x);
+    DflTensor tb = put (dev, DFL_DTYPE_F32, dim, kernel, 1, base);
+    DflTensor td = put (dev, DFL_DTYPE_F32, stride, rows, 1, dyn);
+    DflTensor ty = put (dev, DFL_DTYPE_F32, dim, rows, 1, NULL);
+
+    /* dyn's rows hold kernel × groups values, then padding */
+    td.ne[0] = kernel * groups;
+    OK (dfl_op_row_conv (dev, &tx, &tb, &td, &ty, &op_error));
+    get (dev, &ty, y);
+    /* each offset's term over the rows it reaches, then the sums */
+    for (int o = 0; o < kernel; o++)
+      for (gsize at = (gsize) o * dim; at < (gsize) rows * dim; at++) {
+        gsize i = at / dim, c = at % dim;
+        double t = ((double) base[o * dim + c] + dyn[i * stride + o * groups + c / group])
+                   * x[at - (gsize) o * dim];
+        want[at] += t;
+        size[at] += fabs (t);
+      }
+    for (gsize at = 0; at < (gsize) rows * dim; at++)
+      assert_close ("row_conv", at, y[at], want[at], 1e-6 * size[at] + 1e-30);
+    release ();
+  }
+}
+
+/* --- embed, copy_rows, convert --- */
+
+static void
+test_embed (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const DflDtype types[] = { DFL_DTYPE_F32, DFL_DTYPE_F16, DFL_DTYPE_BF16 };
+  const int vocab = 11, dim = 12;
+  const gint32 ids[] = { 3, 0, 10, 3 }, bad[] = { 2, 11 };
+
+  if (!dev)
+    return;
+  for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (600 + ti);
+    g_autofree float *tf = random_floats (r, (gsize) vocab * dim, 1.0f);
+    g_autofree guint16 *t16 = g_new (guint16, (gsize) vocab * dim);
+    float out[G_N_ELEMENTS (ids) * 12];
+    DflTensor tt, ti_, to;
+
+    tt = put (dev, types[ti], dim, vocab, 1, stored_as (types[ti], tf, t16, (gsize) vocab * dim));
+    ti_ = put_index (dev, DFL_OP_EMBED, DFL_DTYPE_I32, G_N_ELEMENTS (ids), ids);
+    to = put (dev, DFL_DTYPE_F32, dim, G_N_ELEMENTS (ids), 1, NULL);
+    OK (dfl_op_embed (dev, &tt, &ti_, &to, &op_error));
+    get (dev, &to, out);
+    for (guint i = 0; i < G_N_ELEMENTS (ids); i++)
+      g_assert_cmpmem (out + i * dim, sizeof (float) * dim, tf + (gsize) ids[i] * dim,
+                       sizeof (float) * dim);
+    /* where the ids are read on the host, one outside the table is refused */
+    if (dfl_device_op_caps (dev, DFL_OP_EMBED, types[ti]) & DFL_OP_CAP_HOST_INDICES) {
+      g_autoptr (GError) error = NULL;
+      DflTensor tb = put_index (dev, DFL_OP_EMBED, DFL_DTYPE_I32, 2, bad);
+      to.ne[1] = 2;
+      assert_refused (dfl_op_embed (dev, &tt, &tb, &to, &error), &error, DFL_ERROR_INVALID,
+                      "ids[1] = 11", "embed");
+    }
+    release ();
+  }
+}
+
+static void
+test_copy_rows (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  g_autoptr (GRand) r = g_rand_new_with_seed (700);
+  const int width = 6, n = 10, rows = 3;
+  const gint64 start = 4, late = 8;
+  g_autofree float *dst = random_floats (r, (gsize) n * width, 1.0f);
+  g_autofree float *src = random_floats (r, (gsize) rows * width, 1.0f);
+  g_autofree float *got = g_new (float, (gsize) n * width);
+  DflTensor ts, td, t0;
+
+  if (!dev)
+    return;
+  ts = put (dev, DFL_DTYPE_F32, width, rows, 1, src);
+  td = put (dev, DFL_DTYPE_F32, width, n, 1, dst);
+  t0 = put_index (dev, DFL_OP_COPY_ROWS, DFL_DTYPE_I64, 1, &start);
+  OK (dfl_op_copy_rows (dev, &ts, &t0, &td, &op_error));
+  get (dev, &td, got);
+  memcpy (dst + start * width, src, sizeof (float) * rows * width);
+  g_assert_cmpmem (got, sizeof (float) * n * width, dst, sizeof (float) * n * width);
+  if (dfl_device_op_caps (dev, DFL_OP_COPY_ROWS, DFL_DTYPE_F32) & DFL_OP_CAP_HOST_INDICES) {
+    g_autoptr (GError) error = NULL;
+    DflTensor tl = put_index (dev, DFL_OP_COPY_ROWS, DFL_DTYPE_I64, 1, &late);
+    assert_refused (dfl_op_copy_rows (dev, &ts, &tl, &td, &error), &error, DFL_ERROR_INVALID,
+                    "start row 8", "copy_rows");
+  }
+  release ();
+}
+
+static void
+test_convert (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const DflDtype types[] = { DFL_DTYPE_F16, DFL_DTYPE_BF16 };
+  /* ties of both types, subnormals, overflow, infinities, NaNs, zeros */
+  const guint32 special[] = { 0x3f801000, 0x3f803000, 0x3f808000, 0x3f818000, 0x33000000,
+                              0x33000001, 0x387fc000, 0x477ff000, 0x477fefff, 0x7f7fffff,
+                              0x7f800000, 0xff800000, 0x7fc00001, 0xffa00000, 0x80000000, 0 };
+  const int n = 4096;
+
+  if (!dev)
+    return;
+  if (!dfl_device_supports (dev, DFL_OP_CONVERT, DFL_DTYPE_F16)) {
+    g_autoptr (GError) error = NULL;
+    DflTensor a = put (dev, DFL_DTYPE_F32, 4, 1, 1, NULL), b = put (dev, DFL_DTYPE_F16, 4, 1, 1, NULL);
+    assert_refused (dfl_op_convert (dev, &a, &b, &error), &error, DFL_ERROR_UNSUPPORTED, "convert",
+                    dfl_backend_name (dfl_device_backend (dev)));
+    release ();
+    return;
+  }
+  for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (800 + ti);
+    g_autofree float *x = random_floats (r, n, 3.0f);
+    g_autofree guint16 *h = g_new (guint16, n), *all = g_new (guint16, 65536);
+    g_autofree float *wide = g_new (float, 65536);
+    g_autofree guint16 *again = g_new (guint16, 65536);
+    gboolean f16 = types[ti] == DFL_DTYPE_F16;
+    DflTensor tx, th, tw, ta;
+
+    for (guint i = 0; i < G_N_ELEMENTS (special); i++) {
+      union { guint32 u; float f; } v = { special[i] };
+      x[i] = v.f;
+    }
+    for (int i = G_N_ELEMENTS (special); i < n; i += 7)
+      x[i] *= 1e-6f;
+    tx = put (dev, DFL_DTYPE_F32, n, 1, 1, x);
+    th = put (dev, types[ti], n, 1, 1, NULL);
+    OK (dfl_op_convert (dev, &tx, &th, &op_error));
+    get (dev, &th, h);
+    for (int i = 0; i < n; i++) {
+      guint16 want = f16 ? dfl_f32_to_f16 (x[i]) : dfl_f32_to_bf16 (x[i]);
+      /* a NaN's bits are the back end's own; it stays a NaN of its sign */
+      if (isnan (x[i]))
+        g_assert_true ((h[i] & 0x7fff) > (f16 ? 0x7c00 : 0x7f80) && (h[i] ^ want) < 0x8000);
+      else if (h[i] != want)
+        g_error ("convert to %s of %a: 0x%04x, expected 0x%04x", dfl_dtype_name (types[ti]),
+                 x[i], h[i], want);
+    }
+    /* widening is exact: every value of the type narrows back to itself */
+    for (int i = 0; i < 65536; i++)
+      all[i] = (guint16) i;
+    ta = put (dev, types[ti], 65536, 1, 1, all);
+    tw = put (dev, DFL_DTYPE_F32, 65536, 1, 1, NULL);
+    OK (dfl_op_convert (dev, &ta, &tw, &op_error));
+    get (dev, &tw, wide);
+    OK (dfl_op_convert (dev, &tw, &ta, &op_error));
+    get (dev, &ta, again);
+    for (int i = 0; i < 65536; i++)
+      if (!isnan (wide[i]))
+        g_assert_cmpuint (again[i], ==, i);
+    release ();
+  }
+}
+
+/* --- choices: argmax, top_k, re-scoring --- */
+
+/* Rows full of equal values (eighths), NaNs (a row's first one too), −inf,
+ * +0 and −0. */
+static float *
+tie_rows (GRand *r, int rows, int n)
+{
+  float *x = g_new (float, (gsize) rows * n);
+
+  for (gsize i = 0; i < (gsize) rows * n; i++) {
+    x[i] = roundf ((float) g_rand_double_range (r, -5, 5) * 8.0f) / 8.0f;
+    if (g_rand_int_range (r, 0, 7) == 0)
+      x[i] = NAN;
+    else if (g_rand_int_range (r, 0, 53) == 0)
+      x[i] = -INFINITY;
+    else if (g_rand_int_range (r, 0, 31) == 0)
+      x[i] = g_rand_boolean (r) ? 0.0f : -0.0f;
+  }
+  x[0] = NAN;
+  /* a row of NaNs but one, and one of NaNs only */
+  if (rows > 2) {
+    for (int i = 0; i < n; i++)
+      x[(gsize) n + i] = x[2 * (gsize) n + i] = NAN;
+    x[(gsize) n + n / 2] = 1.0f;
+  }
+  return x;
+}
+
+static void
+test_argmax (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  g_autoptr (GRand) r = g_rand_new_with_seed (900);
+  const int rows = 6, n = 300;
+  g_autofree float *x = tie_rows (r, rows, n);
+  gint32 got[6];
+  DflTensor tx, to;
+
+  if (!dev)
+    return;
+  tx = put (dev, DFL_DTYPE_F32, n, rows, 1, x);
+  to = put (dev, DFL_DTYPE_I32, rows, 1, 1, NULL);
+  if (!dfl_device_supports (dev, DFL_OP_ARGMAX, DFL_DTYPE_F32)) {
+    g_autoptr (GError) error = NULL;
+    assert_refused (dfl_op_argmax (dev, &tx, &to, &error), &error, DFL_ERROR_UNSUPPORTED,
+                    "argmax on", dfl_backend_name (dfl_device_backend (dev)));
+    release ();
+    return;
+  }
+  OK (dfl_op_argmax (dev, &tx, &to, &op_error));
+  get (dev, &to, got);
+  for (int i = 0; i < rows; i++) {
+    const float *row = x + (gsize) i * n;
+    int want = 0;
+    /* the first of the largest non-NaN values, 0 where the first is NaN */
+    if (!isnan (row[0]))
+      for (int c = 1; c < n; c++)
+        if (row[c] > row[want])
+          want = c;
+    g_assert_cmpint (got[i], ==, want);
+  }
+  release ();
+}
+
+static void
+run_top_k (DflDevice *dev, const float *x, int rows, int n, int k, float *values, gint32 *idx)
+{
+  DflTensor tx = put (dev, DFL_DTYPE_F32, n, rows, 1, x);
+  DflTensor tv = put (dev, DFL_DTYPE_F32, k, rows, 1, NULL);
+  DflTensor ti = put (dev, DFL_DTYPE_I32, k, rows, 1, NULL);
+
+  OK (dfl_op_top_k (dev, &tx, &tv, &ti, &op_error));
+  get (dev, &tv, values);
+  get (dev, &ti, idx);
+}
+
+static void
+test_top_k (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int ks[] = { 1, 5, 20 }, rows = 6, n = 300;
+
+  if (!dev)
+    return;
+  for (guint ki = 0; ki < G_N_ELEMENTS (ks); ki++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (1000 + ki);
+    int k = ks[ki];
+    g_autofree float *x = tie_rows (r, rows, n);
+    g_autofree float *vals = g_new (float, (gsize) rows * k), *want_v = g_new (float, k);
+    g_autofree gint32 *idx = g_new (gint32, (gsize) rows * k);
+    g_autofree guint32 *want_i = g_new (guint32, k);
+
+    run_top_k (dev, x, rows, n, k, vals, idx);
+    for (int i = 0; i < rows; i++) {
+      /* the drafter's own top-k */
+      int have = dfl_top_k (x + (gsize) i * n, n, k, want_v, want_i);
+      for (int c = 0; c < k; c++) {
+        gsize at = (gsize) i * k + c;
+        if (c >= have) {
+          g_assert_cmpint (idx[at], ==, -1);
+          continue;
+        }
+        g_assert_cmpint (idx[at], ==, (gint32) want_i[c]);
+        g_assert_true (vals[at] == want_v[c]);
+      }
+    }
+    release ();
+  }
+}
+
+/* top_k then select_rescore: the drafter's dfl_drafter_select_with. */
+static void
+test_select_rescore (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int vocab = 97, rank = 12, k = 6, row_counts[] = { 1, 4, 9, 16 };
+
+  if (!dev)
+    return;
+  for (guint ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (1100 + ri);
+    int rows = row_counts[ri];
+    g_autofree float *logits = tie_rows (r, rows, vocab);
+    g_autofree float *hp = random_floats (r, (gsize) rows * rank, 1.0f);
+    g_autofree float *books_f = random_floats (r, (gsize) 2 * vocab * rank, 1.0f);
+    g_autofree guint16 *books = g_new (guint16, (gsize) 2 * vocab * rank);
+    g_autofree float *vals = g_new (float, (gsize) rows * k);
+    g_autofree gint32 *cand = g_new (gint32, (gsize) rows * k), *got = g_new (gint32, rows);
+    g_autofree guint32 *want = g_new (guint32, rows);
+    guint32 anchor = 41;
+    DflDrafter d = { 0 };
+    DflTensor tc, tl, th, tp, ts, to;
+
+    for (gsize i = 0; i < (gsize) 2 * vocab * rank; i++)
+      books[i] = dfl_f32_to_f16 (books_f[i]);
+    /* every other row without the selector's term: its score is the
+     * logit, and equal logits tie (the first must win) */
+    for (int i = 0; i < rows; i += 2)
+      memset (hp + (gsize) i * rank, 0, sizeof (float) * rank);
+    d.selector = TRUE;
+    d.g.vocab = vocab;
+    d.g.selector_rank = rank;
+    d.g.selector_top = k;
+    d.books[0] = books;
+    d.books[1] = books + (gsize) vocab * rank;
+    dfl_drafter_select_with (&d, hp, rows, logits, vocab, anchor, want, NULL);
+
+    run_top_k (dev, logits, rows, vocab, k, vals, cand);
+    tc = put (dev, DFL_DTYPE_I32, k, rows, 1, cand);
+    tl = put (dev, DFL_DTYPE_F32, k, rows, 1, vals);
+    th = put (dev, DFL_DTYPE_F32, rank, rows, 1, hp);
+    tp = put (dev, DFL_DTYPE_F16, rank, vocab, 1, d.books[0]);
+    ts = put (dev, DFL_DTYPE_F16, rank, vocab, 1, d.books[1]);
+    to = put (dev, DFL_DTYPE_I32, rows, 1, 1, NULL);
+    OK (dfl_op_select_rescore (dev, &tc, &tl, &th, &tp, &ts, &to, anchor, &op_error));
+    get (dev, &to, got);
+    for (int i = 0; i < rows; i++)
+      g_assert_cmpint (got[i], ==, (gint32) want[i]);
+    release ();
+  }
+}
+
+/* --- refusals and graphs --- */
+
+static void
+test_refusals (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const char *backend;
+  g_autoptr (GError) e1 = NULL;
+  g_autoptr (GError) e2 = NULL;
+  g_autoptr (GError) e3 = NULL;
+  g_autoptr (GError) e4 = NULL;
+  DflTensor w, x, y;
+
+  if (!dev)
+    return;
+  backend = dfl_backend_name (dfl_device_backend (dev));
+  /* a type no back end multiplies by */
+  g_assert_false (dfl_device_supports (dev, DFL_OP_MATMUL, DFL_DTYPE_I8));
+  w = put (dev, DFL_DTYPE_I8, 8, 4, 1, NULL);
+  x = put (dev, DFL_DTYPE_F32, 8, 2, 1, NULL);
+  y = put (dev, DFL_DTYPE_F32, 4, 2, 1, NULL);
+  assert_refused (dfl_op_matmul (dev, &w, &x, &y, FALSE, &e1), &e1, DFL_ERROR_UNSUPPORTED, "I8",
+                  backend);
+  g_assert_nonnull (strstr (e1->message, "matmul"));
+  /* shapes that do not agree */
+  w.dtype = DFL_DTYPE_F32;
+  set_shape (&w, 8, 4, 1);
+  x.ne[0] = 7;
+  assert_refused (dfl_op_matmul (dev, &w, &x, &y, FALSE, &e2), &e2, DFL_ERROR_MISMATCH,
+                  "x's columns is 7", "w's is 8");
+  /* graphs are CUDA's alone */
+  if (dfl_device_backend (dev) != DFL_BACKEND_CUDA) {
+    g_assert_false (dfl_device_supports (dev, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32));
+    assert_refused (dfl_op_capture_begin (dev, &e3), &e3, DFL_ERROR_UNSUPPORTED,
+                    "capture_begin on", backend);
+  }
+  /* a head_dim the GPU kernels do not take */
+  if (dfl_device_backend (dev) != DFL_BACKEND_CPU) {
+    const int hd = 260;
+    gint32 lo = 0, hi = 1;
+    DflTensor q = put (dev, DFL_DTYPE_F32, hd, 1, 1, NULL);
+    DflTensor k = put (dev, DFL_DTYPE_F32, hd, 1, 1, NULL);
+    DflTensor tl = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, 1, &lo);
+    DflTensor th = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, 1, &hi);
+    assert_refused (dfl_op_attention (dev, &q, &k, &k, &tl, &th, &q, 1.0f, &e4), &e4,
+                    DFL_ERROR_UNSUPPORTED, "head_dim 260", backend);
+  }
+  release ();
+}
+
+/* A graph replays at the position its index tensor holds then. */
+static void
+test_graph (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int rows = 2, heads = 2, hd = 8;
+  g_autoptr (GRand) r = g_rand_new_with_seed (1200);
+  g_autofree float *x = random_floats (r, rows * heads * hd, 1.0f);
+  float inv_freq[4], direct[32], replayed[32];
+  gint64 p0 = 3, p1 = 50;
+  g_autoptr (DflGraph) graph = NULL;
+  DflTensor tx, tf, tp;
+
+  if (!dev)
+    return;
+  if (!dfl_device_supports (dev, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32)) {
+    g_test_skip ("this back end has no graphs (test_refusals checks the refusal)");
+    return;
+  }
+  dfl_rope_inv_freq (inv_freq, hd, 10000.0);
+  tf = put (dev, DFL_DTYPE_F32, hd / 2, 1, 1, inv_freq);
+  tp = put_index (dev, DFL_OP_ROPE, DFL_DTYPE_I64, 1, &p1);
+  tx = put (dev, DFL_DTYPE_F32, hd, heads, rows, x);
+  OK (dfl_op_rope (dev, &tx, &tf, &tp, &op_error));
+  get (dev, &tx, direct);
+  OK (dfl_device_upload (dev, tp.handle, 0, &p0, sizeof p0, &op_error));
+  OK (dfl_device_upload (dev, tx.handle, 0, x, sizeof (float) * rows * heads * hd, &op_error));
+  OK (dfl_op_capture_begin (dev, &op_error));
+  OK (dfl_op_rope (dev, &tx, &tf, &tp, &op_error));
+  {
+    g_autoptr (GError) error = NULL;
+    graph = dfl_op_capture_end (dev, &error);
+    g_assert_no_error (error);
+  }
+  OK (dfl_device_upload (dev, tp.handle, 0, &p1, sizeof p1, &op_error));
+  OK (dfl_op_graph_launch (dev, graph, &op_error));
+  get (dev, &tx, replayed);
+  g_assert_cmpmem (replayed, sizeof direct, direct, sizeof direct);
+  release ();
+}
+
+int
+main (int argc, char **argv)
+{
+  static const struct {
+    const char *name;
+    GTestDataFunc func;
+  } tests[] = {
+    { "matmul", test_matmul }, { "rmsnorm", test_rmsnorm }, { "rope", test_rope },
+    { "elementwise", test_elementwise }, { "attention", test_attention },
+    { "row_conv", test_row_conv }, { "embed", test_embed }, { "copy_rows", test_copy_rows },
+    { "convert", test_convert }, { "argmax", test_argmax }, { "top_k", test_top_k },
+    { "select_rescore", test_select_rescore }, { "refusals", test_refusals },
+    { "graph", test_graph },
+  };
+  g_autoptr (GError) error = NULL;
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  held = g_array_new (FALSE, FALSE, sizeof (Held));
+  cpu = dfl_device_open (DFL_BACKEND_CPU, -1, &error);
+  g_assert_no_error (error);
+  for (int b = 0; b < DFL_N_BACKENDS; b++) {
+    if (!dfl_backend_built (b))
+      continue;
+    for (guint i = 0; i < G_N_ELEMENTS (tests); i++) {
+      g_autofree char *path = g_strdup_printf ("/backend/%s/%s", dfl_backend_name (b),
+                                               tests[i].name);
+      g_test_add_data_func (path, GINT_TO_POINTER (b), tests[i].func);
+    }
+  }
+  g_test_add_func ("/backend/cpu/attention-causal-bits", test_attention_causal_bits);
+  status = g_test_run ();
+  dfl_device_unref (cpu);
+  g_array_free (held, TRUE);
+  return status;
+}

@@ -610,6 +610,8 @@ write_plot (const char *path, Side *sides, guint n_prompts, int positions, GErro
     };
   }
   ok = dfl_ab_plot_write (path, plot, (int) n_prompts, error);
+  /* the one picture ab draws: its fonts are not needed again */
+  dfl_plot_release_fonts ();
   for (int k = 0; k < 2; k++)
     g_free (names[k]);
   if (!ok)

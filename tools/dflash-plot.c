@@ -1,5 +1,6 @@
 /* gst-dflash — charts for the `dflash` command, drawn with cairo (see
  * dflash-plot.h). */
+#include <fontconfig/fontconfig.h>
 #include <math.h>
 #include <string.h>
 
@@ -426,4 +427,11 @@ dfl_plot_write_png (DflPlot *p, const char *path, GError **error)
     return FALSE;
   }
   return g_file_set_contents (path, (const char *) png->data, png->len, error);
+}
+
+void
+dfl_plot_release_fonts (void)
+{
+  cairo_debug_reset_static_data ();
+  FcFini ();
 }

@@ -78,4 +78,9 @@ guint32 dfl_plot_pixel (DflPlot *p, int x, int y);
 /* The figure as a PNG file. */
 gboolean dfl_plot_write_png (DflPlot *p, const char *path, GError **error);
 
+/* Empty cairo's and fontconfig's caches of fonts, as cairo advises before
+ * exit under a memory checker (else their caches read as leaks). Only once
+ * every figure is freed and nothing else in the process draws text. */
+void dfl_plot_release_fonts (void);
+
 G_END_DECLS

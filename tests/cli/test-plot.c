@@ -248,6 +248,8 @@ test_write_png (void)
 int
 main (int argc, char **argv)
 {
+  int status;
+
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/plot/bars", test_bars);
   g_test_add_func ("/plot/lines", test_lines);
@@ -255,5 +257,7 @@ main (int argc, char **argv)
   g_test_add_func ("/plot/ab/no-draft", test_ab_no_draft);
   g_test_add_func ("/plot/ab/neither-drafts", test_ab_neither_drafts);
   g_test_add_func ("/plot/write-png", test_write_png);
-  return g_test_run ();
+  status = g_test_run ();
+  dfl_plot_release_fonts ();
+  return status;
 }

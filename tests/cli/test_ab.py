@@ -198,6 +198,9 @@ def main():
             f.write("tapsource max-new-tokens=100000 ! verifier ! fdsink\n")
         expect_error("an error on the bus", [SPECULATIVE, too_long, "--prompts", prompts],
                      "too-long.pipeline", "prompt 1")
+        expect_error("--plot into a missing folder", [SPECULATIVE, PLAIN, "--prompts", prompts, "--max-new", "2",
+                                                     "--plot", os.path.join(tmp, "no-such-folder", "ab.png")],
+                     "--plot", "no-such-folder")
         empty = os.path.join(tmp, "empty.txt")
         open(empty, "w").write("\n\n")
         expect_error("a prompts file without prompts", [SPECULATIVE, PLAIN, "--prompts", empty], "empty.txt")

@@ -10,7 +10,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
   build-essential meson ninja-build pkg-config \
-  libglib2.0-dev libcjson-dev libopenblas-dev \
+  libglib2.0-dev libcjson-dev libopenblas-dev libcairo2-dev \
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
   gstreamer1.0-tools gstreamer1.0-plugins-base \
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers \

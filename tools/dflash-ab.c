@@ -17,8 +17,9 @@
  * produce the same text for every prompt: where they do not, ab names the
  * prompt and exits 1 after printing everything.
  *
- * --plot writes a PNG (png-plot.c): acceptance by block position and τ per
- * prompt, A's bars beside B's. No picture is written unless it is asked
+ * --plot writes a PNG (dflash-ab-plot.c): decode tokens/s of A and B per
+ * prompt and over all prompts, τ per prompt and acceptance by draft
+ * position. No picture is written unless it is asked
  * for: a comparison run from a script should not leave files about.
  */
 #include <cjson/cJSON.h>
@@ -33,10 +34,7 @@
 
 #include "gstdflashelements.h"
 #include "gstdflashmodel.h"
-#include "png-plot.h"
-
-#define COLOR_A 0x3B6FB6
-#define COLOR_B 0xE08A2E
+#include "dflash-ab-plot.h"
 
 /* Counts over some rounds: one prompt's, or all of them. */
 typedef struct {
@@ -581,46 +579,44 @@ print_json (Side *sides, GPtrArray *prompts, const gboolean *same, gboolean all_
   cJSON_Delete (obj);
 }
 
-/* Acceptance by position and τ by prompt, A beside B, with a legend. */
+/* The picture: each side's figures handed to dflash-ab-plot.c as numbers. */
 static gboolean
 write_plot (const char *path, Side *sides, guint n_prompts, int positions, GError **error)
 {
-  const guint32 colors[2] = { COLOR_A, COLOR_B };
-  const int width = 1120, height = 520, top = 52;
-  g_autoptr (DflPlot) p = dfl_plot_new (width, height, 0xFFFFFF);
-  g_autofree double *rates = g_new (double, 2 * MAX (positions, 1));
-  g_autofree double *taus = g_new (double, 2 * MAX (n_prompts, 1));
-  double tau_max = 1, y_max, y_step;
-  int decimals, x = 16;
+  /* per side: tokens/s and τ of each prompt, then acceptance by position */
+  gsize stride = 2 * (gsize) n_prompts + MAX (positions, 1);
+  g_autofree double *values = g_new (double, 2 * stride);
+  char *names[2];
+  DflAbPlotSide plot[2];
+  gboolean ok;
 
   for (int k = 0; k < 2; k++) {
-    g_autofree char *base = g_path_get_basename (sides[k].path);
-    g_autofree char *entry = g_strdup_printf ("%s: %s  tau %.2f", sides[k].label, base,
-                                              figures_tau (&sides[k].total));
-    /* the legend's figures as the font draws them: a '.', never a ',' */
-    for (char *c = entry; *c; c++)
-      if (*c == ',')
-        *c = '.';
-    dfl_plot_fill (p, x, 16, 16, 16, colors[k]);
-    x += 24 + dfl_plot_text (p, x + 24, 17, 2, 0x222222, entry) + 40;
-    for (int j = 0; j < positions; j++)
-      rates[k * positions + j] = figures_rate (&sides[k].total, j);
+    double *speed = values + k * stride, *tau = speed + n_prompts, *rate = tau + n_prompts;
     for (guint i = 0; i < n_prompts; i++) {
-      taus[k * n_prompts + i] = figures_tau (&sides[k].runs[i].fig);
-      tau_max = MAX (tau_max, taus[k * n_prompts + i]);
+      speed[i] = figures_tokens_per_s (&sides[k].runs[i].fig);
+      tau[i] = figures_tau (&sides[k].runs[i].fig);
     }
+    for (int j = 0; j < positions; j++)
+      rate[j] = figures_rate (&sides[k].total, j);
+    names[k] = g_path_get_basename (sides[k].path);
+    plot[k] = (DflAbPlotSide) {
+      .name = names[k],
+      .tokens_per_s = figures_tokens_per_s (&sides[k].total),
+      .tau = figures_tau (&sides[k].total),
+      .prompt_tokens_per_s = speed,
+      .prompt_tau = tau,
+      .accept_rate = rate,
+      .positions = positions,
+    };
   }
-  dfl_plot_bars (p, 10, top, width / 2 - 20, height - top - 8, "ACCEPTANCE BY POSITION",
-                 "BLOCK POSITION", rates, 2, positions, colors, 1.0, 0.2, 1);
-  dfl_plot_nice_range (tau_max, &y_max, &y_step, &decimals);
-  dfl_plot_bars (p, width / 2 + 10, top, width / 2 - 20, height - top - 8,
-                 "TAU: TOKENS PER TARGET PASS", "PROMPT", taus, 2, (int) n_prompts, colors,
-                 y_max, y_step, decimals);
-  if (!dfl_plot_write_png (p, path, error)) {
+  ok = dfl_ab_plot_write (path, plot, (int) n_prompts, error);
+  /* the one picture ab draws: its fonts are not needed again */
+  dfl_plot_release_fonts ();
+  for (int k = 0; k < 2; k++)
+    g_free (names[k]);
+  if (!ok)
     g_prefix_error (error, "--plot %s: ", path);
-    return FALSE;
-  }
-  return TRUE;
+  return ok;
 }
 
 /* --- the command --------------------------------------------------------- */
@@ -732,7 +728,7 @@ dfl_cmd_ab (int argc, char **argv)
   GOptionEntry entries[] = {
     { "prompts", 0, 0, G_OPTION_ARG_FILENAME, &prompts_path, "Prompts, one a line (\\n, \\t and \\\\ escapes); required", "FILE" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens to generate at most for each prompt (default: what each description's tapsource says)", "N" },
-    { "plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_path, "Write a PNG of acceptance by position and tau per prompt (default: no picture)", "OUT.png" },
+    { "plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_path, "Write a PNG of decode tokens/s, tau and acceptance by position, A beside B (default: no picture)", "OUT.png" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the per-prompt and total figures", NULL },
     { NULL }
   };

@@ -2,8 +2,9 @@
 """`dflash ab`: two pipeline files on the same prompts. Lossless pipelines
 agree (exit 0, `identical: yes`), the PNG it draws is a valid one (checked
 here byte by byte: signature, IHDR, every chunk's CRC, the IDAT stream's
-size once inflated), and bad input gives one `dflash: ` line and the right
-status. Speaks TAP.
+size once inflated) and shows both sides' decode speed (its pixels read
+back: the bars over all prompts, top right, in the ratio --json gives), and
+bad input gives one `dflash: ` line and the right status. Speaks TAP.
 
 usage: test_ab.py DFLASH_BINARY SOURCE_ROOT
 """
@@ -88,6 +89,52 @@ def png_problems(path):
     return problems
 
 
+# the sides' colours in the picture (tools/dflash-ab-plot.h)
+COLOR_A, COLOR_B = bytes.fromhex("3B6FB6"), bytes.fromhex("E08A2E")
+
+
+def png_rgb(path):
+    """(width, height, rows): the RGB bytes of each row of an 8-bit RGB PNG,
+    its filters undone."""
+    data = open(path, "rb").read()
+    w, h = struct.unpack(">II", data[16:24])
+    pos, idat = 8, b""
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + n]
+        pos += 12 + n
+    raw, stride, rows, prev = zlib.decompress(idat), 3 * w, [], bytes(3 * w)
+    for r in range(h):
+        kind, line = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1:(r + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - 3] if i >= 3 else 0
+            b, c = prev[i], prev[i - 3] if i >= 3 else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        rows.append(bytes(line))
+        prev = rows[-1]
+    return w, h, rows
+
+
+def tallest_run(rows, x0, x1, y0, y1, color):
+    """The tallest run of pixels of `color` in a column of the region."""
+    best = 0
+    for x in range(x0, x1):
+        run = 0
+        for y in range(y0, y1):
+            run = run + 1 if rows[y][3 * x:3 * x + 3] == color else 0
+            best = max(best, run)
+    return best
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         prompts = os.path.join(tmp, "prompts.txt")
@@ -104,7 +151,8 @@ def main():
         problems = png_problems(png) if os.path.exists(png) else ["no file"]
         check("the plot is a valid PNG", not problems, "; ".join(problems))
 
-        rc, out, err = run(SPECULATIVE, NO_DRAFT, "--prompts", prompts, "--max-new", "8", "--json")
+        os.unlink(png)
+        rc, out, err = run(SPECULATIVE, NO_DRAFT, "--prompts", prompts, "--max-new", "8", "--json", "--plot", png)
         try:
             o = json.loads(out)
         except ValueError:
@@ -113,6 +161,16 @@ def main():
               and all(p["identical"] and p["a"]["text"] == p["b"]["text"] for p in o["prompts"])
               and o["a"]["tau"] >= 1 and o["b"]["tau"] == 1 and o["a"]["new_tokens"] == o["b"]["new_tokens"]
               and len(o["a"]["accept_rate_per_position"]) >= 1 and clean(err), f"rc={rc} {out} {err}")
+        problems = png_problems(png) if os.path.exists(png) else ["no file"]
+        if not problems:
+            w, h, rows = png_rgb(png)
+            # the speed over all prompts: the top right panel, A's bar and B's
+            a = tallest_run(rows, w * 2 // 3, w, 0, h // 2, COLOR_A)
+            b = tallest_run(rows, w * 2 // 3, w, 0, h // 2, COLOR_B)
+            speed_a, speed_b = o["a"]["decode_tokens_per_s"], o["b"]["decode_tokens_per_s"]
+            if not (a > 20 and b > 20 and abs(b - a * speed_b / speed_a) <= 3):
+                problems.append(f"speed bars of {a} and {b} pixels for {speed_a:.1f} and {speed_b:.1f} tokens/s")
+        check("the plot shows both sides' decode speed", not problems, "; ".join(problems))
 
         # sampling at a temperature is not what plain decoding gives: ab must say so
         sampled = os.path.join(tmp, "sampled.pipeline")
@@ -140,6 +198,9 @@ def main():
             f.write("tapsource max-new-tokens=100000 ! verifier ! fdsink\n")
         expect_error("an error on the bus", [SPECULATIVE, too_long, "--prompts", prompts],
                      "too-long.pipeline", "prompt 1")
+        expect_error("--plot into a missing folder", [SPECULATIVE, PLAIN, "--prompts", prompts, "--max-new", "2",
+                                                     "--plot", os.path.join(tmp, "no-such-folder", "ab.png")],
+                     "--plot", "no-such-folder")
         empty = os.path.join(tmp, "empty.txt")
         open(empty, "w").write("\n\n")
         expect_error("a prompts file without prompts", [SPECULATIVE, PLAIN, "--prompts", empty], "empty.txt")

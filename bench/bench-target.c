@@ -20,6 +20,7 @@
 
 #include "bench-common.h"
 #include "dfl-kernels.h"
+#include "qwen3-weights.h"
 #include "safetensors.h"
 #include "target.h"
 
@@ -47,7 +48,10 @@ write_random_checkpoint (const Shape *s, GError **error)
   g_autoptr (DflSafetensorsWriter) w = dfl_safetensors_writer_new ();
   g_autoptr (GRand) rng = g_rand_new_with_seed (7);
   g_autofree char *st_path = NULL, *cfg_path = NULL, *json = NULL;
-  gint64 qd = (gint64) s->heads * s->head_dim, kd = (gint64) s->kv_heads * s->head_dim;
+  /* the shapes of a checkpoint of this size (qwen3-weights.h) */
+  DflQwen3Config c = { .hidden = s->hidden, .intermediate = s->intermediate,
+                       .layers = s->layers, .heads = s->heads, .kv_heads = s->kv_heads,
+                       .head_dim = s->head_dim, .vocab = s->vocab };
   float ws = 0.05f;
   cJSON *cfg, *arch;
 
@@ -57,18 +61,17 @@ write_random_checkpoint (const Shape *s, GError **error)
       || !add_random (w, rng, "model.norm.weight", s->hidden, 0, 0.1f, 1, error))
     return NULL;
   for (int i = 0; i < s->layers; i++) {
-    struct { const char *n; gint64 d0, d1; } m[] = {
-      { "self_attn.q_proj.weight", qd, s->hidden }, { "self_attn.k_proj.weight", kd, s->hidden },
-      { "self_attn.v_proj.weight", kd, s->hidden }, { "self_attn.o_proj.weight", s->hidden, qd },
-      { "mlp.gate_proj.weight", s->intermediate, s->hidden }, { "mlp.up_proj.weight", s->intermediate, s->hidden },
-      { "mlp.down_proj.weight", s->hidden, s->intermediate },
-      { "input_layernorm.weight", s->hidden, 0 }, { "post_attention_layernorm.weight", s->hidden, 0 },
-      { "self_attn.q_norm.weight", s->head_dim, 0 }, { "self_attn.k_norm.weight", s->head_dim, 0 },
-    };
-    for (guint j = 0; j < G_N_ELEMENTS (m); j++) {
-      g_autofree char *name = g_strdup_printf ("model.layers.%d.%s", i, m[j].n);
-      gboolean norm = m[j].d1 == 0;
-      if (!add_random (w, rng, name, m[j].d0, m[j].d1, norm ? 0.1f : ws, norm ? 1 : 0, error))
+    /* each layer's matrices, then its norms (near one) */
+    for (int m = 0; m < DFL_QWEN3_N_MATRICES; m++) {
+      g_autofree char *name = dfl_qwen3_layer_tensor_name (i, dfl_qwen3_matrix_name (m));
+      gint64 rows, cols;
+      dfl_qwen3_matrix_shape (&c, m, &rows, &cols);
+      if (!add_random (w, rng, name, rows, cols, ws, 0, error))
+        return NULL;
+    }
+    for (int n = 0; n < DFL_QWEN3_N_NORMS; n++) {
+      g_autofree char *name = dfl_qwen3_layer_tensor_name (i, dfl_qwen3_norm_name (n));
+      if (!add_random (w, rng, name, dfl_qwen3_norm_size (&c, n), 0, 0.1f, 1, error))
         return NULL;
     }
   }

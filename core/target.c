@@ -1,169 +1,60 @@
-/* gst-dflash — the Qwen3 target on the CPU: load, forward, KV cache. */
-#include "target.h"
-
-#include <math.h>
-#include <string.h>
+/* gst-dflash — the target's one interface over its engines: the checks
+ * every back end shares, what a forward is asked for resolved into memory
+ * the engine writes. */
+#include "target-private.h"
 
 #include "dfl-error.h"
-#include "dfl-kernels.h"
-#include "dfl-parallel.h"
+#include "qwen3-weights.h"
 
-#include <stdatomic.h>
-
-typedef struct {
-  float *in_norm, *post_norm, *q_norm, *k_norm;
-  DflWeights q, k, v, o, gate, up, down;   /* read in place from the mapped file */
-  float *qkv_bias;     /* [q_dim + 2·kv_dim] or NULL */
-  float *o_bias;       /* [hidden] or NULL */
-} Layer;
-
-struct _DflTarget {
-  char *dir;
-  DflQwen3Config cfg;
-  DflSafetensors *st;
-  const DflStoredTensor *embed;   /* [vocab][hidden], rows converted as they are looked up */
-  DflWeights head;          /* [vocab][hidden]; the embedding's when tied */
-  float *norm;
-  Layer *layers;
-  float *inv_freq;
-  guint64 weight_bytes;
-  gint64 n_params;
-};
-
-struct _DflTargetSeq {
-  const DflTarget *t;
-  int n_layers;        /* kept so freeing needs nothing of the target */
-  int len;
-  int cap;             /* positions the caches have room for */
-  float **k, **v;      /* per layer [cap][kv_heads·head_dim] */
-};
-
-static const DflStoredTensor *
-expect (DflTarget *t, const char *name, guint n_dims, gint64 d0, gint64 d1, GError **error)
+DflTarget *
+dfl_target_wrap (const DflTargetEngine *engine, DflDevice *device, const DflQwen3Config *c,
+                 const char *origin, gpointer impl)
 {
-  gint64 shape[2] = { d0, d1 };
-  const DflStoredTensor *tensor = dfl_safetensors_expect (t->st, name, n_dims, shape, error);
+  DflTarget *t = g_new0 (DflTarget, 1);
 
-  if (tensor)
-    t->n_params += tensor->n_elements;
-  return tensor;
-}
-
-/* A vector (a norm, a bias) as F32. */
-static float *
-take_vector (DflTarget *t, const char *name, gint64 n, GError **error)
-{
-  const DflStoredTensor *tensor = expect (t, name, 1, n, 0, error);
-
-  return tensor ? dfl_tensor_dup_f32 (tensor) : NULL;
-}
-
-static void
-weights_of (const DflStoredTensor *tensor, DflWeights *w)
-{
-  w->data = tensor->data;
-  w->type = tensor->dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16
-      : tensor->dtype == DFL_DTYPE_F16 ? DFL_DTYPE_F16 : DFL_DTYPE_F32;
-  w->rows = tensor->shape[0];
-  w->cols = tensor->shape[1];
-}
-
-/* A matrix, used where it lies in the mapped file. */
-static gboolean
-take_matrix (DflTarget *t, const char *name, gint64 rows, gint64 cols, DflWeights *w, GError **error)
-{
-  const DflStoredTensor *tensor = expect (t, name, 2, rows, cols, error);
-
-  if (!tensor)
-    return FALSE;
-  weights_of (tensor, w);
-  t->weight_bytes += dfl_weights_bytes (w);
-  return TRUE;
-}
-
-static gboolean
-load_layer (DflTarget *t, int i, Layer *l, GError **error)
-{
-  const DflQwen3Config *c = &t->cfg;
-  gint64 hs = c->hidden, qd = (gint64) c->heads * c->head_dim, kd = (gint64) c->kv_heads * c->head_dim;
-  g_autofree char *p = g_strdup_printf ("model.layers.%d.", i);
-
-  g_autofree char *q = g_strconcat (p, "self_attn.q_proj.weight", NULL);
-  g_autofree char *k = g_strconcat (p, "self_attn.k_proj.weight", NULL);
-  g_autofree char *v = g_strconcat (p, "self_attn.v_proj.weight", NULL);
-  g_autofree char *o = g_strconcat (p, "self_attn.o_proj.weight", NULL);
-  g_autofree char *gate = g_strconcat (p, "mlp.gate_proj.weight", NULL);
-  g_autofree char *up = g_strconcat (p, "mlp.up_proj.weight", NULL);
-  g_autofree char *down = g_strconcat (p, "mlp.down_proj.weight", NULL);
-  g_autofree char *in_norm = g_strconcat (p, "input_layernorm.weight", NULL);
-  g_autofree char *post_norm = g_strconcat (p, "post_attention_layernorm.weight", NULL);
-  g_autofree char *q_norm = g_strconcat (p, "self_attn.q_norm.weight", NULL);
-  g_autofree char *k_norm = g_strconcat (p, "self_attn.k_norm.weight", NULL);
-
-
-  if (!(l->in_norm = take_vector (t, in_norm, hs, error))
-      || !(l->post_norm = take_vector (t, post_norm, hs, error))
-      || !(l->q_norm = take_vector (t, q_norm, c->head_dim, error))
-      || !(l->k_norm = take_vector (t, k_norm, c->head_dim, error))
-      || !take_matrix (t, q, qd, hs, &l->q, error)
-      || !take_matrix (t, k, kd, hs, &l->k, error)
-      || !take_matrix (t, v, kd, hs, &l->v, error)
-      || !take_matrix (t, o, hs, qd, &l->o, error)
-      || !take_matrix (t, gate, c->intermediate, hs, &l->gate, error)
-      || !take_matrix (t, up, c->intermediate, hs, &l->up, error)
-      || !take_matrix (t, down, hs, c->intermediate, &l->down, error))
-    return FALSE;
-
-  if (c->attention_bias) {
-    g_autofree char *qb = g_strconcat (p, "self_attn.q_proj.bias", NULL);
-    g_autofree char *kb = g_strconcat (p, "self_attn.k_proj.bias", NULL);
-    g_autofree char *vb = g_strconcat (p, "self_attn.v_proj.bias", NULL);
-    g_autofree char *ob = g_strconcat (p, "self_attn.o_proj.bias", NULL);
-    g_autofree float *bq = NULL, *bk = NULL, *bv = NULL;
-    if (!(bq = take_vector (t, qb, qd, error)) || !(bk = take_vector (t, kb, kd, error))
-        || !(bv = take_vector (t, vb, kd, error)) || !(l->o_bias = take_vector (t, ob, hs, error)))
-      return FALSE;
-    /* one bias row laid out as the projections' joined output row */
-    l->qkv_bias = g_new (float, qd + 2 * kd);
-    memcpy (l->qkv_bias, bq, sizeof (float) * qd);
-    memcpy (l->qkv_bias + qd, bk, sizeof (float) * kd);
-    memcpy (l->qkv_bias + qd + kd, bv, sizeof (float) * kd);
-  }
-  return TRUE;
+  t->engine = engine;
+  t->device = device ? dfl_device_ref (device) : NULL;
+  t->cfg = *c;
+  t->origin = g_strdup (origin);
+  t->n_params = dfl_qwen3_n_params (c);
+  t->impl = impl;
+  return t;
 }
 
 DflTarget *
-dfl_target_load (const char *dir, GError **error)
+dfl_target_upload (const DflTarget *host, DflDevice *device, DflTargetWeights as,
+                   GError **error)
 {
-  g_autoptr (DflTarget) t = g_new0 (DflTarget, 1);
-  const DflQwen3Config *c = &t->cfg;
+  const DflTargetEngine *engine;
 
-  t->dir = g_strdup (dir);
-  if (!dfl_qwen3_config_load (&t->cfg, dir, error))
+  g_return_val_if_fail (host->engine == &dfl_target_cpu_engine && device != NULL, NULL);
+  if (!(engine = dfl_target_engine_for (dfl_device_backend (device), error)))
     return NULL;
-  if (!(t->st = dfl_safetensors_open (dir, error)))
+  if (!engine->upload) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "%s is on the host already: the CPU runs the loaded target itself",
+                 host->origin);
     return NULL;
+  }
+  return engine->upload (host, device, as, error);
+}
 
-  if (!(t->embed = expect (t, "model.embed_tokens.weight", 2, c->vocab, c->hidden, error))
-      || !(t->norm = take_vector (t, "model.norm.weight", c->hidden, error)))
-    return NULL;
-  if (c->tie_word_embeddings)
-    weights_of (t->embed, &t->head);
-  else if (!take_matrix (t, "lm_head.weight", c->vocab, c->hidden, &t->head, error))
-    return NULL;
-  /* the head is read whole every step, tied or not; one embedding row too */
-  if (c->tie_word_embeddings)
-    t->weight_bytes += dfl_weights_bytes (&t->head);
-  t->weight_bytes += (guint64) c->hidden * dfl_dtype_size (t->embed->dtype);
+DflTarget *
+dfl_target_new_random (DflDevice *device, const DflQwen3Config *c, DflDtype type, guint64 seed,
+                       GError **error)
+{
+  const DflTargetEngine *engine;
 
-  t->layers = g_new0 (Layer, c->layers);
-  for (int i = 0; i < c->layers; i++)
-    if (!load_layer (t, i, &t->layers[i], error))
-      return NULL;
-
-  t->inv_freq = g_new (float, c->head_dim / 2);
-  dfl_rope_inv_freq (t->inv_freq, c->head_dim, c->rope_theta);
-  return g_steal_pointer (&t);
+  g_return_val_if_fail (device != NULL, NULL);
+  if (!(engine = dfl_target_engine_for (dfl_device_backend (device), error)))
+    return NULL;
+  if (!engine->new_random) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "backend=%s makes no random target: it reads a checkpoint (dfl_target_load)",
+                 dfl_backend_name (engine->backend));
+    return NULL;
+  }
+  return engine->new_random (device, c, type, seed, error);
 }
 
 void
@@ -171,22 +62,10 @@ dfl_target_free (DflTarget *t)
 {
   if (!t)
     return;
-  if (t->layers) {
-    for (int i = 0; i < t->cfg.layers; i++) {
-      Layer *l = &t->layers[i];
-      g_free (l->in_norm);
-      g_free (l->post_norm);
-      g_free (l->q_norm);
-      g_free (l->k_norm);
-      g_free (l->qkv_bias);
-      g_free (l->o_bias);
-    }
-    g_free (t->layers);
-  }
-  g_free (t->norm);
-  g_free (t->inv_freq);
-  g_clear_pointer (&t->st, dfl_safetensors_free);
-  g_free (t->dir);
+  if (t->impl)
+    t->engine->free (t->impl);
+  g_clear_pointer (&t->device, dfl_device_unref);
+  g_free (t->origin);
   g_free (t);
 }
 
@@ -199,13 +78,19 @@ dfl_target_config (const DflTarget *t)
 const char *
 dfl_target_dir (const DflTarget *t)
 {
-  return t->dir;
+  return t->origin;
 }
 
-const DflSafetensors *
-dfl_target_tensors (const DflTarget *t)
+DflDevice *
+dfl_target_device (const DflTarget *t)
 {
-  return t->st;
+  return t->device;
+}
+
+DflBackendId
+dfl_target_backend (const DflTarget *t)
+{
+  return t->engine->backend;
 }
 
 guint64
@@ -220,19 +105,40 @@ dfl_target_n_params (const DflTarget *t)
   return t->n_params;
 }
 
-void
-dfl_target_embed (const DflTarget *t, const int *ids, int n, float *out)
+DflTensor
+dfl_target_embedding_tensor (const DflTarget *t)
 {
-  for (int i = 0; i < n; i++)
-    dfl_tensor_read_f32 (t->embed, (gint64) ids[i] * t->cfg.hidden, t->cfg.hidden,
-                         out + (gsize) i * t->cfg.hidden);
+  DflTensor embedding, head;
+
+  t->engine->tables (t, &embedding, &head);
+  return embedding;
+}
+
+DflTensor
+dfl_target_head_tensor (const DflTarget *t)
+{
+  DflTensor embedding, head;
+
+  t->engine->tables (t, &embedding, &head);
+  return head;
 }
 
 void
-dfl_target_head (const DflTarget *t, const float *hidden, int rows, int width, float *out)
+dfl_target_set_use_graph (DflTarget *t, gboolean use_graph)
 {
-  dfl_matmul_w (&t->head, hidden, rows, t->cfg.hidden, out, width, width, 0);
+  g_return_if_fail (t->engine->set_use_graph != NULL);
+  t->engine->set_use_graph (t->impl, use_graph);
 }
+
+void
+dfl_target_set_chunk_rows (DflTarget *t, int rows)
+{
+  g_return_if_fail (t->engine->set_chunk_rows != NULL);
+  g_return_if_fail (rows > 0);
+  t->engine->set_chunk_rows (t->impl, rows);
+}
+
+/* --- sequences --- */
 
 DflTargetSeq *
 dfl_target_seq_new (const DflTarget *t)
@@ -240,9 +146,7 @@ dfl_target_seq_new (const DflTarget *t)
   DflTargetSeq *s = g_new0 (DflTargetSeq, 1);
 
   s->t = t;
-  s->n_layers = t->cfg.layers;
-  s->k = g_new0 (float *, t->cfg.layers);
-  s->v = g_new0 (float *, t->cfg.layers);
+  s->impl = t->engine->seq_new (t);
   return s;
 }
 
@@ -251,119 +155,148 @@ dfl_target_seq_free (DflTargetSeq *s)
 {
   if (!s)
     return;
-  for (int i = 0; i < s->n_layers; i++) {
-    g_free (s->k[i]);
-    g_free (s->v[i]);
-  }
-  g_free (s->k);
-  g_free (s->v);
+  s->t->engine->seq_free (s->impl);
   g_free (s);
+}
+
+const DflTarget *
+dfl_target_seq_target (const DflTargetSeq *s)
+{
+  return s->t;
+}
+
+/* Whether `positions` fit the model's context; an error saying so where not. */
+static gboolean
+check_context (const DflTarget *t, int pos0, int n, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+
+  if ((gint64) pos0 + n <= c->max_positions)
+    return TRUE;
+  g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
+               "%d tokens at position %d pass the context of %s: max_position_embeddings "
+               "is %d, so positions 0 … %d", n, pos0, t->origin, c->max_positions,
+               c->max_positions - 1);
+  return FALSE;
+}
+
+gboolean
+dfl_target_seq_reserve (DflTargetSeq *s, int positions, GError **error)
+{
+  return check_context (s->t, 0, positions, error)
+         && s->t->engine->seq_reserve (s->impl, positions, error);
 }
 
 int
 dfl_target_seq_length (const DflTargetSeq *s)
 {
-  return s->len;
+  return ((const DflTargetSeqHead *) s->impl)->len;
 }
 
 void
 dfl_target_seq_truncate (DflTargetSeq *s, int pos)
 {
-  g_return_if_fail (pos >= 0 && pos <= s->len);
-  s->len = pos;
+  DflTargetSeqHead *head = s->impl;
+
+  g_return_if_fail (pos >= 0 && pos <= head->len);
+  head->len = pos;
 }
 
-/* Room in every layer's cache for `need` positions; grows by doubling so a
- * long generation reallocates a few times, not every step. */
-static void
-seq_reserve (DflTargetSeq *s, int need)
-{
-  const DflQwen3Config *c = &s->t->cfg;
-  gsize row = (gsize) c->kv_heads * c->head_dim;
-  int cap;
+/* --- the forward --- */
 
-  if (need <= s->cap)
-    return;
-  cap = MAX (need, MAX (64, s->cap * 2));
-  cap = MIN (cap, MAX (need, c->max_positions));
-  for (int i = 0; i < c->layers; i++) {
-    s->k[i] = g_renew (float, s->k[i], (gsize) cap * row);
-    s->v[i] = g_renew (float, s->v[i], (gsize) cap * row);
+static const char *
+where (const DflDevice *device)
+{
+  return device ? dfl_device_describe (device) : "the host";
+}
+
+/* The memory of a tensor the caller gave for `rows` rows of `cols` floats,
+ * where the target's forward can write it: the target's device, or the
+ * host for a host target. */
+static float *
+out_rows (const DflTarget *t, const DflTensor *tensor, int rows, gint64 cols, const char *what,
+          GError **error)
+{
+  gboolean on_host = !tensor->device || dfl_device_backend (tensor->device) == DFL_BACKEND_CPU;
+  gboolean here = t->device ? tensor->device && dfl_device_native (tensor->device)
+                                                == dfl_device_native (t->device)
+                            : on_host;
+
+  if (!here) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                 "the %s are asked for on %s, but the target %s runs on %s", what,
+                 where (tensor->device), t->origin, where (t->device));
+    return NULL;
   }
-  s->cap = cap;
+  if (tensor->dtype != DFL_DTYPE_F32 || !dfl_tensor_is_contiguous (tensor)
+      || dfl_tensor_n_elements (tensor) < (gint64) rows * cols) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the %s tensor must be packed F32 with room for %d × %" G_GINT64_FORMAT
+                 " values (it is %s, %" G_GINT64_FORMAT " values)", what, rows, cols,
+                 dfl_dtype_name (tensor->dtype), dfl_tensor_n_elements (tensor));
+    return NULL;
+  }
+  return dfl_tensor_data (tensor);
 }
 
-/* The forward's element-wise steps between the products, shared out
- * between the kernels' threads (dfl-parallel.h) a row or a piece of a row
- * at a time: each piece is computed as it would be alone, so the numbers
- * do not depend on how many threads or rows there are. Left on one thread
- * they took about an eighth of a 6-row verification on two cores while
- * the second core waited. */
-typedef struct {
-  const DflTarget *t;
-  const Layer *l;
-  int step, n, pos0;
-  float *h, *x, *qkv, *y, *gu, *kc, *vc;
-  atomic_int next;
-} RowsJob;
-
-enum { STEP_IN_NORM, STEP_QK, STEP_POST_NORM, STEP_SILU };
-#define SILU_PIECE 256
-
-static void
-rows_job (void *data, int slot)
+/* Host rows and device tensors of one output resolved into the plan: on a
+ * host target a device tensor is host memory, so it takes the host's place
+ * (asking for both there names the same rows twice). */
+static gboolean
+resolve (const DflTarget *t, float **host, float **device, const DflTensor *tensor, int rows,
+         gint64 cols, const char *what, GError **error)
 {
-  RowsJob *j = data;
-  const DflQwen3Config *c = &j->t->cfg;
-  int hs = c->hidden, hd = c->head_dim, nh = c->heads, kv = c->kv_heads;
-  int qd = nh * hd, kd = kv * hd, qkv_w = qd + 2 * kd, ffn = c->intermediate;
-  int pieces = (ffn + SILU_PIECE - 1) / SILU_PIECE;
-  int items = j->step == STEP_SILU ? j->n * pieces : j->n, i;
+  float *p;
 
-  (void) slot;
-  while ((i = atomic_fetch_add_explicit (&j->next, 1, memory_order_relaxed)) < items) {
-    switch (j->step) {
-      case STEP_IN_NORM:
-      case STEP_POST_NORM:
-        dfl_rmsnorm_to (j->x + (gsize) i * hs, j->h + (gsize) i * hs, 1, hs,
-                        j->step == STEP_IN_NORM ? j->l->in_norm : j->l->post_norm,
-                        (float) c->rms_eps);
-        break;
-      case STEP_QK: {
-        float *row = j->qkv + (gsize) i * qkv_w;
-        if (j->l->qkv_bias)
-          dfl_add (row, j->l->qkv_bias, qkv_w);
-        /* q and k are normed per head before rope (Qwen3's q_norm/k_norm) */
-        dfl_rmsnorm (row, nh, hd, j->l->q_norm, (float) c->rms_eps);
-        dfl_rmsnorm (row + qd, kv, hd, j->l->k_norm, (float) c->rms_eps);
-        dfl_rope (row, 1, nh, hd, j->t->inv_freq, j->pos0 + i);
-        dfl_rope (row + qd, 1, kv, hd, j->t->inv_freq, j->pos0 + i);
-        memcpy (j->kc + (gsize) i * kd, row + qd, sizeof (float) * kd);
-        memcpy (j->vc + (gsize) i * kd, row + qd + kd, sizeof (float) * kd);
-        memcpy (j->y + (gsize) i * qd, row, sizeof (float) * qd);
-        break;
-      }
-      case STEP_SILU: {
-        int r = i / pieces, from = (i % pieces) * SILU_PIECE;
-        float *g = j->gu + (gsize) r * 2 * ffn;
-        dfl_silu_mul (g + from, g + ffn + from, MIN (SILU_PIECE, ffn - from));
-        break;
-      }
-      default:
-        break;
+  if (!tensor)
+    return TRUE;
+  if (!(p = out_rows (t, tensor, rows, cols, what, error)))
+    return FALSE;
+  if (t->device) {
+    *device = p;
+  } else if (*host) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the %s are asked for twice on the host (host rows and a host tensor)", what);
+    return FALSE;
+  } else {
+    *host = p;
+  }
+  return TRUE;
+}
+
+/* What `out` asks for as the engine writes it; FALSE where the target
+ * cannot give it there. */
+static gboolean
+plan_forward (const DflTarget *t, int n, const DflForwardOut *out, DflForwardPlan *plan,
+              GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  int logit_rows = n - CLAMP (out->logits_from, 0, n);
+
+  *plan = (DflForwardPlan) {
+    .tap_layers = out->tap_layers, .n_tap_layers = out->n_tap_layers, .taps = out->taps,
+    .logits_from = out->logits_from, .logits = out->logits, .argmax = out->argmax,
+    .hidden = out->hidden,
+  };
+  for (int i = 0; i < out->n_tap_layers; i++)
+    if (out->tap_layers[i] < 0 || out->tap_layers[i] >= c->layers) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                   "tap layer %d is outside the %d layers of %s",
+                   out->tap_layers[i], c->layers, t->origin);
+      return FALSE;
     }
+  if (!resolve (t, &plan->taps, &plan->d_taps, out->device_taps, n,
+                (gint64) out->n_tap_layers * c->hidden, "taps", error)
+      || !resolve (t, &plan->logits, &plan->d_logits, out->device_logits, logit_rows, c->vocab,
+                   "logits", error))
+    return FALSE;
+  if (plan->taps && !t->engine->host_taps) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "the target %s on %s hands its taps back on the device (device_taps), "
+                 "not in host rows", t->origin, where (t->device));
+    return FALSE;
   }
-}
-
-static void
-rows_step (RowsJob *j, int step)
-{
-  const DflQwen3Config *c = &j->t->cfg;
-  int items = step == STEP_SILU ? j->n * ((c->intermediate + SILU_PIECE - 1) / SILU_PIECE) : j->n;
-
-  j->step = step;
-  atomic_store_explicit (&j->next, 0, memory_order_relaxed);
-  dfl_parallel_run (items > 1 ? dfl_parallel_threads () : 1, rows_job, j);
+  return TRUE;
 }
 
 gboolean
@@ -371,12 +304,10 @@ dfl_target_forward (const DflTarget *t, DflTargetSeq *s, const int *ids, int n,
                     DflForwardOut *out, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
-  int hs = c->hidden, hd = c->head_dim, nh = c->heads, kv = c->kv_heads;
-  int qd = nh * hd, kd = kv * hd, qkv_w = qd + 2 * kd, ffn = c->intermediate;
-  int pos0 = s->len;
   DflForwardOut none = { 0 };
-  g_autofree float *h = NULL, *x = NULL, *qkv = NULL, *y = NULL, *gu = NULL;
+  DflForwardPlan plan;
 
+  g_return_val_if_fail (s->t == t, FALSE);
   if (!out)
     out = &none;
   if (n <= 0)
@@ -385,78 +316,11 @@ dfl_target_forward (const DflTarget *t, DflTargetSeq *s, const int *ids, int n,
     if (ids[i] < 0 || ids[i] >= c->vocab) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                    "token id %d is outside the vocabulary of %s (0 … %d)",
-                   ids[i], t->dir, c->vocab - 1);
+                   ids[i], t->origin, c->vocab - 1);
       return FALSE;
     }
-  if ((gint64) pos0 + n > c->max_positions) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
-                 "%d tokens at position %d pass the context of %s: max_position_embeddings "
-                 "is %d, so positions 0 … %d", n, pos0, t->dir, c->max_positions,
-                 c->max_positions - 1);
+  if (!check_context (t, dfl_target_seq_length (s), n, error)
+      || !plan_forward (t, n, out, &plan, error))
     return FALSE;
-  }
-  for (int i = 0; i < out->n_tap_layers; i++)
-    if (out->tap_layers[i] < 0 || out->tap_layers[i] >= c->layers) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                   "tap layer %d is outside the %d layers of %s",
-                   out->tap_layers[i], c->layers, t->dir);
-      return FALSE;
-    }
-
-  seq_reserve (s, pos0 + n);
-  h = g_new (float, (gsize) n * hs);
-  x = g_new (float, (gsize) n * hs);
-  qkv = g_new (float, (gsize) n * qkv_w);
-  y = g_new (float, (gsize) n * qd);
-  gu = g_new (float, (gsize) n * 2 * ffn);
-  dfl_target_embed (t, ids, n, h);
-
-  for (int li = 0; li < c->layers; li++) {
-    const Layer *l = &t->layers[li];
-    float *kc = s->k[li] + (gsize) pos0 * kd, *vc = s->v[li] + (gsize) pos0 * kd;
-
-    RowsJob job = { .t = t, .l = l, .n = n, .pos0 = pos0, .h = h, .x = x, .qkv = qkv, .y = y,
-                    .gu = gu, .kc = kc, .vc = vc };
-
-    rows_step (&job, STEP_IN_NORM);
-    dfl_matmul_w (&l->q, x, n, hs, qkv, qkv_w, qd, 0);
-    dfl_matmul_w (&l->k, x, n, hs, qkv + qd, qkv_w, kd, 0);
-    dfl_matmul_w (&l->v, x, n, hs, qkv + qd + kd, qkv_w, kd, 0);
-    rows_step (&job, STEP_QK);
-    /* y holds the queries; attention writes its output over x's room */
-    {
-      g_autofree float *att = g_new (float, (gsize) n * qd);
-      dfl_attention_causal (y, n, nh, kv, hd, s->k[li], s->v[li], pos0,
-                            1.0f / sqrtf ((float) hd), att);
-      dfl_matmul_w (&l->o, att, n, qd, h, hs, hs, 1);
-    }
-    if (l->o_bias)
-      for (int r = 0; r < n; r++)
-        dfl_add (h + (gsize) r * hs, l->o_bias, hs);
-
-    rows_step (&job, STEP_POST_NORM);
-    dfl_matmul_w (&l->gate, x, n, hs, gu, 2 * ffn, ffn, 0);
-    dfl_matmul_w (&l->up, x, n, hs, gu + ffn, 2 * ffn, ffn, 0);
-    rows_step (&job, STEP_SILU);
-    /* down over the gate half of each row: the activations sit at stride 2·ffn */
-    dfl_matmul_w (&l->down, gu, n, 2 * ffn, h, hs, hs, 1);
-
-    for (int ti = 0; ti < out->n_tap_layers; ti++) {
-      if (out->tap_layers[ti] != li || !out->taps)
-        continue;
-      for (int r = 0; r < n; r++)
-        memcpy (out->taps + ((gsize) r * out->n_tap_layers + ti) * hs, h + (gsize) r * hs,
-                sizeof (float) * hs);
-    }
-  }
-  s->len = pos0 + n;
-
-  if ((out->logits || out->hidden) && out->logits_from < n) {
-    int from = MAX (out->logits_from, 0), rows = n - from;
-    float *normed = out->hidden ? out->hidden : x;
-    dfl_rmsnorm_to (normed, h + (gsize) from * hs, rows, hs, t->norm, (float) c->rms_eps);
-    if (out->logits)
-      dfl_target_head (t, normed, rows, c->vocab, out->logits);
-  }
-  return TRUE;
+  return t->engine->forward (t, s->impl, ids, n, &plan, error);
 }

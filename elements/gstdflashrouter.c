@@ -196,7 +196,8 @@ cost_choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *cm, int matc
     return TRUE;
   }
   seq = gst_dflash_model_seq_get (self->model, cm->loop, cm->sequence);
-  cuda = seq && seq->cuda_kv;
+  cuda = seq && seq->kv
+         && dfl_target_backend (dfl_target_seq_target (seq->kv)) == DFL_BACKEND_CUDA;
 
   GST_OBJECT_LOCK (self);
   p = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (cm->sequence));

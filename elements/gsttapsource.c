@@ -46,24 +46,15 @@
 #include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
 #include "prompts.h"
-#ifdef HAVE_CUDA
-#include "cuda-target.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_tap_source_debug);
 #define GST_CAT_DEFAULT gst_tap_source_debug
 
 #define TAPS_FIELDS ", hidden = (int) [ 1, MAX ], " \
     "tap-width = (int) [ 0, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 1, MAX ]"
-/* system memory from the CPU target; CUDA memory from the target on the card */
-#ifdef HAVE_CUDA
-#define TAPS_TEMPLATE GST_DFLASH_TAPS_CAPS TAPS_FIELDS "; " \
-    GST_DFLASH_TAPS_CAPS "(" GST_DFLASH_CAPS_FEATURE_CUDA ")" TAPS_FIELDS
-#else
-#define TAPS_TEMPLATE GST_DFLASH_TAPS_CAPS TAPS_FIELDS
-#endif
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (TAPS_TEMPLATE));
+/* system memory from the CPU target; CUDA memory from the target on the
+ * card, where this build has CUDA */
+#define TAPS_BACKENDS (1u << GST_DFLASH_BACKEND_CPU | 1u << GST_DFLASH_BACKEND_CUDA)
 
 #define DEFAULT_PROMPT "func ContainsRune(s string, r rune) bool {"
 #define DEFAULT_MAX_NEW 64
@@ -294,7 +285,12 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
   gst_element_class_set_static_metadata (element_class, "DFlash tap source",
       "Source/Tensor", "Runs the target over prompts and starts each speculative round",
       "gst-dflash developers");
-  gst_element_class_add_static_pad_template (element_class, &src_template);
+  {
+    GstCaps *caps = gst_dflash_tensor_caps (GST_DFLASH_TAPS_CAPS TAPS_FIELDS, TAPS_BACKENDS);
+    gst_element_class_add_pad_template (element_class,
+        gst_pad_template_new ("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
+    gst_caps_unref (caps);
+  }
   element_class->set_context = GST_DEBUG_FUNCPTR (gst_tap_source_set_context);
 
   basesrc_class->start = GST_DEBUG_FUNCPTR (gst_tap_source_start);
@@ -616,7 +612,7 @@ gst_tap_source_get_caps (GstBaseSrc *src, GstCaps *filter)
     g_autofree char *structure = gst_caps_to_string (plain);
     guint backends = self->backend == GST_DFLASH_BACKEND_CPU ? 1u << GST_DFLASH_BACKEND_CPU
                      : self->backend == GST_DFLASH_BACKEND_CUDA ? 1u << GST_DFLASH_BACKEND_CUDA
-                     : 1u << GST_DFLASH_BACKEND_CPU | 1u << GST_DFLASH_BACKEND_CUDA;
+                     : TAPS_BACKENDS;
     /* system memory first: auto takes the CPU wherever downstream does */
     caps = gst_dflash_tensor_caps (structure, backends);
     gst_caps_unref (plain);
@@ -656,8 +652,9 @@ gst_tap_source_set_caps (GstBaseSrc *src, GstCaps *caps)
     return TRUE;
   if (!gst_dflash_device_ensure (GST_ELEMENT (self), GST_BASE_SRC_PAD (self),
                                  GST_DFLASH_BACKEND_CUDA, &self->device, &error)
-      || !gst_dflash_model_cuda_target (self->model, self->device,
-                                        self->gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, &error)) {
+      || !gst_dflash_model_device_target (self->model, self->device,
+                                          self->gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32,
+                                          &error)) {
     GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
     return FALSE;
   }
@@ -757,49 +754,52 @@ round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *
   return buf;
 }
 
-/* The prompt's pass on the CUDA target: the sequence's cache on the card,
- * the taps into a buffer of CUDA memory (they stay there for ctxsettle);
- * the last row's logits and final-normed row come back for the sampler and
- * the router (`out` says where, as for the CPU target). */
+/* The prompt's pass on the target where it runs (the model's, or the
+ * model's on the card where the caps negotiated CUDA memory): the
+ * sequence's cache made there with room for the whole generation. On the
+ * card the taps go into a buffer of its memory (they stay there for
+ * ctxsettle); host taps, the last row's logits and final-normed row go
+ * where `out` says. */
 static gboolean
-prefill_cuda (GstTapSource *self, GstDflashSeq *s, GArray *ids, const DflForwardOut *out,
-              GstBuffer **device_taps, GError **error)
+prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, DflForwardOut *out,
+         GstBuffer **device_taps, GError **error)
 {
-#ifdef HAVE_CUDA
   const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
-  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
-  DflCudaTarget *ct = gst_dflash_model_cuda_target (self->model, self->device, FALSE, error);
+  const DflTarget *t = self->cuda
+      ? gst_dflash_model_device_target (self->model, self->device, FALSE, error)
+      : gst_dflash_model_target (self->model);
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model);
-  DflCudaForwardOut cout = { .logits_from = out->logits_from, .logits = out->logits,
-                             .hidden = out->hidden };
   GstMemory *mem = NULL;
+  DflTensor taps;
 
-  if (!ct || !(s->cuda_kv = dfl_cuda_target_seq_new (ct, error))
-      || !dfl_cuda_target_seq_reserve (s->cuda_kv, MIN (c->max_positions,
-                                       n + s->max_new + (g ? g->block : 1)), error))
+  if (!t)
     return FALSE;
-  if (g && tw) {
+  s->kv = dfl_target_seq_new (t);
+  if (!dfl_target_seq_reserve (s->kv, MIN (dfl_target_config (t)->max_positions,
+                                           n + s->max_new + (g ? g->block : 1)), error))
+    return FALSE;
+  if (g && tw && dfl_target_device (t)) {
     if (!(mem = gst_dflash_device_allocator_alloc_checked (
               gst_dflash_device_allocator (self->device), sizeof (float) * (gsize) n * tw, error)))
       return FALSE;
-    cout.tap_layers = g->taps;
-    cout.n_tap_layers = g->n_taps;
-    cout.d_taps = gst_dflash_device_memory_handle (mem);
+    taps = dfl_tensor_2d (gst_dflash_device_get_device (self->device),
+                          gst_dflash_device_memory_handle (mem), mem->offset, DFL_DTYPE_F32, n,
+                          tw);
+    out->tap_layers = g->taps;
+    out->n_tap_layers = g->n_taps;
+    out->device_taps = &taps;
   }
-  if (!dfl_cuda_target_forward (ct, s->cuda_kv, (const int *) ids->data, n, &cout, error)) {
+  if (!dfl_target_forward (t, s->kv, (const int *) ids->data, n, out, error)) {
     if (mem)
       gst_memory_unref (mem);
     return FALSE;
   }
+  out->device_taps = NULL;
   if (mem) {
     *device_taps = gst_buffer_new ();
     gst_buffer_append_memory (*device_taps, mem);
   }
   return TRUE;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
-  return FALSE;
-#endif
 }
 
 /* Prefill prompt `index`: its first token is the first anchor. */
@@ -850,13 +850,7 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
     out.taps = taps;
   }
   out.hidden = s->tip;
-  if (self->cuda) {
-    if (!prefill_cuda (self, s, ids, &out, &device_taps, &error)) {
-      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: prompt %u: %s", GST_ELEMENT_NAME (self),
-              index + 1, error->message), (NULL));
-      return GST_FLOW_ERROR;
-    }
-  } else if (!dfl_target_forward (t, s->kv, (int *) ids->data, n, &out, &error)) {
+  if (!prefill (self, s, ids, &out, &device_taps, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("prompt %u: %s", index + 1, error->message), (NULL));
     return GST_FLOW_ERROR;
   }
@@ -906,7 +900,8 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
         /* the rows the verifier kept are the new context; the round
          * continues from the bonus token */
         gint64 ctx_pos = s->tokens->len - 1 - s->taps_rows;
-        if (s->cuda_kv && !s->taps_buf && gst_dflash_model_tap_width (self->model)) {
+        if (dfl_target_device (dfl_target_seq_target (s->kv)) && !s->taps_buf
+            && gst_dflash_model_tap_width (self->model)) {
           GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: the verifier left no taps "
                   "on the card for its next round", GST_ELEMENT_NAME (self), id), (NULL));
           return GST_FLOW_ERROR;

@@ -46,23 +46,14 @@
 #include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
-#ifdef HAVE_CUDA
-#include "cuda-target.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_verifier_debug);
 #define GST_CAT_DEFAULT gst_verifier_debug
 
 /* Plain decoding takes tapsource's rounds directly, in the memory the
- * target ran in (their taps are not read). */
-#ifdef HAVE_CUDA
-#define VERIFIER_SINK_CAPS GST_DFLASH_PROPOSAL_CAPS "; " GST_DFLASH_TAPS_CAPS "; " \
-    GST_DFLASH_TAPS_CAPS "(" GST_DFLASH_CAPS_FEATURE_CUDA ")"
-#else
-#define VERIFIER_SINK_CAPS GST_DFLASH_PROPOSAL_CAPS "; " GST_DFLASH_TAPS_CAPS
-#endif
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (VERIFIER_SINK_CAPS));
+ * target ran in (their taps are not read): system memory, or CUDA memory
+ * where this build has CUDA. */
+#define VERIFIER_TAPS_BACKENDS (1u << GST_DFLASH_BACKEND_CPU | 1u << GST_DFLASH_BACKEND_CUDA)
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS ("text/x-raw, format = (string) utf8"));
 static GstStaticPadTemplate tokens_template = GST_STATIC_PAD_TEMPLATE ("tokens",
@@ -147,7 +138,14 @@ gst_verifier_class_init (GstVerifierClass *klass)
   gst_element_class_set_static_metadata (element_class, "DFlash verifier",
       "Filter/Tensor", "Verifies proposed tokens with the target and emits the accepted text",
       "gst-dflash developers");
-  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  {
+    GstCaps *caps = gst_caps_from_string (GST_DFLASH_PROPOSAL_CAPS);
+    caps = gst_caps_merge (caps, gst_dflash_tensor_caps (GST_DFLASH_TAPS_CAPS,
+                                                         VERIFIER_TAPS_BACKENDS));
+    gst_element_class_add_pad_template (element_class,
+        gst_pad_template_new ("sink", GST_PAD_SINK, GST_PAD_ALWAYS, caps));
+    gst_caps_unref (caps);
+  }
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_add_static_pad_template (element_class, &tokens_template);
   element_class->set_context = GST_DEBUG_FUNCPTR (gst_verifier_set_context);
@@ -163,7 +161,8 @@ string_free (gpointer s)
 static void
 gst_verifier_init (GstVerifier *self)
 {
-  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  self->sinkpad = gst_pad_new_from_template (
+      gst_element_class_get_pad_template (GST_ELEMENT_GET_CLASS (self), "sink"), "sink");
   gst_pad_set_chain_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_verifier_chain));
   gst_pad_set_event_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_verifier_sink_event));
   gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
@@ -460,72 +459,83 @@ ensure_model (GstVerifier *self, const GstCaps *caps)
   return TRUE;
 }
 
-#ifdef HAVE_CUDA
-/* The verification on the CUDA target (tapsource ran the sequence there):
- * as dfl_verifier_run, the ids up and, for greedy decoding, each row's
- * argmax back; the taps of the rows stay on the card in a pooled buffer
- * whose first accepted + 1 rows are the next round's context. With
+/* Whether tapsource ran the sequence's target on a device. */
+static gboolean
+seq_on_device (GstDflashSeq *s)
+{
+  return s->kv && dfl_target_device (dfl_target_seq_target (s->kv)) != NULL;
+}
+
+/* The verification on the target's device (tapsource ran the sequence
+ * there): as dfl_verifier_run, the ids up and, for greedy decoding, each
+ * row's argmax back; the taps of the rows stay on the device in a pooled
+ * buffer whose first accepted + 1 rows are the next round's context. With
  * sampling the logits come back for the sampler. The final-normed rows come
  * back for the tip (the router reads it). */
 static gboolean
-verify_cuda (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta,
-             const int *drafts, int m, int *accepted, int *bonus, GError **error)
+verify_on_device (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta,
+                  const int *drafts, int m, int *accepted, int *bonus, GError **error)
 {
   const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
-  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
-  GstDflashDevice *dev = gst_dflash_model_cuda_device (self->model);
+  const DflTarget *t = dfl_target_seq_target (s->kv);
+  const DflQwen3Config *c = dfl_target_config (t);
+  GstDflashDevice *dev = gst_dflash_model_target_device (self->model);
   int tw = gst_dflash_model_tap_width (self->model), n = m + 1, k;
   g_autofree int *ids = g_new (int, n);
   g_autofree int32_t *argmax = g_new (int32_t, n);
   g_autofree float *hidden = g_new (float, (gsize) n * c->hidden), *logits = NULL;
-  DflCudaForwardOut out = { .logits_from = 0, .argmax = argmax, .hidden = hidden };
+  DflForwardOut out = { .logits_from = 0, .argmax = argmax, .hidden = hidden };
   gint64 a = meta->anchor_pos;
-  DflCudaTarget *ct;
   GstBuffer *taps = NULL;
+  DflTensor taps_tensor;
 
-  if (!dev || !(ct = gst_dflash_model_cuda_target (self->model, dev, FALSE, error))) {
-    if (!dev)
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence runs on CUDA but the model "
-                   "has no target on a CUDA device");
+  if (!dev) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence runs on a device but the "
+                 "model has no target on one");
     return FALSE;
   }
-  if (dfl_cuda_target_seq_length (s->cuda_kv) != a) {
+  if (dfl_target_seq_length (s->kv) != a) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH, "round %u anchors at %" G_GINT64_FORMAT
                  " but the target's cache holds %d positions", meta->round, a,
-                 dfl_cuda_target_seq_length (s->cuda_kv));
+                 dfl_target_seq_length (s->kv));
     return FALSE;
   }
   if (g && tw) {
     gsize bytes = sizeof (float) * (gsize) self->block * tw;
+    GstMemory *mem;
     if (!self->taps_pool && !(self->taps_pool = gst_dflash_device_pool_new (dev, bytes, error)))
       return FALSE;
     if (!(taps = gst_dflash_device_pool_acquire (self->taps_pool, dev, error)))
       return FALSE;
+    mem = gst_buffer_peek_memory (taps, 0);
+    taps_tensor = dfl_tensor_2d (gst_dflash_device_get_device (dev),
+                                 gst_dflash_device_memory_handle (mem), mem->offset,
+                                 DFL_DTYPE_F32, self->block, tw);
     out.tap_layers = g->taps;
     out.n_tap_layers = g->n_taps;
-    out.d_taps = gst_dflash_device_memory_handle (gst_buffer_peek_memory (taps, 0));
+    out.device_taps = &taps_tensor;
   }
   if (s->sampler.temperature > 0.0f)
     out.logits = logits = g_new (float, (gsize) n * c->vocab);
   ids[0] = meta->anchor;
   if (m > 0)
     memcpy (ids + 1, drafts, sizeof (int) * m);
-  if (!dfl_cuda_target_forward (ct, s->cuda_kv, ids, n, &out, error)) {
+  if (!dfl_target_forward (t, s->kv, ids, n, &out, error)) {
     gst_clear_buffer (&taps);
     return FALSE;
   }
   /* accept while the draft is what the target itself picks there */
   for (k = 0; k <= m; k++) {
-    int t = logits ? dfl_sampler_pick (&s->sampler, logits + (gsize) k * c->vocab, c->vocab,
-                                       a + k + 1)
-                   : argmax[k];
-    if (k == m || drafts[k] != t) {
-      *bonus = t;
+    int pick = logits ? dfl_sampler_pick (&s->sampler, logits + (gsize) k * c->vocab, c->vocab,
+                                          a + k + 1)
+                      : argmax[k];
+    if (k == m || drafts[k] != pick) {
+      *bonus = pick;
       break;
     }
   }
   *accepted = k;
-  dfl_cuda_target_seq_truncate (s->cuda_kv, a + k + 1);
+  dfl_target_seq_truncate (s->kv, a + k + 1);
   if (taps) {
     gst_buffer_resize (taps, 0, sizeof (float) * (gsize) (k + 1) * tw);
     gst_buffer_replace (&s->taps_buf, taps);
@@ -535,26 +545,13 @@ verify_cuda (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta,
   memcpy (s->tip, hidden + (gsize) k * c->hidden, sizeof (float) * c->hidden);
   return TRUE;
 }
-#endif
-
-static gboolean
-verify_on_cuda (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta,
-                const int *drafts, int m, int *accepted, int *bonus, GError **error)
-{
-#ifdef HAVE_CUDA
-  return verify_cuda (self, s, meta, drafts, m, accepted, bonus, error);
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
-  return FALSE;
-#endif
-}
 
 /* Where the sequence's target runs must be where the backend property
  * says, if it says. */
 static gboolean
 check_backend (GstVerifier *self, GstDflashSeq *s, GError **error)
 {
-  gboolean on_cuda = s->cuda_kv != NULL;
+  gboolean on_cuda = seq_on_device (s);
 
   if ((self->backend == GST_DFLASH_BACKEND_CPU && on_cuda)
       || (self->backend == GST_DFLASH_BACKEND_CUDA && !on_cuda)) {
@@ -653,9 +650,10 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
         return GST_FLOW_ERROR;
       }
     if (!check_backend (self, s, &error)
-        || (s->cuda_kv ? !verify_on_cuda (self, s, meta, drafts, m, &k, &bonus, &error)
-                       : !dfl_verifier_run (self->verifier, s->kv, &s->sampler, meta->anchor_pos,
-                                            meta->anchor, drafts, m, &k, &bonus, &error))) {
+        || (seq_on_device (s)
+            ? !verify_on_device (self, s, meta, drafts, m, &k, &bonus, &error)
+            : !dfl_verifier_run (self->verifier, s->kv, &s->sampler, meta->anchor_pos,
+                                 meta->anchor, drafts, m, &k, &bonus, &error))) {
       GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
               s->id, error->message), (NULL));
       gst_buffer_unref (buf);
@@ -664,8 +662,8 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     verified = TRUE;
     t1 = g_get_monotonic_time ();
     /* what tapsource's next round needs: the accepted rows' taps, the tip
-     * (on CUDA the verification left them in the sequence) */
-    if (!s->cuda_kv) {
+     * (on a device the verification left them in the sequence) */
+    if (!seq_on_device (s)) {
       int tw = gst_dflash_model_tap_width (self->model);
       s->taps = g_renew (float, s->taps, (gsize) (k + 1) * MAX (tw, 1));
       if (tw)

@@ -21,6 +21,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_dflash_device_debug);
 struct _GstDflashDevice {
   GstObject parent;
   GstDflashBackend backend;
+  DflDevice *device;         /* the back-end interface's view of it */
   gpointer handle;
   const GstDflashDeviceOps *ops;
   GstAllocator *allocator;
@@ -130,6 +131,7 @@ gst_dflash_device_finalize (GObject *object)
     gst_object_unref (dev->allocator);
   if (dev->handle)
     dev->ops->device_unref (dev->handle);
+  g_clear_pointer (&dev->device, dfl_device_unref);
   g_free (dev->description);
   G_OBJECT_CLASS (gst_dflash_device_parent_class)->finalize (object);
 }
@@ -217,20 +219,12 @@ device_open (GstDflashBackend backend, GError **error)
   switch (backend) {
 #ifdef HAVE_CUDA
     case GST_DFLASH_BACKEND_CUDA:
-      if (!(dev->handle = dfl_cuda_device_open (0, error)))
-        return NULL;
       dev->ops = &cuda_ops;
-      dev->description = g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (dev->handle));
       break;
 #endif
 #ifdef HAVE_VULKAN
     case GST_DFLASH_BACKEND_VULKAN:
-      /* −1: the first discrete GPU, else the first device (lavapipe on a
-       * machine without a GPU) */
-      if (!(dev->handle = dfl_vk_device_open (-1, DFL_VK_DEVICE_DEFAULT, error)))
-        return NULL;
       dev->ops = &vulkan_ops;
-      dev->description = g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (dev->handle));
       break;
 #endif
     default:
@@ -238,6 +232,14 @@ device_open (GstDflashBackend backend, GError **error)
                    "backend=%s is not available in this build", gst_dflash_backend_nick (backend));
       return NULL;
   }
+  /* the back end's default device: the first CUDA card; the first discrete
+   * Vulkan GPU, else the first Vulkan device (lavapipe on a machine without
+   * a GPU) */
+  if (!(dev->device = dfl_device_open (backend == GST_DFLASH_BACKEND_CUDA ? DFL_BACKEND_CUDA
+                                       : DFL_BACKEND_VULKAN, -1, error)))
+    return NULL;
+  dev->handle = dev->ops->device_ref (dfl_device_native (dev->device));
+  dev->description = g_strdup (dfl_device_describe (dev->device));
   dev->allocator = gst_dflash_device_allocator_new (dev->ops, dev->handle);
   GST_INFO_OBJECT (dev, "opened %s", dev->description);
   return g_steal_pointer (&dev);
@@ -253,6 +255,12 @@ gpointer
 gst_dflash_device_handle (GstDflashDevice *dev)
 {
   return dev->handle;
+}
+
+DflDevice *
+gst_dflash_device_get_device (GstDflashDevice *dev)
+{
+  return dev->device;
 }
 
 GstAllocator *

@@ -15,6 +15,7 @@
 
 #include <gst/gst.h>
 
+#include "dfl-backend.h"
 #include "gstdflashcaps.h"
 
 G_BEGIN_DECLS
@@ -35,6 +36,9 @@ GstDflashDevice *gst_dflash_device_open (GstDflashBackend backend, GError **erro
 GstDflashBackend gst_dflash_device_backend (GstDflashDevice *dev);
 /* The back end's device object: DflCudaDevice *, DflVkDevice *. */
 gpointer gst_dflash_device_handle (GstDflashDevice *dev);
+/* The same device as the back-end interface sees it (dfl-backend.h), for
+ * the core's engines and tensors (transfer none). */
+DflDevice *gst_dflash_device_get_device (GstDflashDevice *dev);
 /* The allocator of the device's memory (transfer none). */
 GstAllocator *gst_dflash_device_allocator (GstDflashDevice *dev);
 /* GST_DFLASH_CAPS_FEATURE_* of the back end. */

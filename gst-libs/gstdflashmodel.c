@@ -10,7 +10,6 @@
 
 #ifdef HAVE_CUDA
 #include "cuda-drafter.h"
-#include "cuda-target.h"
 #endif
 #ifdef HAVE_VULKAN
 #include "dfl-vk-drafter.h"
@@ -27,10 +26,10 @@ struct _GstDflashModel {
   /* the GPU engines, made on first use under engine_lock (an upload takes
    * a while; the object lock guards the table of sequences) */
   GMutex engine_lock;
-  GstDflashDevice *cuda_dev;
-  DflCudaTarget *cuda_target;
+  GstDflashDevice *target_dev;
+  DflTarget *device_target;  /* the target on target_dev */
   DflCudaDrafter *cuda_drafter;
-  gboolean cuda_f32;         /* the CUDA engines' matrices widened to F32 */
+  gboolean target_f32;       /* its matrices (and the CUDA drafter's) widened to F32 */
   GMutex cuda_drafter_lock;  /* its callers, one at a time */
   GstDflashDevice *vk_dev;
   DflVkDrafter *vk_drafter;
@@ -55,7 +54,6 @@ seq_free (GstDflashSeq *s)
   gst_clear_buffer (&s->taps_buf);
 #ifdef HAVE_CUDA
   g_clear_pointer (&s->cuda_draft, dfl_cuda_draft_ctx_free);
-  g_clear_pointer (&s->cuda_kv, dfl_cuda_target_seq_free);
 #endif
 #ifdef HAVE_VULKAN
   g_clear_pointer (&s->vk_draft, dfl_vk_draft_ctx_free);
@@ -72,12 +70,12 @@ gst_dflash_model_finalize (GObject *object)
   g_hash_table_unref (m->seqs);
 #ifdef HAVE_CUDA
   g_clear_pointer (&m->cuda_drafter, dfl_cuda_drafter_free);
-  g_clear_pointer (&m->cuda_target, dfl_cuda_target_free);
 #endif
 #ifdef HAVE_VULKAN
   g_clear_pointer (&m->vk_drafter, dfl_vk_drafter_free);
 #endif
-  gst_clear_object (&m->cuda_dev);
+  g_clear_pointer (&m->device_target, dfl_target_free);
+  gst_clear_object (&m->target_dev);
   gst_clear_object (&m->vk_dev);
   g_mutex_clear (&m->engine_lock);
   g_mutex_clear (&m->cuda_drafter_lock);
@@ -218,7 +216,6 @@ gst_dflash_model_seq_new (GstDflashModel *m, guint loop, guint id, GError **erro
   s->key = key;
   s->loop = loop;
   s->id = id;
-  s->kv = dfl_target_seq_new (m->target);
   s->tokens = g_array_new (FALSE, FALSE, sizeof (int));
   s->tip = g_new0 (float, dfl_target_config (m->target)->hidden);
   g_hash_table_insert (m->seqs, &s->key, s);
@@ -277,7 +274,6 @@ gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **err
   return seq->drafter;
 }
 
-#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
 /* The engines of a back end live on one device: FALSE where `dev` is not
  * the one they were made on. */
 static gboolean
@@ -293,6 +289,7 @@ same_device (GstDflashModel *m, GstDflashDevice *have, GstDflashDevice *dev, GEr
   return FALSE;
 }
 
+#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
 static gboolean
 need_drafter (GstDflashModel *m, GError **error)
 {
@@ -305,35 +302,29 @@ need_drafter (GstDflashModel *m, GError **error)
 }
 #endif
 
-DflCudaTarget *
-gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev, gboolean f32,
-                              GError **error)
+const DflTarget *
+gst_dflash_model_device_target (GstDflashModel *m, GstDflashDevice *dev, gboolean f32,
+                                GError **error)
 {
-#ifdef HAVE_CUDA
-  DflCudaTarget *t = NULL;
+  const DflTarget *t = NULL;
 
-  g_return_val_if_fail (gst_dflash_device_backend (dev) == GST_DFLASH_BACKEND_CUDA, NULL);
   g_mutex_lock (&m->engine_lock);
-  if (same_device (m, m->cuda_dev, dev, error)) {
-    if (!m->cuda_target) {
-      m->cuda_target = dfl_cuda_target_new (gst_dflash_device_handle (dev), m->target,
-          f32 ? DFL_CUDA_TARGET_F32 : DFL_CUDA_TARGET_AS_STORED, error);
-      if (m->cuda_target) {
-        m->cuda_dev = gst_object_ref (dev);
-        m->cuda_f32 = f32;
+  if (same_device (m, m->target_dev, dev, error)) {
+    if (!m->device_target) {
+      m->device_target = dfl_target_upload (m->target, gst_dflash_device_get_device (dev),
+                                            f32 ? DFL_TARGET_F32 : DFL_TARGET_AS_STORED, error);
+      if (m->device_target) {
+        m->target_dev = gst_object_ref (dev);
+        m->target_f32 = f32;
       }
       else
         g_prefix_error (error, "%s on %s: ", dfl_target_dir (m->target),
                         gst_dflash_device_describe (dev));
     }
-    t = m->cuda_target;
+    t = m->device_target;
   }
   g_mutex_unlock (&m->engine_lock);
   return t;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
-  return NULL;
-#endif
 }
 
 void
@@ -349,12 +340,12 @@ gst_dflash_model_cuda_drafter_unlock (GstDflashModel *m)
 }
 
 GstDflashDevice *
-gst_dflash_model_cuda_device (GstDflashModel *m)
+gst_dflash_model_target_device (GstDflashModel *m)
 {
   GstDflashDevice *dev;
 
   g_mutex_lock (&m->engine_lock);
-  dev = m->cuda_target ? m->cuda_dev : NULL;
+  dev = m->device_target ? m->target_dev : NULL;
   g_mutex_unlock (&m->engine_lock);
   return dev;
 }
@@ -368,17 +359,20 @@ gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev, GError *
   if (!need_drafter (m, error))
     return NULL;
   g_mutex_lock (&m->engine_lock);
-  if (!m->cuda_target) {
+  if (!m->device_target || dfl_target_backend (m->device_target) != DFL_BACKEND_CUDA) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                  "the CUDA drafter reads the target's embedding and head on the card, and the "
                  "target of %s is not on the card: run tapsource with backend=cuda",
                  dfl_target_dir (m->target));
-  } else if (same_device (m, m->cuda_dev, dev, error)) {
+  } else if (same_device (m, m->target_dev, dev, error)) {
     if (!m->cuda_drafter) {
       const DflDrafter *dd = m->drafter;
-      m->cuda_drafter = dfl_cuda_drafter_new (gst_dflash_device_handle (dev), dd,
-          dfl_cuda_target_embedding (m->cuda_target), dfl_cuda_target_head (m->cuda_target),
-          m->cuda_f32 ? DFL_DTYPE_F32 : dfl_cuda_drafter_stored_type (dd), error);
+      DflTensor e = dfl_target_embedding_tensor (m->device_target);
+      DflTensor h = dfl_target_head_tensor (m->device_target);
+      DflCudaWeights embedding = { dfl_tensor_data (&e), e.dtype, e.ne[1], e.ne[0] };
+      DflCudaWeights head = { dfl_tensor_data (&h), h.dtype, h.ne[1], h.ne[0] };
+      m->cuda_drafter = dfl_cuda_drafter_new (gst_dflash_device_handle (dev), dd, &embedding,
+          &head, m->target_f32 ? DFL_DTYPE_F32 : dfl_cuda_drafter_stored_type (dd), error);
       if (!m->cuda_drafter)
         g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
     }

@@ -30,10 +30,8 @@ G_BEGIN_DECLS
 
 #define GST_DFLASH_MODEL_CONTEXT_TYPE "dflash.model"
 
-/* The engines of the GPU back ends (cuda-target.h, cuda-drafter.h,
+/* The drafter engines of the GPU back ends (cuda-drafter.h,
  * dfl-vk-drafter.h), named here so a build without them still compiles. */
-typedef struct _DflCudaTarget DflCudaTarget;
-typedef struct _DflCudaTargetSeq DflCudaTargetSeq;
 typedef struct _DflCudaDrafter DflCudaDrafter;
 typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
 typedef struct _DflVkDrafter DflVkDrafter;
@@ -50,7 +48,8 @@ typedef struct {
   guint id;
   int max_new;
   DflSampler sampler;
-  /* tapsource and verifier */
+  /* tapsource and verifier: the target's cache, made by tapsource on the
+   * target it runs (the model's, or the model's on a device) */
   DflTargetSeq *kv;
   GArray *tokens;            /* prompt, then what was emitted */
   int prompt_len;
@@ -63,11 +62,8 @@ typedef struct {
   /* ctxsettle, dflashblock and selector: this sequence's drafter context */
   DflDrafter *drafter;
   /* The GPU back ends' state of the sequence, made on first use, freed
-   * with it. cuda_kv: the target's cache on the card: tapsource made the
-   * sequence on the CUDA target and the verifier verifies it there (kv is
-   * then unused); taps_buf then holds the accepted rows' taps on the card
-   * instead of taps. */
-  DflCudaTargetSeq *cuda_kv;
+   * with it. Where kv is on a device, taps_buf holds the accepted rows'
+   * taps there instead of taps. */
   GstBuffer *taps_buf;
   DflCudaDraftCtx *cuda_draft;
   DflVkDraftCtx *vk_draft;
@@ -111,15 +107,15 @@ DflDrafter *gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, 
 /* The engines on a GPU, made once per model (on first use, the weights
  * uploaded then) and shared by every sequence and element; each keeps
  * `dev`. One device per back end and model: asking with another fails.
- * cuda_target: the target on the card (`f32`: its matrices widened to F32,
- * for parity with the CPU; else as the checkpoint stores them; the first
- * call decides). cuda_drafter: the drafter, reading the CUDA target's
- * embedding and head (so the CUDA target must exist), its matrices as the
- * target's (F32, or as stored). vk_drafter: the drafter on Vulkan with
- * the CPU target's embedding and head. NULL with an error naming the
- * model and the device. */
-DflCudaTarget *gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev,
-                                             gboolean f32, GError **error);
+ * device_target: the model's target on `dev` (`f32`: its matrices widened
+ * to F32, for parity with the CPU; else as the checkpoint stores them; the
+ * first call decides), where that back end runs one. cuda_drafter: the
+ * drafter, reading the device target's embedding and head (so the target
+ * must be on the card), its matrices as the target's (F32, or as stored).
+ * vk_drafter: the drafter on Vulkan with the CPU target's embedding and
+ * head. NULL with an error naming the model and the device. */
+const DflTarget *gst_dflash_model_device_target (GstDflashModel *m, GstDflashDevice *dev,
+                                                 gboolean f32, GError **error);
 DflCudaDrafter *gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev,
                                                GError **error);
 DflVkDrafter *gst_dflash_model_vk_drafter (GstDflashModel *m, GstDflashDevice *dev,
@@ -129,8 +125,8 @@ DflVkDrafter *gst_dflash_model_vk_drafter (GstDflashModel *m, GstDflashDevice *d
  * their own: each holds this lock around its calls into it. */
 void gst_dflash_model_cuda_drafter_lock (GstDflashModel *m);
 void gst_dflash_model_cuda_drafter_unlock (GstDflashModel *m);
-/* The device of the CUDA engines (NULL before the CUDA target exists). */
-GstDflashDevice *gst_dflash_model_cuda_device (GstDflashModel *m);
+/* The device the target runs on (NULL before the device target exists). */
+GstDflashDevice *gst_dflash_model_target_device (GstDflashModel *m);
 /* This sequence's drafter context on the device, made on first use. */
 DflCudaDraftCtx *gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq,
                                                   GstDflashDevice *dev, GError **error);

@@ -40,7 +40,8 @@
 #include "bench-common.h"
 #include "qwen3-8b-shape.h"
 #include "cuda-drafter.h"
-#include "cuda-target.h"
+#include "dfl-cuda.h"
+#include "target.h"
 
 /* Rows of a prefill forward: bounds the taps buffer (a row is n_taps ·
  * hidden floats, 80 KiB here) and matches the drafter's settle batch. */
@@ -50,12 +51,13 @@
 
 /* What every round works on. */
 typedef struct {
-  DflCudaTarget *t;
-  DflCudaTargetSeq *seq;
+  DflTarget *t;
+  DflTargetSeq *seq;
   DflCudaDrafter *cd;
   DflCudaDraftCtx *ctx;
   const DflDrafterGeometry *g;
   float *d_taps;    /* the verify pass's taps rows, [block][n_taps·hidden] */
+  DflTensor taps;   /* the same as the target's forward writes them */
   float *d_out;     /* the block's rows and logits */
   int vocab;
 } Loop;
@@ -82,18 +84,18 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
   g_autofree double *t_settle = g_new (double, rounds);
   g_autofree double *t_verify = g_new (double, rounds);
   g_autofree double *t_round = g_new (double, rounds);
-  DflCudaForwardOut out = { 0 };
+  DflForwardOut out = { 0 };
   gint64 pos = context;
   int emitted = 0;
   double start;
 
   out.tap_layers = L->g->taps;
   out.n_tap_layers = L->g->n_taps;
-  out.d_taps = L->d_taps;
+  out.device_taps = &L->taps;
   out.logits_from = 0;
   out.argmax = argmax;
 
-  dfl_cuda_target_seq_truncate (L->seq, context);
+  dfl_target_seq_truncate (L->seq, context);
   dfl_cuda_draft_ctx_truncate (L->ctx, context);
   start = dfl_bench_now ();
   for (int r = 0; r < rounds; r++) {
@@ -113,7 +115,7 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
     ids[0] = (int) anchor;
     for (int i = 0; i < block - 1; i++)
       ids[i + 1] = (int) chosen[i];
-    if (!dfl_cuda_target_forward (L->t, L->seq, ids, block, &out, error))
+    if (!dfl_target_forward (L->t, L->seq, ids, block, &out, error))
       return FALSE;
     t2 = dfl_bench_now ();
 
@@ -123,7 +125,7 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
      * as ctxsettle does; the settle's kernels are enqueued, and the next
      * block's parameter upload waits for them, so their device time shows
      * in the next round's draft */
-    dfl_cuda_target_seq_truncate (L->seq, (int) pos + a + 1);
+    dfl_target_seq_truncate (L->seq, (int) pos + a + 1);
     if (!dfl_cuda_draft_ctx_queue (L->ctx, pos, L->d_taps, 0, (gsize) a + 1, error)
         || !dfl_cuda_draft_ctx_settle (L->ctx, error))
       return FALSE;
@@ -138,7 +140,7 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
     t_round[r] = t3 - t0;
   }
   /* the last settle's kernels are still in flight */
-  if (!dfl_cuda_sync (dfl_cuda_target_device (L->t), error))
+  if (!dfl_cuda_sync (dfl_device_native (dfl_target_device (L->t)), error))
     return FALSE;
   if (times) {
     times->wall = dfl_bench_now () - start;
@@ -155,24 +157,24 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
  * a forward, its argmax back, the cache truncated back after each (as
  * bench-cuda-target's decode). */
 static gboolean
-time_decode (DflCudaTarget *t, DflCudaTargetSeq *seq, int at, int steps, GRand *rng,
+time_decode (DflTarget *t, DflTargetSeq *seq, int at, int steps, GRand *rng,
              double *seconds, GError **error)
 {
-  int vocab = dfl_cuda_target_config (t)->vocab;
+  int vocab = dfl_target_config (t)->vocab;
   g_autofree double *times = g_new (double, steps);
-  DflCudaForwardOut out = { 0 };
+  DflForwardOut out = { 0 };
   int32_t argmax;
 
   out.argmax = &argmax;
-  dfl_cuda_target_seq_truncate (seq, at);
+  dfl_target_seq_truncate (seq, at);
   for (int s = -3; s < steps; s++) {   /* three warm-up steps */
     int id = g_rand_int_range (rng, 0, vocab);
     double t0 = dfl_bench_now ();
-    if (!dfl_cuda_target_forward (t, seq, &id, 1, &out, error))
+    if (!dfl_target_forward (t, seq, &id, 1, &out, error))
       return FALSE;
     if (s >= 0)
       times[s] = dfl_bench_now () - t0;
-    dfl_cuda_target_seq_truncate (seq, at);
+    dfl_target_seq_truncate (seq, at);
   }
   *seconds = dfl_bench_median (times, steps);
   return TRUE;
@@ -250,9 +252,12 @@ main (int argc, char **argv)
       g_option_context_new ("— the CUDA speculative loop's tokens/s for fixed acceptance");
   g_autoptr (GError) error = NULL;
   g_autoptr (GRand) rng = g_rand_new_with_seed (11);
-  g_autoptr (DflCudaDevice) dev = NULL;
-  g_autoptr (DflCudaTarget) t = NULL;
-  g_autoptr (DflCudaTargetSeq) seq = NULL;
+  g_autoptr (DflDevice) device = NULL;
+  DflCudaDevice *dev = NULL;
+  DflTensor embedding, head;
+  DflCudaWeights embedding_w, head_w;
+  g_autoptr (DflTarget) t = NULL;
+  g_autoptr (DflTargetSeq) seq = NULL;
   g_autoptr (DflCudaDrafter) cd = NULL;
   g_autoptr (DflCudaDraftCtx) ctx = NULL;
   g_autoptr (GPtrArray) patterns = g_ptr_array_new_with_free_func (g_free);
@@ -303,19 +308,24 @@ main (int argc, char **argv)
     return 2;
   }
 
-  if (!(dev = dfl_cuda_device_open (ordinal, &error)))
+  if (!(device = dfl_device_open (DFL_BACKEND_CUDA, ordinal, &error)))
     goto out;
+  dev = dfl_device_native (device);
   bw = dfl_cuda_copy_bandwidth (dev, (size_t) 1 << 30, &error);
   if (bw <= 0 || error)
     goto out;
-  if (!(t = dfl_cuda_target_new_random (dev, &c, DFL_DTYPE_BF16, 1, &error))
-      || !(seq = dfl_cuda_target_seq_new (t, &error))
-      || !dfl_cuda_target_seq_reserve (seq, context + g.block * rounds + g.block, &error))
+  if (!(t = dfl_target_new_random (device, &c, DFL_DTYPE_BF16, 1, &error))
+      || !(seq = dfl_target_seq_new (t))
+      || !dfl_target_seq_reserve (seq, context + g.block * rounds + g.block, &error))
     goto out;
   /* the drafter reads the target's own embedding and head on the card */
-  if (!(cd = dfl_cuda_drafter_new_random (dev, &g, TRUE, TRUE, DFL_DTYPE_BF16,
-                                          dfl_cuda_target_embedding (t),
-                                          dfl_cuda_target_head (t), 7, &error))
+  embedding = dfl_target_embedding_tensor (t);
+  head = dfl_target_head_tensor (t);
+  embedding_w = (DflCudaWeights) { dfl_tensor_data (&embedding), embedding.dtype,
+                                   embedding.ne[1], embedding.ne[0] };
+  head_w = (DflCudaWeights) { dfl_tensor_data (&head), head.dtype, head.ne[1], head.ne[0] };
+  if (!(cd = dfl_cuda_drafter_new_random (dev, &g, TRUE, TRUE, DFL_DTYPE_BF16, &embedding_w,
+                                          &head_w, 7, &error))
       || !(ctx = dfl_cuda_draft_ctx_new (cd, &error)))
     goto out;
   tw = (gsize) dfl_drafter_geometry_tap_width (&g);
@@ -324,6 +334,7 @@ main (int argc, char **argv)
       || !(L.d_out = dfl_cuda_alloc (dev, dfl_cuda_draft_block_floats (cd, c.vocab)
                                      * sizeof (float), &error)))
     goto out;
+  L.taps = dfl_tensor_2d (device, L.d_taps, 0, DFL_DTYPE_F32, MAX (PREFILL_CHUNK, g.block), tw);
   L.t = t;
   L.seq = seq;
   L.cd = cd;
@@ -339,14 +350,14 @@ main (int argc, char **argv)
   for (int done = 0; done < context; done += PREFILL_CHUNK) {
     int n = MIN (PREFILL_CHUNK, context - done);
     gboolean last = done + n == context;
-    DflCudaForwardOut fo = { 0 };
+    DflForwardOut fo = { 0 };
     int32_t argmax = 0;
     fo.tap_layers = g.taps;
     fo.n_tap_layers = g.n_taps;
-    fo.d_taps = L.d_taps;
+    fo.device_taps = &L.taps;
     fo.logits_from = n - 1;
     fo.argmax = last ? &argmax : NULL;
-    if (!dfl_cuda_target_forward (t, seq, prompt + done, n, &fo, &error)
+    if (!dfl_target_forward (t, seq, prompt + done, n, &fo, &error)
         || !dfl_cuda_draft_ctx_queue (ctx, done, L.d_taps, 0, n, &error)
         || !dfl_cuda_draft_ctx_settle (ctx, &error))
       goto out;
@@ -378,7 +389,7 @@ main (int argc, char **argv)
       goto out;
   }
 
-  target_bytes = dfl_cuda_target_weight_bytes (t);
+  target_bytes = dfl_target_weight_bytes (t);
   drafter_bytes = dfl_cuda_drafter_weight_bytes (cd);
   head_bytes = (guint64) c.vocab * c.hidden * dfl_dtype_size (DFL_DTYPE_BF16);
 

@@ -22,19 +22,20 @@
 
 #include "bench-common.h"
 #include "qwen3-8b-shape.h"
-#include "cuda-target.h"
+#include "dfl-cuda.h"
+#include "target.h"
 
 /* Median seconds of `steps` forwards of `rows` tokens at position `at`, the
  * cache truncated back to `at` after each; every row's argmax comes back. */
 static gboolean
-time_steps (DflCudaTarget *t, DflCudaTargetSeq *seq, int at, int rows, int steps,
+time_steps (DflTarget *t, DflTargetSeq *seq, int at, int rows, int steps,
             GRand *rng, double *seconds, GError **error)
 {
-  int vocab = dfl_cuda_target_config (t)->vocab;
+  int vocab = dfl_target_config (t)->vocab;
   g_autofree int *ids = g_new (int, rows);
   g_autofree int32_t *argmax = g_new (int32_t, rows);
   g_autofree double *times = g_new (double, steps);
-  DflCudaForwardOut out = { 0 };
+  DflForwardOut out = { 0 };
 
   out.argmax = argmax;
   for (int s = -3; s < steps; s++) {   /* three warm-up steps */
@@ -42,11 +43,11 @@ time_steps (DflCudaTarget *t, DflCudaTargetSeq *seq, int at, int rows, int steps
     for (int i = 0; i < rows; i++)
       ids[i] = g_rand_int_range (rng, 0, vocab);
     t0 = dfl_bench_now ();
-    if (!dfl_cuda_target_forward (t, seq, ids, rows, &out, error))
+    if (!dfl_target_forward (t, seq, ids, rows, &out, error))
       return FALSE;
     if (s >= 0)
       times[s] = dfl_bench_now () - t0;
-    dfl_cuda_target_seq_truncate (seq, at);
+    dfl_target_seq_truncate (seq, at);
   }
   *seconds = dfl_bench_median (times, steps);
   return TRUE;
@@ -66,9 +67,10 @@ main (int argc, char **argv)
   };
   g_autoptr (GOptionContext) octx = g_option_context_new ("— the CUDA target's step times");
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflCudaDevice) dev = NULL;
-  g_autoptr (DflCudaTarget) t = NULL;
-  g_autoptr (DflCudaTargetSeq) seq = NULL;
+  g_autoptr (DflDevice) device = NULL;
+  DflCudaDevice *dev;
+  g_autoptr (DflTarget) t = NULL;
+  g_autoptr (DflTargetSeq) seq = NULL;
   g_autoptr (GRand) rng = g_rand_new_with_seed (11);
   g_autofree int *prompt = NULL;
   DflQwen3Config c = { 0 };
@@ -93,17 +95,18 @@ main (int argc, char **argv)
     return 2;
   }
 
-  if (!(dev = dfl_cuda_device_open (ordinal, &error))) {
+  if (!(device = dfl_device_open (DFL_BACKEND_CUDA, ordinal, &error))) {
     fprintf (stderr, "bench-cuda-target: %s\n", error->message);
     return 1;
   }
+  dev = dfl_device_native (device);
   bw = dfl_cuda_copy_bandwidth (dev, (size_t) 1 << 30, &error);
   if (bw <= 0 || error)
     goto fail;
-  if (!(t = dfl_cuda_target_new_random (dev, &c, DFL_DTYPE_BF16, 1, &error)))
+  if (!(t = dfl_target_new_random (device, &c, DFL_DTYPE_BF16, 1, &error)))
     goto fail;
-  if (!(seq = dfl_cuda_target_seq_new (t, &error))
-      || !dfl_cuda_target_seq_reserve (seq, context + verify, &error))
+  if (!(seq = dfl_target_seq_new (t))
+      || !dfl_target_seq_reserve (seq, context + verify, &error))
     goto fail;
 
   prompt = g_new (int, context);
@@ -112,16 +115,16 @@ main (int argc, char **argv)
   {
     /* the prefill, timed once (chunks of 512 rows) after an untimed one that
      * sizes the scratch and wakes cuBLAS; then the context stays */
-    DflCudaForwardOut out = { 0 };
+    DflForwardOut out = { 0 };
     int32_t last;
     double t0;
     out.logits_from = context - 1;
     out.argmax = &last;
-    if (!dfl_cuda_target_forward (t, seq, prompt, context, &out, &error))
+    if (!dfl_target_forward (t, seq, prompt, context, &out, &error))
       goto fail;
-    dfl_cuda_target_seq_truncate (seq, 0);
+    dfl_target_seq_truncate (seq, 0);
     t0 = dfl_bench_now ();
-    if (!dfl_cuda_target_forward (t, seq, prompt, context, &out, &error))
+    if (!dfl_target_forward (t, seq, prompt, context, &out, &error))
       goto fail;
     t_prefill = dfl_bench_now () - t0;
   }
@@ -129,7 +132,7 @@ main (int argc, char **argv)
       || !time_steps (t, seq, context, verify, steps, rng, &t_verify, &error))
     goto fail;
 
-  weight_bytes = dfl_cuda_target_weight_bytes (t);
+  weight_bytes = dfl_target_weight_bytes (t);
   /* K and V of every layer over the context, F32 */
   kv_bytes = (guint64) 2 * c.layers * context * c.kv_heads * c.head_dim * sizeof (float);
   floor_s = weight_bytes / bw;

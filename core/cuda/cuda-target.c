@@ -1,12 +1,15 @@
 /* gst-dflash — the Qwen3 target on a CUDA device: weights on the card, a KV
- * cache per sequence, the forward pass as launches of kernels/cuda. */
+ * cache per sequence, the forward pass as launches of kernels/cuda (the
+ * engine behind target.h for backend=cuda). */
 #include "cuda-target.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "dfl-cuda.h"
 #include "dfl-error.h"
 #include "dfl-kernels.h"
+#include "qwen3-weights.h"
 #include "safetensors.h"
 
 /* The head runs over at most this many rows at a time, so a prefill that
@@ -30,9 +33,17 @@
 #define GRAPH_MAX_TAPS 16
 
 typedef struct {
-  float *in_norm, *post_norm, *q_norm, *k_norm;   /* F32 [hidden] or [head_dim] */
-  DflCudaWeights q, k, v, o, gate, up, down;
+  union {
+    struct { float *in_norm, *post_norm, *q_norm, *k_norm; };   /* F32 [hidden] or [head_dim] */
+    float *norms[DFL_QWEN3_N_NORMS];                 /* in DflQwen3Norm's order */
+  };
+  union {
+    struct { DflCudaWeights q, k, v, o, gate, up, down; };
+    DflCudaWeights matrices[DFL_QWEN3_N_MATRICES];   /* in DflQwen3Matrix's order */
+  };
 } Layer;
+G_STATIC_ASSERT (G_STRUCT_OFFSET (Layer, k_norm) == G_STRUCT_OFFSET (Layer, norms[DFL_QWEN3_K_NORM]));
+G_STATIC_ASSERT (G_STRUCT_OFFSET (Layer, down) == G_STRUCT_OFFSET (Layer, matrices[DFL_QWEN3_DOWN]));
 
 /* Work space of a forward pass, sized for `rows` rows of one chunk. */
 typedef struct {
@@ -75,7 +86,10 @@ typedef struct {
   int64_t pos0;
 } Io;
 
-struct _DflCudaTarget {
+typedef struct _CudaTarget CudaTarget;
+typedef struct _CudaTargetSeq CudaTargetSeq;
+
+struct _CudaTarget {
   DflCudaDevice *dev;
   DflQwen3Config cfg;
   char *origin;             /* the checkpoint folder, for messages */
@@ -95,17 +109,21 @@ struct _DflCudaTarget {
   gboolean use_graph;
 };
 
-struct _DflCudaTargetSeq {
-  DflCudaTarget *t;
-  int len;
+struct _CudaTargetSeq {
+  int len;        /* first: the DflTargetSeqHead */
+  CudaTarget *t;
   int cap;        /* positions the caches have room for */
   float *k, *v;   /* [layers][cap][kv_heads·head_dim] */
   TargetGraph graphs[GRAPH_SLOTS];
   guint64 graph_clock;
 };
+G_STATIC_ASSERT (G_STRUCT_OFFSET (CudaTargetSeq, len) == G_STRUCT_OFFSET (DflTargetSeqHead, len));
+
+static void cuda_target_free (CudaTarget *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CudaTarget, cuda_target_free)
 
 static void *
-card_alloc (DflCudaTarget *t, size_t bytes, GError **error)
+card_alloc (CudaTarget *t, size_t bytes, GError **error)
 {
   void *d = dfl_cuda_alloc (t->dev, bytes, error);
 
@@ -121,7 +139,7 @@ weights_bytes (const DflCudaWeights *w)
 }
 
 static float *
-upload_f32 (DflCudaTarget *t, const float *src, size_t n, GError **error)
+upload_f32 (CudaTarget *t, const float *src, size_t n, GError **error)
 {
   float *d = card_alloc (t, n * sizeof (float), error);
 
@@ -132,44 +150,27 @@ upload_f32 (DflCudaTarget *t, const float *src, size_t n, GError **error)
 
 /* --- from a loaded CPU target --- */
 
-static const DflStoredTensor *
-expect (const DflSafetensors *st, const char *name, guint n_dims, gint64 d0, gint64 d1,
-        GError **error)
-{
-  gint64 shape[2] = { d0, d1 };
-
-  return dfl_safetensors_expect (st, name, n_dims, shape, error);
-}
-
 static float *
-upload_vector (DflCudaTarget *t, const DflSafetensors *st, const char *name, gint64 n,
-               GError **error)
+upload_vector (CudaTarget *t, const DflStoredTensor *tensor, GError **error)
 {
-  const DflStoredTensor *tensor = expect (st, name, 1, n, 0, error);
-  g_autofree float *host = NULL;
+  g_autofree float *host = dfl_tensor_dup_f32 (tensor);
 
-  if (!tensor)
-    return NULL;
-  host = dfl_tensor_dup_f32 (tensor);
-  return upload_f32 (t, host, n, error);
+  return upload_f32 (t, host, tensor->n_elements, error);
 }
 
 static gboolean
-upload_matrix (DflCudaTarget *t, const DflSafetensors *st, const char *name, gint64 rows,
-               gint64 cols, DflCudaTargetWeights as, DflCudaWeights *w, GError **error)
+upload_matrix (CudaTarget *t, const DflStoredTensor *tensor, DflTargetWeights as,
+               DflCudaWeights *w, GError **error)
 {
-  const DflStoredTensor *tensor = expect (st, name, 2, rows, cols, error);
   void *d;
 
-  if (!tensor)
-    return FALSE;
-  w->rows = rows;
-  w->cols = cols;
-  if (as == DFL_CUDA_TARGET_F32 && tensor->dtype != DFL_DTYPE_F32) {
+  w->rows = tensor->shape[0];
+  w->cols = tensor->shape[1];
+  if (as == DFL_TARGET_F32 && tensor->dtype != DFL_DTYPE_F32) {
     /* widened on the host, exactly as the CPU kernels widen each row */
     g_autofree float *host = dfl_tensor_dup_f32 (tensor);
     w->type = DFL_DTYPE_F32;
-    if (!(d = upload_f32 (t, host, (size_t) rows * cols, error)))
+    if (!(d = upload_f32 (t, host, (size_t) w->rows * w->cols, error)))
       return FALSE;
   } else {
     w->type = tensor->dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16
@@ -184,43 +185,24 @@ upload_matrix (DflCudaTarget *t, const DflSafetensors *st, const char *name, gin
 }
 
 static gboolean
-upload_layer (DflCudaTarget *t, const DflSafetensors *st, int i, DflCudaTargetWeights as,
+upload_layer (CudaTarget *t, const DflQwen3LayerTensors *w, int i, DflTargetWeights as,
               GError **error)
 {
-  const DflQwen3Config *c = &t->cfg;
   Layer *l = &t->layers[i];
-  gint64 hs = c->hidden, qd = (gint64) c->heads * c->head_dim;
-  gint64 kd = (gint64) c->kv_heads * c->head_dim;
-  g_autofree char *p = g_strdup_printf ("model.layers.%d.", i);
-  g_autofree char *q = g_strconcat (p, "self_attn.q_proj.weight", NULL);
-  g_autofree char *k = g_strconcat (p, "self_attn.k_proj.weight", NULL);
-  g_autofree char *v = g_strconcat (p, "self_attn.v_proj.weight", NULL);
-  g_autofree char *o = g_strconcat (p, "self_attn.o_proj.weight", NULL);
-  g_autofree char *gate = g_strconcat (p, "mlp.gate_proj.weight", NULL);
-  g_autofree char *up = g_strconcat (p, "mlp.up_proj.weight", NULL);
-  g_autofree char *down = g_strconcat (p, "mlp.down_proj.weight", NULL);
-  g_autofree char *in_norm = g_strconcat (p, "input_layernorm.weight", NULL);
-  g_autofree char *post_norm = g_strconcat (p, "post_attention_layernorm.weight", NULL);
-  g_autofree char *q_norm = g_strconcat (p, "self_attn.q_norm.weight", NULL);
-  g_autofree char *k_norm = g_strconcat (p, "self_attn.k_norm.weight", NULL);
 
-  return (l->in_norm = upload_vector (t, st, in_norm, hs, error))
-      && (l->post_norm = upload_vector (t, st, post_norm, hs, error))
-      && (l->q_norm = upload_vector (t, st, q_norm, c->head_dim, error))
-      && (l->k_norm = upload_vector (t, st, k_norm, c->head_dim, error))
-      && upload_matrix (t, st, q, qd, hs, as, &l->q, error)
-      && upload_matrix (t, st, k, kd, hs, as, &l->k, error)
-      && upload_matrix (t, st, v, kd, hs, as, &l->v, error)
-      && upload_matrix (t, st, o, hs, qd, as, &l->o, error)
-      && upload_matrix (t, st, gate, c->intermediate, hs, as, &l->gate, error)
-      && upload_matrix (t, st, up, c->intermediate, hs, as, &l->up, error)
-      && upload_matrix (t, st, down, hs, c->intermediate, as, &l->down, error);
+  for (int n = 0; n < DFL_QWEN3_N_NORMS; n++)
+    if (!(l->norms[n] = upload_vector (t, w->norm[n], error)))
+      return FALSE;
+  for (int m = 0; m < DFL_QWEN3_N_MATRICES; m++)
+    if (!upload_matrix (t, w->matrix[m], as, &l->matrices[m], error))
+      return FALSE;
+  return TRUE;
 }
 
-static DflCudaTarget *
+static CudaTarget *
 target_alloc (DflCudaDevice *dev, const DflQwen3Config *c, const char *origin)
 {
-  DflCudaTarget *t = g_new0 (DflCudaTarget, 1);
+  CudaTarget *t = g_new0 (CudaTarget, 1);
 
   t->dev = dfl_cuda_device_ref (dev);
   t->cfg = *c;
@@ -252,7 +234,7 @@ check_supported (const DflQwen3Config *c, const char *origin, GError **error)
 }
 
 static gboolean
-upload_inv_freq (DflCudaTarget *t, GError **error)
+upload_inv_freq (CudaTarget *t, GError **error)
 {
   int half = t->cfg.head_dim / 2;
   g_autofree float *host = g_new (float, half);
@@ -261,38 +243,37 @@ upload_inv_freq (DflCudaTarget *t, GError **error)
   return (t->inv_freq = upload_f32 (t, host, half, error)) != NULL;
 }
 
-DflCudaTarget *
-dfl_cuda_target_new (DflCudaDevice *dev, const DflTarget *cpu, DflCudaTargetWeights as,
-                     GError **error)
+static CudaTarget *
+cuda_target_new (DflCudaDevice *dev, const DflTarget *cpu, DflTargetWeights as,
+                 GError **error)
 {
   const DflQwen3Config *c = dfl_target_config (cpu);
-  const DflSafetensors *st = dfl_target_tensors (cpu);
-  g_autoptr (DflCudaTarget) t = NULL;
+  g_autoptr (CudaTarget) t = NULL;
+  DflQwen3Tensors w;
+  gboolean ok;
 
-  if (!check_supported (c, dfl_target_dir (cpu), error))
+  if (!check_supported (c, dfl_target_dir (cpu), error)
+      || !dfl_qwen3_tensors_find (&w, dfl_target_tensors (cpu), c, error))
     return NULL;
   t = target_alloc (dev, c, dfl_target_dir (cpu));
 
   /* the embedding is gathered, never multiplied, unless it is also the head */
-  if (!upload_matrix (t, st, "model.embed_tokens.weight", c->vocab, c->hidden, as, &t->embed,
-                      error)
-      || !(t->norm = upload_vector (t, st, "model.norm.weight", c->hidden, error)))
-    return NULL;
+  ok = upload_matrix (t, w.embed, as, &t->embed, error)
+       && (t->norm = upload_vector (t, w.norm, error));
   /* read per step: the head whole (tied or not), one embedding row */
   t->weight_bytes -= weights_bytes (&t->embed);
   if (c->tie_word_embeddings) {
     t->head = t->embed;
     t->weight_bytes += weights_bytes (&t->head);
-  } else if (!upload_matrix (t, st, "lm_head.weight", c->vocab, c->hidden, as, &t->head,
-                             error)) {
-    return NULL;
+  } else {
+    ok = ok && upload_matrix (t, w.head, as, &t->head, error);
   }
   t->weight_bytes += (guint64) c->hidden * dfl_dtype_size (t->embed.type);
 
-  for (int i = 0; i < c->layers; i++)
-    if (!upload_layer (t, st, i, as, error))
-      return NULL;
-  if (!upload_inv_freq (t, error))
+  for (int i = 0; ok && i < c->layers; i++)
+    ok = upload_layer (t, &w.layers[i], i, as, error);
+  dfl_qwen3_tensors_clear (&w);
+  if (!ok || !upload_inv_freq (t, error))
     return NULL;
   return g_steal_pointer (&t);
 }
@@ -300,7 +281,7 @@ dfl_cuda_target_new (DflCudaDevice *dev, const DflTarget *cpu, DflCudaTargetWeig
 /* --- random weights made on the card --- */
 
 static gboolean
-random_matrix (DflCudaTarget *t, int rows, int cols, DflDtype type, float scale,
+random_matrix (CudaTarget *t, int rows, int cols, DflDtype type, float scale,
                guint64 seed, DflCudaWeights *w, GError **error)
 {
   size_t n = (size_t) rows * cols;
@@ -317,12 +298,12 @@ random_matrix (DflCudaTarget *t, int rows, int cols, DflDtype type, float scale,
   return TRUE;
 }
 
-DflCudaTarget *
-dfl_cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c, DflDtype type,
-                            guint64 seed, GError **error)
+static CudaTarget *
+cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c, DflDtype type,
+                        guint64 seed, GError **error)
 {
-  g_autoptr (DflCudaTarget) t = NULL;
-  int hs = c->hidden, qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
+  g_autoptr (CudaTarget) t = NULL;
+  int hs = c->hidden;
   int width = MAX (hs, c->head_dim);
   g_autofree float *ones = g_new (float, width);
   float *d_ones;
@@ -352,17 +333,16 @@ dfl_cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c, DflDtyp
 
   for (int i = 0; i < c->layers; i++) {
     Layer *l = &t->layers[i];
-    float s_in = 1.0f / sqrtf (hs), s_q = 1.0f / sqrtf (qd);
-    float s_ffn = 1.0f / sqrtf (c->intermediate);
-    l->in_norm = l->post_norm = l->q_norm = l->k_norm = d_ones;
-    if (!random_matrix (t, qd, hs, type, s_in, stream++, &l->q, error)
-        || !random_matrix (t, kd, hs, type, s_in, stream++, &l->k, error)
-        || !random_matrix (t, kd, hs, type, s_in, stream++, &l->v, error)
-        || !random_matrix (t, hs, qd, type, s_q, stream++, &l->o, error)
-        || !random_matrix (t, c->intermediate, hs, type, s_in, stream++, &l->gate, error)
-        || !random_matrix (t, c->intermediate, hs, type, s_in, stream++, &l->up, error)
-        || !random_matrix (t, hs, c->intermediate, type, s_ffn, stream++, &l->down, error))
-      return NULL;
+    for (int n = 0; n < DFL_QWEN3_N_NORMS; n++)
+      l->norms[n] = d_ones;
+    for (int m = 0; m < DFL_QWEN3_N_MATRICES; m++) {
+      gint64 rows, cols;
+      dfl_qwen3_matrix_shape (c, m, &rows, &cols);
+      /* uniform in ±1/sqrt(fan_in) */
+      if (!random_matrix (t, rows, cols, type, 1.0f / sqrtf (cols), stream++,
+                          &l->matrices[m], error))
+        return NULL;
+    }
   }
   if (!upload_inv_freq (t, error) || !dfl_cuda_sync (t->dev, error))
     return NULL;
@@ -370,7 +350,7 @@ dfl_cuda_target_new_random (DflCudaDevice *dev, const DflQwen3Config *c, DflDtyp
 }
 
 static void
-scratch_release (DflCudaTarget *t)
+scratch_release (CudaTarget *t)
 {
   Scratch *s = &t->scratch;
   void *bufs[] = { s->h, s->x, s->q, s->att, s->gate, s->up, s->rounded, s->logits,
@@ -383,8 +363,8 @@ scratch_release (DflCudaTarget *t)
   t->scratch_generation++;
 }
 
-void
-dfl_cuda_target_free (DflCudaTarget *t)
+static void
+cuda_target_free (CudaTarget *t)
 {
   if (!t)
     return;
@@ -399,54 +379,37 @@ dfl_cuda_target_free (DflCudaTarget *t)
   g_free (t);
 }
 
-const DflQwen3Config *
-dfl_cuda_target_config (const DflCudaTarget *t)
+/* A weight matrix on the card as a tensor of the target's device. */
+static DflTensor
+weights_tensor (DflDevice *device, const DflCudaWeights *w)
 {
-  return &t->cfg;
+  return dfl_tensor_2d (device, (gpointer) w->d_data, 0, w->type, w->rows, w->cols);
 }
 
-DflCudaDevice *
-dfl_cuda_target_device (const DflCudaTarget *t)
+static void
+cuda_target_tables (const DflTarget *target, DflTensor *embedding, DflTensor *head)
 {
-  return t->dev;
+  const CudaTarget *t = target->impl;
+
+  *embedding = weights_tensor (target->device, &t->embed);
+  *head = weights_tensor (target->device, &t->head);
 }
 
-const DflCudaWeights *
-dfl_cuda_target_embedding (const DflCudaTarget *t)
+static void
+cuda_target_set_use_graph (gpointer impl, gboolean use_graph)
 {
-  return &t->embed;
-}
+  CudaTarget *t = impl;
 
-const DflCudaWeights *
-dfl_cuda_target_head (const DflCudaTarget *t)
-{
-  return &t->head;
-}
-
-const float *
-dfl_cuda_target_final_norm (const DflCudaTarget *t)
-{
-  return t->norm;
-}
-
-guint64
-dfl_cuda_target_weight_bytes (const DflCudaTarget *t)
-{
-  return t->weight_bytes;
-}
-
-void
-dfl_cuda_target_set_use_graph (DflCudaTarget *t, gboolean use_graph)
-{
   g_mutex_lock (&t->lock);
   t->use_graph = use_graph;
   g_mutex_unlock (&t->lock);
 }
 
-void
-dfl_cuda_target_set_chunk_rows (DflCudaTarget *t, int rows)
+static void
+cuda_target_set_chunk_rows (gpointer impl, int rows)
 {
-  g_return_if_fail (rows > 0);
+  CudaTarget *t = impl;
+
   g_mutex_lock (&t->lock);
   t->chunk_rows = rows;
   g_mutex_unlock (&t->lock);
@@ -467,7 +430,7 @@ io_ids (void *io)
 }
 
 static gboolean
-scratch_reserve (DflCudaTarget *t, int rows, GError **error)
+scratch_reserve (CudaTarget *t, int rows, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   Scratch *s = &t->scratch;
@@ -507,20 +470,20 @@ scratch_reserve (DflCudaTarget *t, int rows, GError **error)
 
 /* --- sequences --- */
 
-DflCudaTargetSeq *
-dfl_cuda_target_seq_new (DflCudaTarget *t, GError **error)
+static gpointer
+cuda_target_seq_new (const DflTarget *target)
 {
-  DflCudaTargetSeq *s = g_new0 (DflCudaTargetSeq, 1);
+  CudaTargetSeq *s = g_new0 (CudaTargetSeq, 1);
 
-  s->t = t;
+  s->t = target->impl;
   return s;
 }
 
-void
-dfl_cuda_target_seq_free (DflCudaTargetSeq *s)
+static void
+cuda_target_seq_free (gpointer seq)
 {
-  if (!s)
-    return;
+  CudaTargetSeq *s = seq;
+
   for (int i = 0; i < GRAPH_SLOTS; i++)
     dfl_cuda_graph_free (s->graphs[i].graph);
   dfl_cuda_free (s->t->dev, s->k);
@@ -528,23 +491,10 @@ dfl_cuda_target_seq_free (DflCudaTargetSeq *s)
   g_free (s);
 }
 
-int
-dfl_cuda_target_seq_length (const DflCudaTargetSeq *s)
-{
-  return s->len;
-}
-
-void
-dfl_cuda_target_seq_truncate (DflCudaTargetSeq *s, int pos)
-{
-  g_return_if_fail (pos >= 0 && pos <= s->len);
-  s->len = pos;
-}
-
 /* One of K or V moved into a cache of `cap` positions, each layer's held
  * rows to the start of its new room. */
 static float *
-cache_move (DflCudaTargetSeq *s, float *old, int cap, GError **error)
+cache_move (CudaTargetSeq *s, float *old, int cap, GError **error)
 {
   const DflQwen3Config *c = &s->t->cfg;
   size_t row = (size_t) c->kv_heads * c->head_dim * sizeof (float);
@@ -556,9 +506,10 @@ cache_move (DflCudaTargetSeq *s, float *old, int cap, GError **error)
   return (float *) d;
 }
 
-gboolean
-dfl_cuda_target_seq_reserve (DflCudaTargetSeq *s, int positions, GError **error)
+static gboolean
+cuda_target_seq_reserve (gpointer seq, int positions, GError **error)
 {
+  CudaTargetSeq *s = seq;
   const DflQwen3Config *c = &s->t->cfg;
   float *k, *v;
   int cap;
@@ -598,7 +549,7 @@ dfl_cuda_target_seq_reserve (DflCudaTargetSeq *s, int positions, GError **error)
  * in scratch.x: the head in blocks of HEAD_ROWS, each block's argmax and
  * requested host copies brought back at once. */
 static gboolean
-head_rows (DflCudaTarget *t, DflCudaForwardOut *out, int first, int rows, GError **error)
+head_rows (CudaTarget *t, DflForwardPlan *out, int first, int rows, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   Scratch *s = &t->scratch;
@@ -635,8 +586,8 @@ head_rows (DflCudaTarget *t, DflCudaForwardOut *out, int first, int rows, GError
  * graph->max_keys, taps and logits stay in the scratch (copied out after
  * the replay, in forward_graphed). */
 static void
-enqueue_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, int r0, int m, int pos,
-               DflCudaForwardOut *out, const GraphKey *graph)
+enqueue_chunk (CudaTarget *t, CudaTargetSeq *seq, int r0, int m, int pos,
+               DflForwardPlan *out, const GraphKey *graph)
 {
   const DflQwen3Config *c = &t->cfg;
   Scratch *s = &t->scratch;
@@ -705,7 +656,7 @@ enqueue_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, int r0, int m, int pos,
 /* The ids, the position and each row's causal key range of a chunk: the
  * pass's only upload. */
 static gboolean
-upload_io (DflCudaTarget *t, const int *ids, int r0, int m, int pos, GError **error)
+upload_io (CudaTarget *t, const int *ids, int r0, int m, int pos, GError **error)
 {
   Io *io = t->host_io;
   int32_t *h_ids = io_ids (t->host_io), *h_lo = h_ids + m, *h_hi = h_lo + m;
@@ -722,8 +673,8 @@ upload_io (DflCudaTarget *t, const int *ids, int r0, int m, int pos, GError **er
 /* One chunk, launched directly: `m` rows of the forward starting at row
  * `r0`, at cache position `pos` (= the forward's first position + r0). */
 static gboolean
-forward_chunk (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int r0, int m, int pos,
-               DflCudaForwardOut *out, GError **error)
+forward_chunk (CudaTarget *t, CudaTargetSeq *seq, const int *ids, int r0, int m, int pos,
+               DflForwardPlan *out, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   Scratch *s = &t->scratch;
@@ -766,7 +717,7 @@ graph_key_equal (const GraphKey *a, const GraphKey *b)
 
 /* Whether `n` rows with `out` can go as one graphed pass. */
 static gboolean
-graph_fits (DflCudaTarget *t, int n, const DflCudaForwardOut *out)
+graph_fits (CudaTarget *t, int n, const DflForwardPlan *out)
 {
   return t->use_graph && n <= GRAPH_MAX_ROWS && n <= t->chunk_rows
          && (!out->d_taps || out->n_tap_layers <= GRAPH_MAX_TAPS);
@@ -775,8 +726,8 @@ graph_fits (DflCudaTarget *t, int n, const DflCudaForwardOut *out)
 /* The graph of `key` for this sequence: one kept, or captured now into the
  * least recently used slot. */
 static DflCudaGraph *
-graph_for (DflCudaTarget *t, DflCudaTargetSeq *seq, const GraphKey *key, int pos,
-           DflCudaForwardOut *out, GError **error)
+graph_for (CudaTarget *t, CudaTargetSeq *seq, const GraphKey *key, int pos,
+           DflForwardPlan *out, GError **error)
 {
   TargetGraph *slot = &seq->graphs[0];
 
@@ -803,8 +754,8 @@ graph_for (DflCudaTarget *t, DflCudaTargetSeq *seq, const GraphKey *key, int pos
 /* The whole forward of `n` ≤ GRAPH_MAX_ROWS rows as one replayed graph,
  * then what `out` asks for copied out of the scratch. */
 static gboolean
-forward_graphed (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int n,
-                 DflCudaForwardOut *out, GError **error)
+forward_graphed (CudaTarget *t, CudaTargetSeq *seq, const int *ids, int n,
+                 DflForwardPlan *out, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   Scratch *s = &t->scratch;
@@ -872,12 +823,12 @@ forward_graphed (DflCudaTarget *t, DflCudaTargetSeq *seq, const int *ids, int n,
 
 /* The forward once its arguments are checked, the target and the device held. */
 static gboolean
-forward_locked (DflCudaTarget *t, DflCudaTargetSeq *s, const int *ids, int n,
-                DflCudaForwardOut *out, GError **error)
+forward_locked (CudaTarget *t, CudaTargetSeq *s, const int *ids, int n,
+                DflForwardPlan *out, GError **error)
 {
   int pos0 = s->len, chunk;
 
-  if (!dfl_cuda_target_seq_reserve (s, pos0 + n, error)
+  if (!cuda_target_seq_reserve (s, pos0 + n, error)
       || !scratch_reserve (t, MIN (n, t->chunk_rows), error))
     return FALSE;
   if (graph_fits (t, n, out)) {
@@ -899,41 +850,16 @@ done:
   return TRUE;
 }
 
-gboolean
-dfl_cuda_target_forward (DflCudaTarget *t, DflCudaTargetSeq *s, const int *ids, int n,
-                         DflCudaForwardOut *out, GError **error)
+/* The forward, its arguments checked by target.c. */
+static gboolean
+cuda_target_forward (const DflTarget *target, gpointer seq, const int *ids, int n,
+                     DflForwardPlan *out, GError **error)
 {
-  const DflQwen3Config *c = &t->cfg;
-  int pos0 = s->len;
-  DflCudaForwardOut none = { 0 };
+  /* the scratch the forwards share is behind the target's lock */
+  CudaTarget *t = target->impl;
+  CudaTargetSeq *s = seq;
   g_autoptr (GMutexLocker) locker = NULL;
   gboolean ok;
-
-  g_return_val_if_fail (s->t == t, FALSE);
-  if (!out)
-    out = &none;
-  if (n <= 0)
-    return TRUE;
-  for (int i = 0; i < n; i++)
-    if (ids[i] < 0 || ids[i] >= c->vocab) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                   "token id %d is outside the vocabulary of %s (0 … %d)",
-                   ids[i], t->origin, c->vocab - 1);
-      return FALSE;
-    }
-  if (pos0 + n > c->max_positions) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
-                 "%d tokens at position %d pass the context of %s (max_position_embeddings %d)",
-                 n, pos0, t->origin, c->max_positions);
-    return FALSE;
-  }
-  for (int i = 0; i < out->n_tap_layers; i++)
-    if (out->tap_layers[i] < 0 || out->tap_layers[i] >= c->layers) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                   "tap layer %d is outside the %d layers of %s",
-                   out->tap_layers[i], c->layers, t->origin);
-      return FALSE;
-    }
 
   locker = g_mutex_locker_new (&t->lock);
   /* the pass is the stream's from its first launch to the argmax back */
@@ -942,3 +868,53 @@ dfl_cuda_target_forward (DflCudaTarget *t, DflCudaTargetSeq *s, const int *ids, 
   dfl_cuda_device_unlock (t->dev);
   return ok;
 }
+
+/* --- the engine --- */
+
+static DflTarget *
+target_wrap (DflDevice *device, CudaTarget *t)
+{
+  DflTarget *target;
+
+  if (!t)
+    return NULL;
+  target = dfl_target_wrap (&dfl_cuda_target_engine, device, &t->cfg, t->origin, t);
+  target->weight_bytes = t->weight_bytes;
+  return target;
+}
+
+static DflTarget *
+cuda_target_upload (const DflTarget *host, DflDevice *device, DflTargetWeights as,
+                    GError **error)
+{
+  return target_wrap (device, cuda_target_new (dfl_device_native (device), host, as, error));
+}
+
+static DflTarget *
+cuda_target_random (DflDevice *device, const DflQwen3Config *c, DflDtype type, guint64 seed,
+                    GError **error)
+{
+  return target_wrap (device, cuda_target_new_random (dfl_device_native (device), c, type, seed,
+                                                      error));
+}
+
+static void
+cuda_target_release (gpointer impl)
+{
+  cuda_target_free (impl);
+}
+
+const DflTargetEngine dfl_cuda_target_engine = {
+  .backend = DFL_BACKEND_CUDA,
+  .host_taps = FALSE,
+  .upload = cuda_target_upload,
+  .new_random = cuda_target_random,
+  .free = cuda_target_release,
+  .tables = cuda_target_tables,
+  .set_use_graph = cuda_target_set_use_graph,
+  .set_chunk_rows = cuda_target_set_chunk_rows,
+  .seq_new = cuda_target_seq_new,
+  .seq_free = cuda_target_seq_free,
+  .seq_reserve = cuda_target_seq_reserve,
+  .forward = cuda_target_forward,
+};

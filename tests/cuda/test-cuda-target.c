@@ -11,8 +11,8 @@
  *     CPU's tokens;
  *   - a truncated cache re-forwarded, a chunked prefill, logits kept on the
  *     card: what a fresh single pass gives;
- *   - a bad id, a pass past max_position_embeddings, a bad tap layer: an
- *     error and the cache as it was.
+ *   - a bad id, a pass past max_position_embeddings, a bad tap layer, taps
+ *     asked for off the card: an error and the cache as it was.
  * Where no CUDA device is present the whole file is skipped (TAP plan 1..0).
  */
 #include <glib.h>
@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda-target.h"
+#include "dfl-cuda.h"
 #include "dfl-error.h"
 #include "safetensors.h"
 #include "target.h"
@@ -30,7 +30,8 @@
 #endif
 
 static const char *variants[] = { "f32-untied", "bf16-tied", "gqa-hd32-sharded", "f16-tied" };
-static DflCudaDevice *device;
+static DflDevice *dev;          /* the card, as the target sees it */
+static DflCudaDevice *device;   /* the same, for the tests' own copies */
 
 /* DFL_FIXTURES, else the source tree this was built from, else tests/fixtures
  * of the current folder (a copy of the tree run from its root). */
@@ -117,11 +118,11 @@ fixture_close (Fixture *f)
   g_free (f->ids);
 }
 
-static DflCudaTarget *
-card_target (Fixture *f, DflCudaTargetWeights as)
+static DflTarget *
+card_target (Fixture *f, DflTargetWeights as)
 {
   g_autoptr (GError) error = NULL;
-  DflCudaTarget *t = dfl_cuda_target_new (device, f->cpu, as, &error);
+  DflTarget *t = dfl_target_upload (f->cpu, dev, as, &error);
 
   g_assert_no_error (error);
   g_assert_nonnull (t);
@@ -157,14 +158,15 @@ result_clear (Result *r)
 /* A fresh sequence of `t` forwarded over ids[0..n) in one call, every layer
  * tapped, logits from row 0. */
 static void
-card_forward (DflCudaTarget *t, Fixture *f, const int *ids, int n, Result *r)
+card_forward (DflTarget *t, Fixture *f, const int *ids, int n, Result *r)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflCudaTargetSeq) seq = dfl_cuda_target_seq_new (t, &error);
+  g_autoptr (DflTargetSeq) seq = dfl_target_seq_new (t);
   g_autofree int *taps = g_new (int, f->layers);
   gsize n_taps = (gsize) n * f->layers * f->hidden;
   float *d_taps;
-  DflCudaForwardOut out = { 0 };
+  DflTensor taps_tensor;
+  DflForwardOut out = { 0 };
 
   g_assert_no_error (error);
   for (int i = 0; i < f->layers; i++)
@@ -176,13 +178,14 @@ card_forward (DflCudaTarget *t, Fixture *f, const int *ids, int n, Result *r)
   r->argmax = g_new (int32_t, n);
   out.tap_layers = taps;
   out.n_tap_layers = f->layers;
-  out.d_taps = d_taps;
+  taps_tensor = dfl_tensor_2d (dev, d_taps, 0, DFL_DTYPE_F32, n, (gint64) f->layers * f->hidden);
+  out.device_taps = &taps_tensor;
   out.logits = r->logits;
   out.hidden = r->hidden;
   out.argmax = r->argmax;
-  g_assert_true (dfl_cuda_target_forward (t, seq, ids, n, &out, &error));
+  g_assert_true (dfl_target_forward (t, seq, ids, n, &out, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (dfl_cuda_target_seq_length (seq), ==, n);
+  g_assert_cmpint (dfl_target_seq_length (seq), ==, n);
   r->taps = download_f32 (d_taps, n_taps);
   dfl_cuda_free (device, d_taps);
 }
@@ -235,22 +238,22 @@ assert_close (Fixture *f, const Result *card, const Result *cpu, int n, double t
 /* Greedy decoding of `steps` tokens after the fixture's prompt, one token a
  * forward, on the card (argmax from the card) and on the CPU. */
 static void
-greedy_card (DflCudaTarget *t, Fixture *f, int steps, int *tokens)
+greedy_card (DflTarget *t, Fixture *f, int steps, int *tokens)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflCudaTargetSeq) seq = dfl_cuda_target_seq_new (t, &error);
-  DflCudaForwardOut out = { 0 };
+  g_autoptr (DflTargetSeq) seq = dfl_target_seq_new (t);
+  DflForwardOut out = { 0 };
   int32_t next;
 
   out.argmax = &next;
   out.logits_from = f->n - 1;
-  g_assert_true (dfl_cuda_target_forward (t, seq, f->ids, f->n, &out, &error));
+  g_assert_true (dfl_target_forward (t, seq, f->ids, f->n, &out, &error));
   g_assert_no_error (error);
   out.logits_from = 0;
   for (int i = 0; i < steps; i++) {
     int id = next;
     tokens[i] = id;
-    g_assert_true (dfl_cuda_target_forward (t, seq, &id, 1, &out, &error));
+    g_assert_true (dfl_target_forward (t, seq, &id, 1, &out, &error));
     g_assert_no_error (error);
   }
 }
@@ -284,7 +287,7 @@ greedy_cpu (Fixture *f, int steps, int *tokens, float *margins)
 }
 
 static void
-assert_same_greedy (DflCudaTarget *t, Fixture *f)
+assert_same_greedy (DflTarget *t, Fixture *f)
 {
   enum { STEPS = 32 };
   int card[STEPS], cpu[STEPS];
@@ -305,11 +308,11 @@ test_parity_f32 (gconstpointer data)
 {
   Fixture f;
   Result card = { 0 }, cpu = { 0 };
-  g_autoptr (DflCudaTarget) t = NULL;
+  g_autoptr (DflTarget) t = NULL;
 
   fixture_open (&f, data);
-  t = card_target (&f, DFL_CUDA_TARGET_F32);
-  g_assert_cmpint (dfl_cuda_target_head (t)->type, ==, DFL_DTYPE_F32);
+  t = card_target (&f, DFL_TARGET_F32);
+  g_assert_cmpint (dfl_target_head_tensor (t).dtype, ==, DFL_DTYPE_F32);
   card_forward (t, &f, f.ids, f.n, &card);
   cpu_forward (&f, f.ids, f.n, &cpu);
   assert_close (&f, &card, &cpu, f.n, 1e-3);
@@ -324,21 +327,23 @@ test_parity_stored (gconstpointer data)
 {
   Fixture f;
   Result card = { 0 }, cpu = { 0 };
-  g_autoptr (DflCudaTarget) t = NULL;
-  const DflCudaWeights *head;
+  g_autoptr (DflTarget) t = NULL;
+  DflTensor head, embedding;
   double tol;
 
   fixture_open (&f, data);
-  t = card_target (&f, DFL_CUDA_TARGET_AS_STORED);
-  head = dfl_cuda_target_head (t);
-  tol = head->type == DFL_DTYPE_BF16 ? 3e-2 : head->type == DFL_DTYPE_F16 ? 5e-3 : 1e-3;
+  t = card_target (&f, DFL_TARGET_AS_STORED);
+  head = dfl_target_head_tensor (t);
+  embedding = dfl_target_embedding_tensor (t);
+  g_assert_true (head.device == dev);
+  tol = head.dtype == DFL_DTYPE_BF16 ? 3e-2 : head.dtype == DFL_DTYPE_F16 ? 5e-3 : 1e-3;
   /* a tied head is the embedding's memory, not a copy */
   if (dfl_target_config (f.cpu)->tie_word_embeddings)
-    g_assert_true (head->d_data == dfl_cuda_target_embedding (t)->d_data);
+    g_assert_true (dfl_tensor_data (&head) == dfl_tensor_data (&embedding));
   else
-    g_assert_true (head->d_data != dfl_cuda_target_embedding (t)->d_data);
+    g_assert_true (dfl_tensor_data (&head) != dfl_tensor_data (&embedding));
   /* the card reads what the CPU reads in a step, in the same types */
-  g_assert_cmpuint (dfl_cuda_target_weight_bytes (t), ==, dfl_target_weight_bytes (f.cpu));
+  g_assert_cmpuint (dfl_target_weight_bytes (t), ==, dfl_target_weight_bytes (f.cpu));
   card_forward (t, &f, f.ids, f.n, &card);
   cpu_forward (&f, f.ids, f.n, &cpu);
   assert_close (&f, &card, &cpu, f.n, tol);
@@ -354,16 +359,16 @@ static void
 test_truncate (gconstpointer data)
 {
   Fixture f;
-  g_autoptr (DflCudaTarget) t = NULL;
-  g_autoptr (DflCudaTargetSeq) seq = NULL;
+  g_autoptr (DflTarget) t = NULL;
+  g_autoptr (DflTargetSeq) seq = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree int *other = NULL;
   g_autofree float *logits = NULL, *fresh = NULL;
-  DflCudaForwardOut out = { 0 };
+  DflForwardOut out = { 0 };
   int k, rest;
 
   fixture_open (&f, data);
-  t = card_target (&f, DFL_CUDA_TARGET_F32);
+  t = card_target (&f, DFL_TARGET_F32);
   k = f.n / 2;
   rest = f.n - k;
   other = g_new (int, rest);
@@ -375,22 +380,22 @@ test_truncate (gconstpointer data)
 
   /* every call the fresh sequence makes has its shape here too, so the same
    * kernels run over the same rows: only the stale rows past k differ */
-  seq = dfl_cuda_target_seq_new (t, &error);
-  g_assert_true (dfl_cuda_target_forward (t, seq, f.ids, k, NULL, &error));
-  g_assert_true (dfl_cuda_target_forward (t, seq, f.ids + k, rest, NULL, &error));
-  dfl_cuda_target_seq_truncate (seq, k);
-  g_assert_cmpint (dfl_cuda_target_seq_length (seq), ==, k);
-  g_assert_true (dfl_cuda_target_forward (t, seq, other, rest, NULL, &error));
-  dfl_cuda_target_seq_truncate (seq, k);
-  g_assert_true (dfl_cuda_target_forward (t, seq, f.ids + k, rest, &out, &error));
+  seq = dfl_target_seq_new (t);
+  g_assert_true (dfl_target_forward (t, seq, f.ids, k, NULL, &error));
+  g_assert_true (dfl_target_forward (t, seq, f.ids + k, rest, NULL, &error));
+  dfl_target_seq_truncate (seq, k);
+  g_assert_cmpint (dfl_target_seq_length (seq), ==, k);
+  g_assert_true (dfl_target_forward (t, seq, other, rest, NULL, &error));
+  dfl_target_seq_truncate (seq, k);
+  g_assert_true (dfl_target_forward (t, seq, f.ids + k, rest, &out, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (dfl_cuda_target_seq_length (seq), ==, f.n);
-  g_clear_pointer (&seq, dfl_cuda_target_seq_free);
+  g_assert_cmpint (dfl_target_seq_length (seq), ==, f.n);
+  g_clear_pointer (&seq, dfl_target_seq_free);
 
   out.logits = fresh;
-  seq = dfl_cuda_target_seq_new (t, &error);
-  g_assert_true (dfl_cuda_target_forward (t, seq, f.ids, k, NULL, &error));
-  g_assert_true (dfl_cuda_target_forward (t, seq, f.ids + k, rest, &out, &error));
+  seq = dfl_target_seq_new (t);
+  g_assert_true (dfl_target_forward (t, seq, f.ids, k, NULL, &error));
+  g_assert_true (dfl_target_forward (t, seq, f.ids + k, rest, &out, &error));
   g_assert_no_error (error);
   g_assert_cmpfloat (row_rel_error (logits, fresh, rest, f.vocab), <=, 1e-6);
   fixture_close (&f);
@@ -402,30 +407,31 @@ test_truncate (gconstpointer data)
  * keeps only part of it, until the context nears the model's positions
  * (the caches grow on the way, so graphs are captured again). */
 static void
-graph_run (DflCudaTarget *t, Fixture *f, GByteArray *all)
+graph_run (DflTarget *t, Fixture *f, GByteArray *all)
 {
   static const int steps[] = { 1, 16, 5, 1, 16, 16, 2, 1, 9, 16, 1, 1, 32, 16, 3 };
-  const DflQwen3Config *c = dfl_cuda_target_config (t);
+  const DflQwen3Config *c = dfl_target_config (t);
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflCudaTargetSeq) a = dfl_cuda_target_seq_new (t, &error);
-  g_autoptr (DflCudaTargetSeq) b = dfl_cuda_target_seq_new (t, &error);
-  DflCudaTargetSeq *seqs[] = { a, b };
+  g_autoptr (DflTargetSeq) a = dfl_target_seq_new (t);
+  g_autoptr (DflTargetSeq) b = dfl_target_seq_new (t);
+  DflTargetSeq *seqs[] = { a, b };
   int taps[] = { 0, f->layers - 1 }, ids[32];
   gsize tap_floats = (gsize) 32 * 2 * f->hidden;
   float *d_taps = dfl_cuda_alloc (device, tap_floats * sizeof (float), &error);
+  DflTensor taps_tensor = dfl_tensor_2d (dev, d_taps, 0, DFL_DTYPE_F32, 32, 2 * f->hidden);
   g_autofree float *logits = g_new (float, (gsize) 32 * f->vocab);
   g_autofree float *hidden = g_new (float, (gsize) 32 * f->hidden);
   int32_t argmax[32];
 
   g_assert_no_error (error);
   for (int q = 0; q < 2; q++)
-    g_assert_true (dfl_cuda_target_forward (t, seqs[q], f->ids, MIN (f->n, 40), NULL, &error));
+    g_assert_true (dfl_target_forward (t, seqs[q], f->ids, MIN (f->n, 40), NULL, &error));
   for (int i = 0;; i++) {
     int n = steps[i % G_N_ELEMENTS (steps)];
     for (int q = 0; q < 2; q++) {
-      DflCudaTargetSeq *seq = seqs[q];
-      int len = dfl_cuda_target_seq_length (seq);
-      DflCudaForwardOut out = { 0 };
+      DflTargetSeq *seq = seqs[q];
+      int len = dfl_target_seq_length (seq);
+      DflForwardOut out = { 0 };
       g_autofree float *tap_rows = NULL;
       if (len + n + 16 > c->max_positions)
         goto out;
@@ -433,12 +439,12 @@ graph_run (DflCudaTarget *t, Fixture *f, GByteArray *all)
         ids[r] = (f->ids[(i + r) % f->n] * 13 + i * 7 + r + q) % f->vocab;
       out.tap_layers = taps;
       out.n_tap_layers = 2;
-      out.d_taps = d_taps;
+      out.device_taps = &taps_tensor;
       out.logits_from = i % 3 == 2 ? n - 1 : 0;
       out.logits = logits;
       out.argmax = argmax;
       out.hidden = hidden;
-      g_assert_true (dfl_cuda_target_forward (t, seq, ids, n, &out, &error));
+      g_assert_true (dfl_target_forward (t, seq, ids, n, &out, &error));
       g_assert_no_error (error);
       tap_rows = download_f32 (d_taps, (gsize) n * 2 * f->hidden);
       g_byte_array_append (all, (guint8 *) tap_rows, n * 2 * f->hidden * sizeof (float));
@@ -450,7 +456,7 @@ graph_run (DflCudaTarget *t, Fixture *f, GByteArray *all)
       }
       /* a verify step keeps the anchor and some drafts */
       if (n == 16)
-        dfl_cuda_target_seq_truncate (seq, len + 1 + i % 7);
+        dfl_target_seq_truncate (seq, len + 1 + i % 7);
     }
   }
 out:
@@ -463,13 +469,13 @@ static void
 test_graph (gconstpointer data)
 {
   Fixture f;
-  g_autoptr (DflCudaTarget) graphed = NULL, direct = NULL;
+  g_autoptr (DflTarget) graphed = NULL, direct = NULL;
   g_autoptr (GByteArray) a = g_byte_array_new (), b = g_byte_array_new ();
 
   fixture_open (&f, data);
-  graphed = card_target (&f, DFL_CUDA_TARGET_AS_STORED);
-  direct = card_target (&f, DFL_CUDA_TARGET_AS_STORED);
-  dfl_cuda_target_set_use_graph (direct, FALSE);
+  graphed = card_target (&f, DFL_TARGET_AS_STORED);
+  direct = card_target (&f, DFL_TARGET_AS_STORED);
+  dfl_target_set_use_graph (direct, FALSE);
   graph_run (graphed, &f, a);
   graph_run (direct, &f, b);
   g_test_message ("%u bytes of outputs compared", a->len);
@@ -488,7 +494,7 @@ test_chunks (gconstpointer data)
 {
   enum { N = 150 };
   Fixture f;
-  g_autoptr (DflCudaTarget) t = NULL;
+  g_autoptr (DflTarget) t = NULL;
   g_autoptr (GError) error = NULL;
   int ids[N];
   Result one = { 0 }, chunked = { 0 }, cpu = { 0 };
@@ -496,9 +502,9 @@ test_chunks (gconstpointer data)
   fixture_open (&f, data);
   for (int i = 0; i < N; i++)
     ids[i] = (f.ids[i % f.n] * 7 + i * 31) % f.vocab;
-  t = card_target (&f, DFL_CUDA_TARGET_F32);
+  t = card_target (&f, DFL_TARGET_F32);
   card_forward (t, &f, ids, N, &one);
-  dfl_cuda_target_set_chunk_rows (t, 7);
+  dfl_target_set_chunk_rows (t, 7);
   card_forward (t, &f, ids, N, &chunked);
   cpu_forward (&f, ids, N, &cpu);
   /* other row counts may take other matmul algorithms: equal up to rounding */
@@ -509,17 +515,18 @@ test_chunks (gconstpointer data)
    * with chunks of 7 that split them */
   {
     enum { TAIL = 20 };
-    g_autoptr (DflCudaTargetSeq) seq = dfl_cuda_target_seq_new (t, &error);
+    g_autoptr (DflTargetSeq) seq = dfl_target_seq_new (t);
     float *d_logits = dfl_cuda_alloc (device, (gsize) TAIL * f.vocab * sizeof (float), &error);
+    DflTensor logits_tensor = dfl_tensor_2d (dev, d_logits, 0, DFL_DTYPE_F32, TAIL, f.vocab);
     g_autofree float *logits = NULL;
     int32_t argmax[TAIL];
-    DflCudaForwardOut out = { 0 };
+    DflForwardOut out = { 0 };
 
     g_assert_no_error (error);
     out.logits_from = N - TAIL;
-    out.d_logits = d_logits;
+    out.device_logits = &logits_tensor;
     out.argmax = argmax;
-    g_assert_true (dfl_cuda_target_forward (t, seq, ids, N, &out, &error));
+    g_assert_true (dfl_target_forward (t, seq, ids, N, &out, &error));
     g_assert_no_error (error);
     logits = download_f32 (d_logits, (gsize) TAIL * f.vocab);
     g_assert_cmpfloat (row_rel_error (logits, chunked.logits + (gsize) (N - TAIL) * f.vocab,
@@ -533,18 +540,18 @@ test_chunks (gconstpointer data)
    * with rows in it (64 → 128 → 256 positions): the held rows move along */
   {
     const int pieces[] = { 50, 30, N - 80 };
-    g_autoptr (DflCudaTargetSeq) seq = dfl_cuda_target_seq_new (t, &error);
+    g_autoptr (DflTargetSeq) seq = dfl_target_seq_new (t);
     g_autofree float *logits = g_new (float, (gsize) N * f.vocab);
-    DflCudaForwardOut out = { 0 };
+    DflForwardOut out = { 0 };
     int at = 0;
 
     for (guint i = 0; i < G_N_ELEMENTS (pieces); i++) {
       out.logits = logits + (gsize) at * f.vocab;
-      g_assert_true (dfl_cuda_target_forward (t, seq, ids + at, pieces[i], &out, &error));
+      g_assert_true (dfl_target_forward (t, seq, ids + at, pieces[i], &out, &error));
       g_assert_no_error (error);
       at += pieces[i];
     }
-    g_assert_cmpint (dfl_cuda_target_seq_length (seq), ==, N);
+    g_assert_cmpint (dfl_target_seq_length (seq), ==, N);
     g_assert_cmpfloat (row_rel_error (logits, one.logits, N, f.vocab), <=, 1e-4);
   }
   result_clear (&one);
@@ -559,67 +566,84 @@ static void
 test_bad_input (void)
 {
   Fixture f;
-  g_autoptr (DflCudaTarget) t = NULL;
-  g_autoptr (DflCudaTargetSeq) seq = NULL, clean = NULL;
+  g_autoptr (DflTarget) t = NULL;
+  g_autoptr (DflTargetSeq) seq = NULL, clean = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree int *many = NULL;
   g_autofree float *logits = NULL, *want = NULL;
-  DflCudaForwardOut out = { 0 };
+  DflForwardOut out = { 0 };
   int bad_ids[3], max_pos, tap = 99;
 
   fixture_open (&f, "bf16-tied");
-  t = card_target (&f, DFL_CUDA_TARGET_AS_STORED);
-  max_pos = dfl_cuda_target_config (t)->max_positions;
-  seq = dfl_cuda_target_seq_new (t, &error);
-  clean = dfl_cuda_target_seq_new (t, &error);
-  g_assert_true (dfl_cuda_target_forward (t, seq, f.ids, f.n, NULL, &error));
-  g_assert_true (dfl_cuda_target_forward (t, clean, f.ids, f.n, NULL, &error));
+  t = card_target (&f, DFL_TARGET_AS_STORED);
+  max_pos = dfl_target_config (t)->max_positions;
+  seq = dfl_target_seq_new (t);
+  clean = dfl_target_seq_new (t);
+  g_assert_true (dfl_target_forward (t, seq, f.ids, f.n, NULL, &error));
+  g_assert_true (dfl_target_forward (t, clean, f.ids, f.n, NULL, &error));
   g_assert_no_error (error);
 
   bad_ids[0] = f.ids[0];
   bad_ids[1] = f.vocab;
   bad_ids[2] = f.ids[1];
-  g_assert_false (dfl_cuda_target_forward (t, seq, bad_ids, 3, NULL, &error));
+  g_assert_false (dfl_target_forward (t, seq, bad_ids, 3, NULL, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message, "1024"));
   g_clear_error (&error);
   bad_ids[1] = -1;
-  g_assert_false (dfl_cuda_target_forward (t, seq, bad_ids, 3, NULL, &error));
+  g_assert_false (dfl_target_forward (t, seq, bad_ids, 3, NULL, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_clear_error (&error);
-  g_assert_cmpint (dfl_cuda_target_seq_length (seq), ==, f.n);
+  g_assert_cmpint (dfl_target_seq_length (seq), ==, f.n);
 
   many = g_new (int, max_pos);
   for (int i = 0; i < max_pos; i++)
     many[i] = f.ids[i % f.n];
-  g_assert_false (dfl_cuda_target_forward (t, seq, many, max_pos - f.n + 1, NULL, &error));
+  g_assert_false (dfl_target_forward (t, seq, many, max_pos - f.n + 1, NULL, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_LIMIT);
   g_assert_nonnull (strstr (error->message, "max_position_embeddings"));
   g_clear_error (&error);
-  g_assert_cmpint (dfl_cuda_target_seq_length (seq), ==, f.n);
+  g_assert_cmpint (dfl_target_seq_length (seq), ==, f.n);
 
   out.tap_layers = &tap;
   out.n_tap_layers = 1;
-  g_assert_false (dfl_cuda_target_forward (t, seq, f.ids, 2, &out, &error));
+  g_assert_false (dfl_target_forward (t, seq, f.ids, 2, &out, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_clear_error (&error);
-  g_assert_cmpint (dfl_cuda_target_seq_length (seq), ==, f.n);
+  g_assert_cmpint (dfl_target_seq_length (seq), ==, f.n);
+
+  /* taps stay on the card: host rows are refused, and so is a host tensor */
+  {
+    g_autofree float *host = g_new (float, (gsize) 2 * f.hidden);
+    DflTensor on_host = dfl_tensor_2d (NULL, host, 0, DFL_DTYPE_F32, 2, f.hidden);
+    tap = 0;
+    out.taps = host;
+    g_assert_false (dfl_target_forward (t, seq, f.ids, 2, &out, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+    g_clear_error (&error);
+    out.taps = NULL;
+    out.device_taps = &on_host;
+    g_assert_false (dfl_target_forward (t, seq, f.ids, 2, &out, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+    g_clear_error (&error);
+    g_assert_cmpint (dfl_target_seq_length (seq), ==, f.n);
+  }
 
   /* exactly up to the context still runs */
   {
-    g_autoptr (DflCudaTargetSeq) full = dfl_cuda_target_seq_new (t, &error);
-    g_assert_true (dfl_cuda_target_forward (t, full, many, max_pos, NULL, &error));
+    g_autoptr (DflTargetSeq) full = dfl_target_seq_new (t);
+    g_assert_true (dfl_target_forward (t, full, many, max_pos, NULL, &error));
     g_assert_no_error (error);
-    g_assert_cmpint (dfl_cuda_target_seq_length (full), ==, max_pos);
+    g_assert_cmpint (dfl_target_seq_length (full), ==, max_pos);
   }
 
   memset (&out, 0, sizeof out);
   logits = g_new (float, (gsize) 3 * f.vocab);
   want = g_new (float, (gsize) 3 * f.vocab);
   out.logits = logits;
-  g_assert_true (dfl_cuda_target_forward (t, seq, f.ids, 3, &out, &error));
+  g_assert_true (dfl_target_forward (t, seq, f.ids, 3, &out, &error));
   out.logits = want;
-  g_assert_true (dfl_cuda_target_forward (t, clean, f.ids, 3, &out, &error));
+  g_assert_true (dfl_target_forward (t, clean, f.ids, 3, &out, &error));
   g_assert_no_error (error);
   g_assert_cmpfloat (row_rel_error (logits, want, 3, f.vocab), <=, 1e-6);
   fixture_close (&f);
@@ -632,20 +656,20 @@ test_random (void)
 {
   Fixture f;
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflCudaTarget) a = NULL, b = NULL, c = NULL;
-  DflCudaTarget *all[3];
+  g_autoptr (DflTarget) a = NULL, b = NULL, c = NULL;
+  DflTarget *all[3];
   float *logits[3];
   int n = 8;
 
   fixture_open (&f, "gqa-hd32-sharded");
-  all[0] = a = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 5,
-                                           &error);
+  all[0] = a = dfl_target_new_random (dev, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 5,
+                                       &error);
   g_assert_no_error (error);
-  all[1] = b = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 5,
-                                           &error);
+  all[1] = b = dfl_target_new_random (dev, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 5,
+                                       &error);
   g_assert_no_error (error);
-  all[2] = c = dfl_cuda_target_new_random (device, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 6,
-                                           &error);
+  all[2] = c = dfl_target_new_random (dev, dfl_target_config (f.cpu), DFL_DTYPE_BF16, 6,
+                                       &error);
   g_assert_no_error (error);
   {
     /* every matrix once, the head, one embedding row: two bytes each */
@@ -653,15 +677,15 @@ test_random (void)
     guint64 hs = cfg->hidden, qd = (guint64) cfg->heads * cfg->head_dim;
     guint64 kd = (guint64) cfg->kv_heads * cfg->head_dim, ffn = cfg->intermediate;
     guint64 per_layer = 2 * qd * hs + 2 * kd * hs + 3 * ffn * hs;
-    g_assert_cmpuint (dfl_cuda_target_weight_bytes (a), ==,
+    g_assert_cmpuint (dfl_target_weight_bytes (a), ==,
                       2 * (cfg->layers * per_layer + (guint64) cfg->vocab * hs + hs));
   }
   for (int i = 0; i < 3; i++) {
-    g_autoptr (DflCudaTargetSeq) seq = dfl_cuda_target_seq_new (all[i], &error);
-    DflCudaForwardOut out = { 0 };
+    g_autoptr (DflTargetSeq) seq = dfl_target_seq_new (all[i]);
+    DflForwardOut out = { 0 };
     logits[i] = g_new (float, (gsize) n * f.vocab);
     out.logits = logits[i];
-    g_assert_true (dfl_cuda_target_forward (all[i], seq, f.ids, n, &out, &error));
+    g_assert_true (dfl_target_forward (all[i], seq, f.ids, n, &out, &error));
     g_assert_no_error (error);
   }
   for (gsize i = 0; i < (gsize) n * f.vocab; i++)
@@ -680,15 +704,16 @@ main (int argc, char **argv)
   int status;
 
   g_test_init (&argc, &argv, NULL);
-  device = dfl_cuda_device_open (0, &error);
-  if (!device) {
+  dev = dfl_device_open (DFL_BACKEND_CUDA, 0, &error);
+  if (!dev) {
     /* the device's message already says "CUDA is unavailable: …" */
     printf ("1..0 # SKIP %s%s\n",
             g_str_has_prefix (error->message, "CUDA is unavailable") ? ""
             : "CUDA is unavailable: ", error->message);
     return 0;
   }
-  g_test_message ("device: %s", dfl_cuda_device_describe (device));
+  device = dfl_device_native (dev);
+  g_test_message ("device: %s", dfl_device_describe (dev));
   for (guint i = 0; i < G_N_ELEMENTS (variants); i++) {
     g_autofree char *p1 = g_strdup_printf ("/cuda-target/parity-f32/%s", variants[i]);
     g_autofree char *p2 = g_strdup_printf ("/cuda-target/parity-stored/%s", variants[i]);
@@ -704,6 +729,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-target/bad-input", test_bad_input);
   g_test_add_func ("/cuda-target/random", test_random);
   status = g_test_run ();
-  dfl_cuda_device_unref (device);
+  dfl_device_unref (dev);
   return status;
 }

@@ -4,13 +4,15 @@
  * written by transformers' save_pretrained, with what transformers computed
  * on it (make_fixtures.py). The C target must give the same logits and layer
  * outputs (relative error ≤ 1e-4) and the same greedy tokens, and a rewound
- * or chunked run must give what a straight run gives.
+ * or chunked run must give what a straight run gives. What a forward hands
+ * back is the same wherever it is asked for.
  */
 #include <glib.h>
 #include <math.h>
 #include <string.h>
 
 #include "dfl-error.h"
+#include "dfl-kernels.h"
 #include "safetensors.h"
 #include "target.h"
 
@@ -219,6 +221,110 @@ test_bad_tokens_and_context (void)
   g_assert_nonnull (strstr (error->message, "max_position_embeddings"));
 }
 
+/* What a forward hands back is the same whether asked in host rows or as
+ * host tensors, each argmax is its logits row's; what a host target cannot
+ * give, or a back end cannot run, is refused naming it. */
+static void
+test_outputs_and_backends (void)
+{
+  g_autofree char *dir = fixture ("bf16-tied");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) t = dfl_target_load (dir, &error);
+  g_autoptr (DflTargetSeq) a = NULL, b = NULL;
+  g_autoptr (DflDevice) cpu = NULL, vk = NULL;
+  const DflQwen3Config *c;
+  int ids[] = { 3, 17, 5, 9, 200, 41 }, n = G_N_ELEMENTS (ids), tap_layers[] = { 0, 1 };
+  g_autofree float *taps_a = NULL, *taps_b = NULL, *logits_a = NULL, *logits_b = NULL;
+  g_autofree int32_t *argmax = NULL;
+  DflTensor taps_t, logits_t, half_t, embedding, head;
+  DflForwardOut out;
+
+  g_assert_no_error (error);
+  c = dfl_target_config (t);
+  g_assert_true (dfl_target_device (t) == NULL);
+  g_assert_cmpint (dfl_target_backend (t), ==, DFL_BACKEND_CPU);
+  taps_a = g_new (float, (gsize) n * 2 * c->hidden);
+  taps_b = g_new (float, (gsize) n * 2 * c->hidden);
+  logits_a = g_new (float, (gsize) n * c->vocab);
+  logits_b = g_new (float, (gsize) n * c->vocab);
+  argmax = g_new (int32_t, n);
+
+  a = dfl_target_seq_new (t);
+  out = (DflForwardOut) { .tap_layers = tap_layers, .n_tap_layers = 2, .taps = taps_a,
+                          .logits = logits_a };
+  g_assert_true (dfl_target_forward (t, a, ids, n, &out, &error));
+  g_assert_no_error (error);
+
+  b = dfl_target_seq_new (t);
+  g_assert_true (dfl_target_seq_reserve (b, n, &error));
+  taps_t = dfl_tensor_2d (NULL, taps_b, 0, DFL_DTYPE_F32, n, 2 * c->hidden);
+  logits_t = dfl_tensor_2d (NULL, logits_b, 0, DFL_DTYPE_F32, n, c->vocab);
+  out = (DflForwardOut) { .tap_layers = tap_layers, .n_tap_layers = 2, .device_taps = &taps_t,
+                          .device_logits = &logits_t, .argmax = argmax };
+  g_assert_true (dfl_target_forward (t, b, ids, n, &out, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (taps_a, sizeof (float) * n * 2 * c->hidden, taps_b,
+                   sizeof (float) * n * 2 * c->hidden);
+  g_assert_cmpmem (logits_a, sizeof (float) * n * c->vocab, logits_b,
+                   sizeof (float) * n * c->vocab);
+  for (int r = 0; r < n; r++)
+    g_assert_cmpint (argmax[r], ==, dfl_argmax (logits_a + (gsize) r * c->vocab, c->vocab));
+
+  /* the argmax alone, without logits asked for */
+  dfl_target_seq_truncate (b, n - 1);
+  out = (DflForwardOut) { .logits_from = 0, .argmax = argmax };
+  g_assert_true (dfl_target_forward (t, b, ids + n - 1, 1, &out, &error));
+  g_assert_cmpint (argmax[0], ==, dfl_argmax (logits_a + (gsize) (n - 1) * c->vocab, c->vocab));
+
+  /* the same rows asked for twice on the host; a tensor without room */
+  dfl_target_seq_truncate (b, 0);
+  out = (DflForwardOut) { .logits = logits_a, .device_logits = &logits_t };
+  g_assert_false (dfl_target_forward (t, b, ids, n, &out, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_clear_error (&error);
+  half_t = dfl_tensor_2d (NULL, logits_b, 0, DFL_DTYPE_F32, n - 1, c->vocab);
+  out = (DflForwardOut) { .device_logits = &half_t };
+  g_assert_false (dfl_target_forward (t, b, ids, n, &out, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "logits"));
+  g_clear_error (&error);
+  g_assert_cmpint (dfl_target_seq_length (b), ==, 0);
+
+  /* a cache past the context */
+  g_assert_false (dfl_target_seq_reserve (b, c->max_positions + 1, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_LIMIT);
+  g_clear_error (&error);
+
+  /* the tables where the host target holds them: one when tied */
+  embedding = dfl_target_embedding_tensor (t);
+  head = dfl_target_head_tensor (t);
+  g_assert_true (embedding.device == NULL);
+  g_assert_cmpint (embedding.ne[1], ==, c->vocab);
+  g_assert_cmpint (embedding.ne[0], ==, c->hidden);
+  g_assert_true (c->tie_word_embeddings);
+  g_assert_true (dfl_tensor_data (&embedding) == dfl_tensor_data (&head));
+  g_assert_cmpint (dfl_target_n_params (t), >, (gint64) c->vocab * c->hidden);
+
+  /* the host runs the loaded target itself, and makes no random one */
+  cpu = dfl_device_open (DFL_BACKEND_CPU, -1, &error);
+  g_assert_no_error (error);
+  g_assert_null (dfl_target_upload (t, cpu, DFL_TARGET_AS_STORED, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_assert_null (dfl_target_new_random (cpu, c, DFL_DTYPE_BF16, 1, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+
+  /* Vulkan runs the drafter only: its upload says so, naming it */
+  if (dfl_backend_built (DFL_BACKEND_VULKAN)
+      && (vk = dfl_device_open (DFL_BACKEND_VULKAN, -1, NULL))) {
+    g_assert_null (dfl_target_upload (t, vk, DFL_TARGET_AS_STORED, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+    g_assert_nonnull (strstr (error->message, "vulkan"));
+    g_clear_error (&error);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -230,5 +336,6 @@ main (int argc, char **argv)
     g_test_add_data_func (p2, variants[i], test_greedy_rewind_chunks);
   }
   g_test_add_func ("/target/bad-tokens-and-context", test_bad_tokens_and_context);
+  g_test_add_func ("/target/outputs-and-backends", test_outputs_and_backends);
   return g_test_run ();
 }

@@ -1,0 +1,85 @@
+/* gst-dflash — what a back end's target engine provides (target.h's
+ * inside): target.c checks every call's arguments and resolves what the
+ * caller asked a forward for into memory the engine writes; the engine
+ * (target-cpu.c, cuda/cuda-target.c) runs it. target-engines.c is the one
+ * place that knows which engines this build has.
+ */
+#pragma once
+
+#include "target.h"
+
+G_BEGIN_DECLS
+
+/* A forward's outputs as the engine writes them (DflForwardOut resolved):
+ * host pointers, and pointers into the target's device memory (d_*;
+ * never set for a host target, whose device tensors are host rows). */
+typedef struct {
+  const int *tap_layers;
+  int n_tap_layers;
+  float *taps;
+  float *d_taps;
+  int logits_from;
+  float *logits;
+  float *d_logits;
+  int32_t *argmax;
+  float *hidden;
+} DflForwardPlan;
+
+typedef struct {
+  DflBackendId backend;
+  /* whether its forward gives taps in host rows (a device engine keeps
+   * them on its device, for a drafter there) */
+  gboolean host_taps;
+  /* make a target (NULL: this engine makes none that way) */
+  DflTarget *(*upload) (const DflTarget *host, DflDevice *device, DflTargetWeights as,
+                        GError **error);
+  DflTarget *(*new_random) (DflDevice *device, const DflQwen3Config *c, DflDtype type,
+                            guint64 seed, GError **error);
+  void (*free) (gpointer impl);
+  void (*tables) (const DflTarget *t, DflTensor *embedding, DflTensor *head);
+  /* device settings (NULL: the engine has no such thing) */
+  void (*set_use_graph) (gpointer impl, gboolean use_graph);
+  void (*set_chunk_rows) (gpointer impl, int rows);
+  /* sequences (each a struct that begins with a DflTargetSeqHead) */
+  gpointer (*seq_new) (const DflTarget *t);
+  void (*seq_free) (gpointer seq);
+  gboolean (*seq_reserve) (gpointer seq, int positions, GError **error);
+  /* `n` ≥ 1 rows whose ids, positions and tap layers are checked */
+  gboolean (*forward) (const DflTarget *t, gpointer seq, const int *ids, int n,
+                       DflForwardPlan *plan, GError **error);
+} DflTargetEngine;
+
+struct _DflTarget {
+  const DflTargetEngine *engine;
+  DflDevice *device;        /* NULL: the host */
+  DflQwen3Config cfg;
+  char *origin;             /* the checkpoint folder, for messages */
+  guint64 weight_bytes;
+  gint64 n_params;
+  gpointer impl;            /* the engine's */
+};
+
+/* The first member of every engine's sequence: the positions its cache
+ * holds, which target.c reads and rewinds (truncating moves only this). */
+typedef struct {
+  int len;
+} DflTargetSeqHead;
+
+struct _DflTargetSeq {
+  const DflTarget *t;
+  gpointer impl;
+};
+
+/* A target of `engine` around its `impl` (taken; freed by engine->free);
+ * `device` is referenced. The engine fills weight_bytes. */
+DflTarget *dfl_target_wrap (const DflTargetEngine *engine, DflDevice *device,
+                            const DflQwen3Config *c, const char *origin, gpointer impl);
+
+/* The engine of `backend`, or NULL with a DFL_ERROR_UNSUPPORTED error
+ * naming the back end where it runs no target (target-engines.c). */
+const DflTargetEngine *dfl_target_engine_for (DflBackendId backend, GError **error);
+
+/* The host's engine (target-cpu.c). */
+extern const DflTargetEngine dfl_target_cpu_engine;
+
+G_END_DECLS

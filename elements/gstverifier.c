@@ -46,6 +46,7 @@
 #include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
+#include "gstdflashseq.h"
 #ifdef HAVE_CUDA
 #include "cuda-target.h"
 #endif
@@ -375,7 +376,6 @@ emit_tokens (GstVerifier *self, GstDflashSeq *s, const int *tokens, int n, GstFl
     GstBuffer *ids = gst_buffer_new_memdup (tokens, sizeof (int) * used);
     GstDflashRoundMeta *m = gst_buffer_add_dflash_round_meta (ids);
     GstFlowReturn r;
-    m->loop = s->loop;
     m->sequence = s->id;
     m->round = s->rounds;
     r = gst_pad_push (self->tokenspad, ids);
@@ -617,7 +617,7 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   gint64 t0 = g_get_monotonic_time (), t1;
   GstMapInfo map;
 
-  if (!meta || !self->model || !(s = gst_dflash_model_seq_get (self->model, meta->loop, meta->sequence))) {
+  if (!meta || !self->model || !(s = meta->seq)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
         ("verifier: a buffer without a round of a running sequence"), (NULL));
     gst_buffer_unref (buf);

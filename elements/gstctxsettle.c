@@ -144,7 +144,7 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
                         GstBuffer **out)
 {
   GstDflashModel *m = gst_dflash_filter_model (filter);
-  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->loop, meta->sequence);
+  GstDflashSeq *s = meta->seq;
   int tw = gst_dflash_model_tap_width (m);
   g_autoptr (GError) error = NULL;
   DflDrafter *d;

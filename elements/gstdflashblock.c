@@ -339,7 +339,7 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflTarget *t = gst_dflash_model_target (m);
   const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->loop, meta->sequence);
+  GstDflashSeq *s = meta->seq;
   int hs = dfl_target_config (t)->hidden, rows = g->block - 1, mask = g->mask_token;
   g_autoptr (GError) error = NULL;
   g_autofree float *h = NULL;

@@ -19,13 +19,17 @@
  * block otherwise; `policy=cost` takes the chain on such a match too, and
  * below it whichever of the block and the chain's short (or empty)
  * proposal has given more tokens a second so far, measured from each
- * round's decision to its verdict (core/route-cost.h) and kept with the
- * model, so every pipeline on it starts from what the earlier ones
- * measured (apart for targets on the CPU and on CUDA): where a block
+ * round's decision to its verdict (core/route-cost.h): where a block
  * costs a fraction of a target step (a large target on a GPU), that is the
  * block; where it costs several (a small target, on a few CPU cores or on
  * a GPU alike), mostly a plain step, the block still tried once every
- * #GstDflashRouter:probe-every decisions. `block` and
+ * #GstDflashRouter:probe-every decisions. The figures are the router's
+ * own (apart for targets on the CPU and on CUDA), kept from one run to the
+ * next of the same element (a stop and a flush keep them: they are the
+ * machine's and the pair's, not the run's), and never shared with another
+ * router: the model is the same for every pipeline on it, but how fast a
+ * block pays is each pipeline's own (an A/B of two pipelines must not
+ * have one learn from the other). `block` and
  * `chain` always take one. The verdict of the round goes back up the
  * block's branch only, so tapsource hears it once.
  *
@@ -58,6 +62,7 @@
 #include "gstdflashcaps.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
+#include "gstdflashseq.h"
 #include "route-cost.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_router_debug);
@@ -130,10 +135,12 @@ struct _GstDflashRouter {
   GstDflashModel *model;
   guint64 block_rounds, chain_rounds;
   gboolean decide_first;
-  /* policy=cost: by sequence, the round decided on the model's figures
-   * (under the object lock: the chain's branch decides, the verifier's
-   * thread brings the verdict); where the last one's target ran */
+  /* policy=cost, under the object lock (the chain's branch decides, the
+   * verifier's thread brings the verdict): the figures, by where the
+   * target runs (CPU, CUDA); by sequence, the round decided on them; where
+   * the last one's target ran */
   int probe_every;
+  DflRouteCost cost[2];
   GHashTable *pending;
   gboolean last_cuda;
 };
@@ -176,28 +183,16 @@ gst_dflash_router_release_pad (GstElement *element, GstPad *pad)
 }
 
 /* policy=cost: the round's route, decided once (when the chain's proposal
- * arrives) on the model's figures for where the sequence's target runs,
- * and looked up after. */
+ * arrives) on the figures for where the sequence's target runs, and looked
+ * up after. */
 static gboolean
 cost_choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *cm, int match_min)
 {
-  GstDflashSeq *seq;
   gboolean cuda, chain;
-  DflRouteCost *rc;
   Pending *p;
 
-  /* the chain's first proposal can come before the aggregator has seen
-   * any caps (it handles them in its own thread): find the model here */
-  if (!self->model && self->chain_pad)
-    gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (self->chain_pad), &self->model);
-  if (!self->model) {
-    /* no tapsource upstream: the caps check ends the run with an error */
-    GST_WARNING_OBJECT (self, "policy=cost: no model yet, round %u goes to the chain", cm->round);
-    return TRUE;
-  }
-  seq = gst_dflash_model_seq_get (self->model, cm->loop, cm->sequence);
-  cuda = seq && seq->kv
-         && dfl_target_backend (dfl_target_seq_target (seq->kv)) == DFL_BACKEND_CUDA;
+  cuda = cm->seq && cm->seq->kv
+         && dfl_target_backend (dfl_target_seq_target (cm->seq->kv)) == DFL_BACKEND_CUDA;
 
   GST_OBJECT_LOCK (self);
   p = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (cm->sequence));
@@ -210,10 +205,8 @@ cost_choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *cm, int matc
     p->round = cm->round;
     p->decided_us = g_get_monotonic_time ();
     p->cuda_target = self->last_cuda = cuda;
-    rc = gst_dflash_model_route_cost_lock (self->model, cuda);
-    rc->probe_every = self->probe_every;
-    p->arm = dfl_route_cost_choose (rc);
-    gst_dflash_model_route_cost_unlock (self->model);
+    self->cost[cuda].probe_every = self->probe_every;
+    p->arm = dfl_route_cost_choose (&self->cost[cuda]);
     g_hash_table_insert (self->pending, GUINT_TO_POINTER (cm->sequence), p);
     chain = p->arm == DFL_ROUTE_ARM_CHAIN;
   }
@@ -237,9 +230,8 @@ cost_observe (GstDflashRouter *self, GstEvent *verdict)
   GST_OBJECT_LOCK (self);
   p = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (sequence));
   if (p && p->round == round) {
-    DflRouteCost *rc = gst_dflash_model_route_cost_lock (self->model, p->cuda_target);
-    dfl_route_cost_observe (rc, p->arm, accepted + 1, (g_get_monotonic_time () - p->decided_us) / 1e6);
-    gst_dflash_model_route_cost_unlock (self->model);
+    dfl_route_cost_observe (&self->cost[p->cuda_target], p->arm, accepted + 1,
+                            (g_get_monotonic_time () - p->decided_us) / 1e6);
     g_hash_table_remove (self->pending, GUINT_TO_POINTER (sequence));
   }
   GST_OBJECT_UNLOCK (self);
@@ -359,13 +351,6 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
       gst_event_unref (event);
       return FALSE;
     }
-    if (self->policy == GST_DFLASH_POLICY_COST && !self->model) {
-      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
-          ("router: policy=cost keeps its figures with the model, and no dflash.model context "
-           "was found upstream (a tapsource before the router)"), (NULL));
-      gst_event_unref (event);
-      return FALSE;
-    }
     if (self->policy == GST_DFLASH_POLICY_COST && !self->decide_first) {
       /* deciding after both have drafted, the block's drafting is paid
        * every round and never seen in its figure */
@@ -457,7 +442,7 @@ gst_dflash_router_start (GstAggregator *agg)
   GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
 
   self->block_rounds = self->chain_rounds = 0;
-  /* the model's figures stay: they are the machine's, not this run's */
+  /* the figures stay: they are the machine's, not this run's */
   GST_OBJECT_LOCK (self);
   g_hash_table_remove_all (self->pending);
   GST_OBJECT_UNLOCK (self);
@@ -529,14 +514,10 @@ gst_dflash_router_get_property (GObject *object, guint prop_id, GValue *value, G
       break;
     case PROP_BLOCK_RATE:
     case PROP_CHAIN_RATE:
-      if (self->model) {
-        DflRouteCost *rc = gst_dflash_model_route_cost_lock (self->model, self->last_cuda);
-        g_value_set_double (value, dfl_route_cost_rate (rc, prop_id == PROP_BLOCK_RATE
-                                                        ? DFL_ROUTE_ARM_BLOCK : DFL_ROUTE_ARM_CHAIN));
-        gst_dflash_model_route_cost_unlock (self->model);
-      } else {
-        g_value_set_double (value, 0.0);
-      }
+      GST_OBJECT_LOCK (self);
+      g_value_set_double (value, dfl_route_cost_rate (&self->cost[self->last_cuda],
+          prop_id == PROP_BLOCK_RATE ? DFL_ROUTE_ARM_BLOCK : DFL_ROUTE_ARM_CHAIN));
+      GST_OBJECT_UNLOCK (self);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -613,9 +594,8 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    * GstDflashRouter:block-tokens-per-second
    *
    * policy=cost: what the block's rounds below match-min have given, in
-   * tokens (accepted + 1) a second of drafting and verifying: the model's
-   * figures (every pipeline on the model adds to them) for where the
-   * target of the last round decided ran.
+   * tokens (accepted + 1) a second of drafting and verifying: this
+   * router's figures for where the target of the last round decided ran.
    */
   g_object_class_install_property (gobject_class, PROP_BLOCK_RATE,
       g_param_spec_double ("block-tokens-per-second", "Block tokens per second",
@@ -660,6 +640,8 @@ gst_dflash_router_init (GstDflashRouter *self)
   self->match_min = DEFAULT_MATCH_MIN;
   self->decide_first = TRUE;
   self->probe_every = DFL_ROUTE_COST_PROBE_EVERY;
+  for (guint i = 0; i < G_N_ELEMENTS (self->cost); i++)
+    dfl_route_cost_init (&self->cost[i], DFL_ROUTE_COST_PROBE_EVERY);
   self->pending = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   self->block_pad = g_object_new (GST_TYPE_AGGREGATOR_PAD, "name", "sink", "direction",
                                   GST_PAD_SINK, "template", templ, NULL);

@@ -213,7 +213,7 @@ gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRo
   GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->loop, meta->sequence);
+  GstDflashSeq *s = meta->seq;
   int hs = g->hidden, rows = g->block - 1;
   g_autoptr (GError) error = NULL;
   guint32 *chosen = g_new (guint32, rows);

@@ -45,6 +45,7 @@
 #include "gstdflashdevice.h"
 #include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
+#include "gstdflashseq.h"
 #include "prompts.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_tap_source_debug);
@@ -124,11 +125,10 @@ struct _GstTapSource {
   /* the target on CUDA, where the caps negotiated CUDA memory */
   gboolean cuda;
   GstDflashDevice *device;
-  guint loop;                /* this element's sequences on the model */
-  gboolean have_loop;
   GPtrArray *prompts;        /* GArray of int ids, one a sequence */
   /* the rounds waiting to start, filled by verdicts (another thread) */
   GMutex lock;
+  GHashTable *seqs;          /* the running sequences by id, a reference each */
   GCond cond;
   GQueue ready;              /* sequence ids */
   guint next_prompt, running;
@@ -321,6 +321,7 @@ gst_tap_source_init (GstTapSource *self)
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->ready);
+  self->seqs = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) gst_dflash_seq_unref);
   gst_base_src_set_format (GST_BASE_SRC (self), GST_FORMAT_TIME);
   gst_base_src_set_live (GST_BASE_SRC (self), FALSE);
 }
@@ -339,6 +340,7 @@ gst_tap_source_finalize (GObject *object)
   gst_clear_object (&self->device);
   g_clear_pointer (&self->prompts, g_ptr_array_unref);
   g_queue_clear (&self->ready);
+  g_hash_table_unref (self->seqs);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -511,13 +513,6 @@ gst_tap_source_start (GstBaseSrc *src)
     msg = gst_message_new_have_context (GST_OBJECT (self), gst_dflash_model_context_new (self->model));
     gst_element_post_message (GST_ELEMENT (self), msg);
   }
-  /* the model may be shared with other pipelines: their sequences
-   * are numbered from 0 too */
-  if (!self->have_loop) {
-    self->loop = gst_dflash_model_loop_new (self->model);
-    self->have_loop = TRUE;
-  }
-
   self->prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   if (self->tokens && *self->tokens) {
     GArray *ids = g_array_new (FALSE, FALSE, sizeof (int));
@@ -585,10 +580,10 @@ gst_tap_source_stop (GstBaseSrc *src)
 {
   GstTapSource *self = GST_TAP_SOURCE (src);
 
-  if (self->model)
-    gst_dflash_model_seq_clear (self->model, self->loop);
   g_clear_pointer (&self->prompts, g_ptr_array_unref);
   g_mutex_lock (&self->lock);
+  /* a round still in a buffer somewhere keeps its sequence until it goes */
+  g_hash_table_remove_all (self->seqs);
   g_queue_clear (&self->ready);
   self->running = 0;
   g_mutex_unlock (&self->lock);
@@ -729,7 +724,7 @@ round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *
   GstDflashRoundMeta proto = { 0 };
   GstBuffer *buf;
 
-  proto.loop = s->loop;
+  proto.seq = s;
   proto.sequence = s->id;
   proto.round = s->rounds;
   proto.anchor = g_array_index (s->tokens, int, s->tokens->len - 1);
@@ -782,7 +777,7 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, DflForwardOut *out,
     if (!(mem = gst_dflash_device_allocator_alloc_checked (
               gst_dflash_device_allocator (self->device), sizeof (float) * (gsize) n * tw, error)))
       return FALSE;
-    taps = dfl_tensor_2d (gst_dflash_device_get_device (self->device),
+    taps = dfl_tensor_2d (gst_dflash_device_dfl (self->device),
                           gst_dflash_device_memory_handle (mem), mem->offset, DFL_DTYPE_F32, n,
                           tw);
     out->tap_layers = g->taps;
@@ -836,10 +831,10 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
            dfl_target_dir (t), c->max_positions, room), (NULL));
     return GST_FLOW_ERROR;
   }
-  if (!(s = gst_dflash_model_seq_new (self->model, self->loop, index, &error))) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s", error->message), (NULL));
-    return GST_FLOW_ERROR;
-  }
+  s = gst_dflash_seq_new (self->model, index);
+  g_mutex_lock (&self->lock);
+  g_hash_table_replace (self->seqs, GUINT_TO_POINTER (index), s);
+  g_mutex_unlock (&self->lock);
   s->max_new = self->max_new;
   s->sampler = (DflSampler) { .temperature = self->temperature, .top_p = self->top_p,
                               .seed = self->seed + index };
@@ -878,7 +873,7 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
     g_queue_clear (&self->ready);
     self->next_prompt = 0;
     self->running = 0;
-    gst_dflash_model_seq_clear (self->model, self->loop);
+    g_hash_table_remove_all (self->seqs);
   }
   for (;;) {
     if (self->flushing) {
@@ -887,15 +882,15 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
     }
     if (!g_queue_is_empty (&self->ready)) {
       guint id = GPOINTER_TO_UINT (g_queue_pop_head (&self->ready));
-      GstDflashSeq *s = gst_dflash_model_seq_get (self->model, self->loop, id);
+      GstDflashSeq *s = g_hash_table_lookup (self->seqs, GUINT_TO_POINTER (id));
+      if (s && s->done) {
+        g_hash_table_remove (self->seqs, GUINT_TO_POINTER (id));
+        self->running--;
+        continue;
+      }
       g_mutex_unlock (&self->lock);
       if (!s) {
         GST_WARNING_OBJECT (self, "a verdict for sequence %u, which is not running", id);
-      } else if (s->done) {
-        gst_dflash_model_seq_remove (self->model, self->loop, id);
-        g_mutex_lock (&self->lock);
-        self->running--;
-        continue;
       } else {
         /* the rows the verifier kept are the new context; the round
          * continues from the bonus token */

@@ -46,6 +46,7 @@
 #include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
+#include "gstdflashseq.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_verifier_debug);
 #define GST_CAT_DEFAULT gst_verifier_debug
@@ -374,7 +375,6 @@ emit_tokens (GstVerifier *self, GstDflashSeq *s, const int *tokens, int n, GstFl
     GstBuffer *ids = gst_buffer_new_memdup (tokens, sizeof (int) * used);
     GstDflashRoundMeta *m = gst_buffer_add_dflash_round_meta (ids);
     GstFlowReturn r;
-    m->loop = s->loop;
     m->sequence = s->id;
     m->round = s->rounds;
     r = gst_pad_push (self->tokenspad, ids);
@@ -508,7 +508,7 @@ verify_on_device (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *
     if (!(taps = gst_dflash_device_pool_acquire (self->taps_pool, dev, error)))
       return FALSE;
     mem = gst_buffer_peek_memory (taps, 0);
-    taps_tensor = dfl_tensor_2d (gst_dflash_device_get_device (dev),
+    taps_tensor = dfl_tensor_2d (gst_dflash_device_dfl (dev),
                                  gst_dflash_device_memory_handle (mem), mem->offset,
                                  DFL_DTYPE_F32, self->block, tw);
     out.tap_layers = g->taps;
@@ -614,7 +614,7 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   gint64 t0 = g_get_monotonic_time (), t1;
   GstMapInfo map;
 
-  if (!meta || !self->model || !(s = gst_dflash_model_seq_get (self->model, meta->loop, meta->sequence))) {
+  if (!meta || !self->model || !(s = meta->seq)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
         ("verifier: a buffer without a round of a running sequence"), (NULL));
     gst_buffer_unref (buf);

@@ -1,11 +1,8 @@
 /* gst-dflash — caps helpers and the backend choice. */
-#ifdef HAVE_CONFIG_H
-#include "config.h"
-#endif
-
 #include "gstdflashcaps.h"
 
 #include "dfl-error.h"
+#include "gstdflashdevice.h"
 #include "gstdflashdevicememory.h"
 
 #include <string.h>
@@ -17,8 +14,8 @@ gst_dflash_backend_get_type (void)
   static const GEnumValue values[] = {
     { GST_DFLASH_BACKEND_AUTO, "As the caps negotiate (each element says how)", "auto" },
     { GST_DFLASH_BACKEND_CPU, "CPU (system memory)", "cpu" },
-    { GST_DFLASH_BACKEND_CUDA, "CUDA (memory:CUDAMemory)", "cuda" },
-    { GST_DFLASH_BACKEND_VULKAN, "Vulkan (memory:VulkanBuffer)", "vulkan" },
+    { GST_DFLASH_BACKEND_CUDA, "CUDA (" GST_DFLASH_CAPS_FEATURE_CUDA ")", "cuda" },
+    { GST_DFLASH_BACKEND_VULKAN, "Vulkan (" GST_DFLASH_CAPS_FEATURE_VULKAN ")", "vulkan" },
     { 0, NULL, NULL },
   };
 
@@ -30,50 +27,23 @@ gst_dflash_backend_get_type (void)
 }
 
 gboolean
-gst_dflash_backend_check (GstElement *element, GstDflashBackend backend, GError **error)
+gst_dflash_backend_built (GstDflashBackend backend)
 {
-  switch (backend) {
-    case GST_DFLASH_BACKEND_AUTO:
-    case GST_DFLASH_BACKEND_CPU:
-      return TRUE;
-#ifdef HAVE_CUDA
-    case GST_DFLASH_BACKEND_CUDA:
-      return TRUE;
-#endif
-#ifdef HAVE_VULKAN
-    case GST_DFLASH_BACKEND_VULKAN:
-      return TRUE;
-#endif
-    default:
-      /* whether a device exists is found when the element starts; this is
-       * about the build */
-      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                   "%s: backend=%s is not available in this build (it was built without %s)",
-                   GST_ELEMENT_NAME (element),
-                   backend == GST_DFLASH_BACKEND_CUDA ? "cuda" : "vulkan",
-                   backend == GST_DFLASH_BACKEND_CUDA ? "the CUDA toolkit" : "Vulkan and glslc");
-      return FALSE;
-  }
+  return backend == GST_DFLASH_BACKEND_AUTO || dfl_backend_built (gst_dflash_backend_id (backend));
 }
 
 gboolean
-gst_dflash_backend_built (GstDflashBackend backend)
+gst_dflash_backend_check (GstElement *element, GstDflashBackend backend, GError **error)
 {
-  switch (backend) {
-#ifdef HAVE_CUDA
-    case GST_DFLASH_BACKEND_CUDA:
-      return TRUE;
-#endif
-#ifdef HAVE_VULKAN
-    case GST_DFLASH_BACKEND_VULKAN:
-      return TRUE;
-#endif
-    case GST_DFLASH_BACKEND_AUTO:
-    case GST_DFLASH_BACKEND_CPU:
-      return TRUE;
-    default:
-      return FALSE;
-  }
+  /* whether a device exists is found when the element starts; this is
+   * about the build */
+  if (gst_dflash_backend_built (backend))
+    return TRUE;
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+               "%s: backend=%s is not available in this build (it was built without %s)",
+               GST_ELEMENT_NAME (element), dfl_backend_name (gst_dflash_backend_id (backend)),
+               backend == GST_DFLASH_BACKEND_CUDA ? "the CUDA toolkit" : "Vulkan and glslc");
+  return FALSE;
 }
 
 static const char *

@@ -18,8 +18,9 @@
  *
  * Memory is a caps feature. The tensor types (taps, context, block) come
  * in memory:SystemMemory and, where the back end is built, in
- * memory:CUDAMemory and memory:VulkanBuffer (GstDflashDeviceMemory: the
- * tensor stays on the card between elements); proposals, tokens and text
+ * memory:DflashCudaMemory and memory:DflashVulkanMemory (our own
+ * GstDflashDeviceMemory, gstdflashdevicememory.h: the tensor stays on the
+ * card between elements); proposals, tokens and text
  * are always system memory. An element's `backend` property narrows what
  * its pads take to one feature; auto follows what upstream offers.
  */

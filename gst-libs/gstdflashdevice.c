@@ -1,19 +1,6 @@
 /* gst-dflash — the GPU the elements of a loop share. */
-#ifdef HAVE_CONFIG_H
-#include "config.h"
-#endif
-
 #include "gstdflashdevice.h"
 #include "gstdflashdevicememory.h"
-
-#include "dfl-error.h"
-
-#ifdef HAVE_CUDA
-#include "dfl-cuda.h"
-#endif
-#ifdef HAVE_VULKAN
-#include "dfl-vk.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_device_debug);
 #define GST_CAT_DEFAULT gst_dflash_device_debug
@@ -21,118 +8,21 @@ GST_DEBUG_CATEGORY_STATIC (gst_dflash_device_debug);
 struct _GstDflashDevice {
   GstObject parent;
   GstDflashBackend backend;
-  DflDevice *device;         /* the back-end interface's view of it */
-  gpointer handle;
-  const GstDflashDeviceOps *ops;
+  DflDevice *device;
   GstAllocator *allocator;
-  char *description;
 };
 
 G_DEFINE_TYPE (GstDflashDevice, gst_dflash_device, GST_TYPE_OBJECT);
-
-#ifdef HAVE_CUDA
-static gpointer
-cuda_alloc (gpointer device, gsize size, GError **error)
-{
-  return dfl_cuda_alloc (device, size, error);
-}
-
-static void
-cuda_release (gpointer device, gpointer handle)
-{
-  dfl_cuda_free (device, handle);
-}
-
-static gboolean
-cuda_download (gpointer device, gpointer handle, gsize offset, void *dst, gsize size,
-               GError **error)
-{
-  return dfl_cuda_download (device, dst, (const char *) handle + offset, size, error);
-}
-
-static gboolean
-cuda_upload (gpointer device, gpointer handle, gsize offset, const void *src, gsize size,
-             GError **error)
-{
-  return dfl_cuda_upload (device, (char *) handle + offset, src, size, error);
-}
-
-static gpointer
-cuda_device_ref (gpointer device)
-{
-  return dfl_cuda_device_ref (device);
-}
-
-static void
-cuda_device_unref (gpointer device)
-{
-  dfl_cuda_device_unref (device);
-}
-
-static const GstDflashDeviceOps cuda_ops = {
-  "DflashCudaMemory", GST_DFLASH_CAPS_FEATURE_CUDA,
-  cuda_alloc, cuda_release, cuda_download, cuda_upload, cuda_device_ref, cuda_device_unref,
-};
-#endif
-
-#ifdef HAVE_VULKAN
-/* Allocations are whole device-local buffers; a memory's offset is a byte
- * offset into its buffer. */
-static gpointer
-vk_alloc (gpointer device, gsize size, GError **error)
-{
-  return dfl_vk_buffer_new (device, size, DFL_VK_MEMORY_DEVICE, error);
-}
-
-static void
-vk_release (gpointer device, gpointer handle)
-{
-  dfl_vk_buffer_free (handle);
-}
-
-static gboolean
-vk_download (gpointer device, gpointer handle, gsize offset, void *dst, gsize size, GError **error)
-{
-  return dfl_vk_download (device, dst, handle, offset, size, error);
-}
-
-static gboolean
-vk_upload (gpointer device, gpointer handle, gsize offset, const void *src, gsize size,
-           GError **error)
-{
-  return dfl_vk_upload (device, handle, offset, src, size, error);
-}
-
-static gpointer
-vk_device_ref (gpointer device)
-{
-  return dfl_vk_device_ref (device);
-}
-
-static void
-vk_device_unref (gpointer device)
-{
-  dfl_vk_device_unref (device);
-}
-
-static const GstDflashDeviceOps vulkan_ops = {
-  "DflashVulkanMemory", GST_DFLASH_CAPS_FEATURE_VULKAN,
-  vk_alloc, vk_release, vk_download, vk_upload, vk_device_ref, vk_device_unref,
-};
-#endif
 
 static void
 gst_dflash_device_finalize (GObject *object)
 {
   GstDflashDevice *dev = GST_DFLASH_DEVICE (object);
 
-  /* the allocator holds its own reference to the device's handle */
+  /* the allocator holds its own reference to the device */
   if (dev->allocator)
     gst_object_unref (dev->allocator);
-  if (dev->handle)
-    dev->ops->device_unref (dev->handle);
   g_clear_pointer (&dev->device, dfl_device_unref);
-  g_free (dev->description);
   G_OBJECT_CLASS (gst_dflash_device_parent_class)->finalize (object);
 }
 
@@ -157,6 +47,19 @@ gst_dflash_backend_nick (GstDflashBackend backend)
 
   g_type_class_unref (klass);
   return nick;
+}
+
+DflBackendId
+gst_dflash_backend_id (GstDflashBackend backend)
+{
+  switch (backend) {
+    case GST_DFLASH_BACKEND_CUDA:
+      return DFL_BACKEND_CUDA;
+    case GST_DFLASH_BACKEND_VULKAN:
+      return DFL_BACKEND_VULKAN;
+    default:
+      return DFL_BACKEND_CPU;
+  }
 }
 
 const char *
@@ -213,35 +116,23 @@ static GstDflashDevice *
 device_open (GstDflashBackend backend, GError **error)
 {
   g_autoptr (GstDflashDevice) dev = NULL;
+  const char *feature = gst_dflash_backend_caps_feature (backend);
 
+  if (backend != GST_DFLASH_BACKEND_CUDA && backend != GST_DFLASH_BACKEND_VULKAN) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "backend=%s has no device of its own (its tensors are system memory)",
+                 gst_dflash_backend_nick (backend));
+    return NULL;
+  }
   dev = g_object_ref_sink (g_object_new (GST_TYPE_DFLASH_DEVICE, NULL));
   dev->backend = backend;
-  switch (backend) {
-#ifdef HAVE_CUDA
-    case GST_DFLASH_BACKEND_CUDA:
-      dev->ops = &cuda_ops;
-      break;
-#endif
-#ifdef HAVE_VULKAN
-    case GST_DFLASH_BACKEND_VULKAN:
-      dev->ops = &vulkan_ops;
-      break;
-#endif
-    default:
-      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                   "backend=%s is not available in this build", gst_dflash_backend_nick (backend));
-      return NULL;
-  }
   /* the back end's default device: the first CUDA card; the first discrete
    * Vulkan GPU, else the first Vulkan device (lavapipe on a machine without
    * a GPU) */
-  if (!(dev->device = dfl_device_open (backend == GST_DFLASH_BACKEND_CUDA ? DFL_BACKEND_CUDA
-                                       : DFL_BACKEND_VULKAN, -1, error)))
+  if (!(dev->device = dfl_device_open (gst_dflash_backend_id (backend), -1, error)))
     return NULL;
-  dev->handle = dev->ops->device_ref (dfl_device_native (dev->device));
-  dev->description = g_strdup (dfl_device_describe (dev->device));
-  dev->allocator = gst_dflash_device_allocator_new (dev->ops, dev->handle);
-  GST_INFO_OBJECT (dev, "opened %s", dev->description);
+  dev->allocator = gst_dflash_device_allocator_new (dev->device, feature);
+  GST_INFO_OBJECT (dev, "opened %s", dfl_device_describe (dev->device));
   return g_steal_pointer (&dev);
 }
 
@@ -254,11 +145,11 @@ gst_dflash_device_backend (GstDflashDevice *dev)
 gpointer
 gst_dflash_device_handle (GstDflashDevice *dev)
 {
-  return dev->handle;
+  return dfl_device_native (dev->device);
 }
 
 DflDevice *
-gst_dflash_device_get_device (GstDflashDevice *dev)
+gst_dflash_device_dfl (GstDflashDevice *dev)
 {
   return dev->device;
 }
@@ -272,13 +163,13 @@ gst_dflash_device_allocator (GstDflashDevice *dev)
 const char *
 gst_dflash_device_caps_feature (GstDflashDevice *dev)
 {
-  return dev->ops->caps_feature;
+  return gst_dflash_backend_caps_feature (dev->backend);
 }
 
 const char *
 gst_dflash_device_describe (GstDflashDevice *dev)
 {
-  return dev->description;
+  return dfl_device_describe (dev->device);
 }
 
 GstContext *
@@ -392,7 +283,7 @@ gst_dflash_device_ensure (GstElement *element, GstPad *pad, GstDflashBackend bac
   if (!*slot)
     *slot = gst_object_ref (dev);
   GST_OBJECT_UNLOCK (element);
-  GST_INFO_OBJECT (element, "opened %s", dev->description);
+  GST_INFO_OBJECT (element, "opened %s", gst_dflash_device_describe (dev));
   gst_element_post_message (element,
       gst_message_new_have_context (GST_OBJECT (element), gst_dflash_device_context_new (dev)));
   gst_object_unref (dev);
@@ -413,7 +304,7 @@ gst_dflash_device_pool_new (GstDflashDevice *dev, gsize size, GError **error)
   if (!gst_buffer_pool_set_config (pool, config) || !gst_buffer_pool_set_active (pool, TRUE)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
                  "a pool of %" G_GSIZE_FORMAT "-byte tensors on %s would not start", size,
-                 dev->description);
+                 gst_dflash_device_describe (dev));
     gst_object_unref (pool);
     return NULL;
   }
@@ -427,7 +318,7 @@ gst_dflash_device_pool_acquire (GstBufferPool *pool, GstDflashDevice *dev, GErro
 
   if (gst_buffer_pool_acquire_buffer (pool, &buf, NULL) != GST_FLOW_OK || !buf) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "no room for a tensor on %s",
-                 dev->description);
+                 gst_dflash_device_describe (dev));
     return NULL;
   }
   return buf;

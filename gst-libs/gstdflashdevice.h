@@ -1,7 +1,7 @@
 /* gst-dflash — the GPU the elements of a loop share.
  *
- * A GstDflashDevice is one opened CUDA or Vulkan device and the allocator of
- * its memory. Elements find it the way they find the model (and the way
+ * A GstDflashDevice is one opened CUDA or Vulkan device (a DflDevice of the
+ * back-end interface, dfl-backend.h) and the allocator of its memory. Elements find it the way they find the model (and the way
  * GStreamer's CUDA and Vulkan elements share theirs): a context query on
  * their pads, then NEED_CONTEXT on the bus; the first element that needs
  * one and finds none opens it and posts HAVE_CONTEXT, so one device (one
@@ -34,11 +34,11 @@ G_DECLARE_FINAL_TYPE (GstDflashDevice, gst_dflash_device, GST, DFLASH_DEVICE, Gs
 GstDflashDevice *gst_dflash_device_open (GstDflashBackend backend, GError **error);
 
 GstDflashBackend gst_dflash_device_backend (GstDflashDevice *dev);
-/* The back end's device object: DflCudaDevice *, DflVkDevice *. */
+/* The back end's device object, for the engines written for one back end:
+ * DflCudaDevice *, DflVkDevice * (dfl_device_native). */
 gpointer gst_dflash_device_handle (GstDflashDevice *dev);
-/* The same device as the back-end interface sees it (dfl-backend.h), for
- * the core's engines and tensors (transfer none). */
-DflDevice *gst_dflash_device_get_device (GstDflashDevice *dev);
+/* The device of the back-end interface (transfer none). */
+DflDevice *gst_dflash_device_dfl (GstDflashDevice *dev);
 /* The allocator of the device's memory (transfer none). */
 GstAllocator *gst_dflash_device_allocator (GstDflashDevice *dev);
 /* GST_DFLASH_CAPS_FEATURE_* of the back end. */
@@ -46,6 +46,8 @@ const char *gst_dflash_device_caps_feature (GstDflashDevice *dev);
 /* "CUDA: NVIDIA H200 (sm_90, 139 GiB)" */
 const char *gst_dflash_device_describe (GstDflashDevice *dev);
 
+/* The back end of the interface (dfl-backend.h); AUTO is the CPU's. */
+DflBackendId gst_dflash_backend_id (GstDflashBackend backend);
 /* The context type of a GPU back end (NULL for AUTO and CPU). */
 const char *gst_dflash_backend_context_type (GstDflashBackend backend);
 const char *gst_dflash_backend_caps_feature (GstDflashBackend backend);

@@ -1,6 +1,8 @@
 /* gst-dflash — tensors that stay on a GPU between elements. */
 #include "gstdflashdevicememory.h"
 
+#include <string.h>
+
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_device_memory_debug);
 #define GST_CAT_DEFAULT gst_dflash_device_memory_debug
 
@@ -13,8 +15,8 @@ typedef struct {
 
 struct _GstDflashDeviceAllocator {
   GstAllocator parent;
-  const GstDflashDeviceOps *ops;
-  gpointer device;
+  DflDevice *device;
+  const char *caps_feature;  /* GST_DFLASH_CAPS_FEATURE_* */
 };
 
 G_DEFINE_TYPE (GstDflashDeviceAllocator, gst_dflash_device_allocator, GST_TYPE_ALLOCATOR);
@@ -50,7 +52,7 @@ device_free (GstAllocator *allocator, GstMemory *mem)
 
   /* a shared memory does not own the allocation: its parent does */
   if (!mem->parent)
-    self->ops->release (self->device, m->handle);
+    dfl_device_free (self->device, m->handle);
   g_free (m->staging);
   g_free (m);
 }
@@ -70,8 +72,8 @@ device_map (GstMemory *mem, gsize maxsize, GstMapFlags flags)
       g_free (staging);
   }
   if ((flags & GST_MAP_READ)
-      && !self->ops->download (self->device, m->handle, 0, m->staging, maxsize, &error)) {
-    GST_ERROR_OBJECT (self, "mapping %s memory for reading: %s", self->ops->memory_type,
+      && !dfl_device_download (self->device, m->handle, 0, m->staging, maxsize, &error)) {
+    GST_ERROR_OBJECT (self, "mapping %s memory for reading: %s", mem->allocator->mem_type,
                       error->message);
     return NULL;
   }
@@ -87,8 +89,8 @@ device_unmap (GstMemory *mem)
   g_autoptr (GError) error = NULL;
 
   if ((m->map_flags & GST_MAP_WRITE)
-      && !self->ops->upload (self->device, m->handle, 0, m->staging, mem->maxsize, &error))
-    GST_ERROR_OBJECT (self, "writing back mapped %s memory: %s", self->ops->memory_type,
+      && !dfl_device_upload (self->device, m->handle, 0, m->staging, mem->maxsize, &error))
+    GST_ERROR_OBJECT (self, "writing back mapped %s memory: %s", mem->allocator->mem_type,
                       error->message);
 }
 
@@ -110,8 +112,7 @@ gst_dflash_device_allocator_finalize (GObject *object)
 {
   GstDflashDeviceAllocator *self = GST_DFLASH_DEVICE_ALLOCATOR (object);
 
-  if (self->device)
-    self->ops->device_unref (self->device);
+  g_clear_pointer (&self->device, dfl_device_unref);
   G_OBJECT_CLASS (gst_dflash_device_allocator_parent_class)->finalize (object);
 }
 
@@ -138,16 +139,16 @@ gst_dflash_device_allocator_init (GstDflashDeviceAllocator *self)
 }
 
 GstAllocator *
-gst_dflash_device_allocator_new (const GstDflashDeviceOps *ops, gpointer device)
+gst_dflash_device_allocator_new (DflDevice *device, const char *caps_feature)
 {
   GstDflashDeviceAllocator *self;
 
-  g_return_val_if_fail (ops != NULL && device != NULL, NULL);
+  g_return_val_if_fail (device != NULL && g_str_has_prefix (caps_feature, "memory:"), NULL);
   self = g_object_new (GST_TYPE_DFLASH_DEVICE_ALLOCATOR, NULL);
   gst_object_ref_sink (self);
-  self->ops = ops;
-  self->device = ops->device_ref (device);
-  GST_ALLOCATOR_CAST (self)->mem_type = ops->memory_type;
+  self->device = dfl_device_ref (device);
+  self->caps_feature = caps_feature;
+  GST_ALLOCATOR_CAST (self)->mem_type = caps_feature + strlen ("memory:");
   return GST_ALLOCATOR_CAST (self);
 }
 
@@ -155,7 +156,7 @@ GstMemory *
 gst_dflash_device_allocator_alloc_checked (GstAllocator *allocator, gsize size, GError **error)
 {
   GstDflashDeviceAllocator *self = GST_DFLASH_DEVICE_ALLOCATOR (allocator);
-  gpointer handle = self->ops->alloc (self->device, MAX (size, 1), error);
+  gpointer handle = dfl_device_alloc (self->device, MAX (size, 1), error);
 
   if (!handle)
     return NULL;
@@ -172,7 +173,7 @@ const char *
 gst_dflash_device_memory_feature (GstMemory *mem)
 {
   g_return_val_if_fail (gst_is_dflash_device_memory (mem), NULL);
-  return GST_DFLASH_DEVICE_ALLOCATOR (mem->allocator)->ops->caps_feature;
+  return GST_DFLASH_DEVICE_ALLOCATOR (mem->allocator)->caps_feature;
 }
 
 gpointer
@@ -182,7 +183,7 @@ gst_dflash_device_memory_handle (GstMemory *mem)
   return ((GstDflashDeviceMemory *) mem)->handle;
 }
 
-gpointer
+DflDevice *
 gst_dflash_device_memory_device (GstMemory *mem)
 {
   g_return_val_if_fail (gst_is_dflash_device_memory (mem), NULL);

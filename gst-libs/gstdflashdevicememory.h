@@ -1,49 +1,42 @@
 /* gst-dflash — tensors that stay on a GPU between elements.
  *
- * A GstDflashDeviceMemory is one allocation on a CUDA or Vulkan device. It
- * travels in buffers under the caps feature of its back end
- * (memory:CUDAMemory, memory:VulkanBuffer), so two elements that both run
- * on the device hand each other the allocation and nothing is copied. The
- * elements reach the allocation through gst_dflash_device_memory_handle.
+ * A GstDflashDeviceMemory is one allocation on a CUDA or Vulkan device,
+ * made, filled and read back through the back-end interface (a DflDevice,
+ * dfl-backend.h). It travels in buffers under a caps feature of our own,
+ * memory:DflashCudaMemory or memory:DflashVulkanMemory, so two elements
+ * that both run on the device hand each other the allocation and nothing
+ * is copied. The elements reach the allocation through
+ * gst_dflash_device_memory_handle.
  *
- * GStreamer 1.22's own CUDA memory belongs to its video library (it is laid
- * out as video planes) and its Vulkan memory to the Vulkan plugin's device
- * objects, so this is our own memory under those feature names. Mapping one
- * for reading downloads it into a host copy (and mapping for writing
- * uploads the host copy at unmap), so a debugging probe or a test can read
- * a tensor; the elements never do that on the hot path.
+ * The features are our own because the memory is: GStreamer's
+ * memory:CUDAMemory promises a GstCudaMemory (video planes on a
+ * GstCudaContext) and memory:VulkanBuffer a GstVulkanBufferMemory of the
+ * Vulkan plugin's device objects, and an element of those libraries that
+ * linked to ours under those names would take our allocation for theirs.
+ * Under names of our own, such a link fails at negotiation instead.
+ * Mapping a memory for reading downloads it into a host copy (and mapping
+ * for writing uploads the host copy at unmap), so a debugging probe or a
+ * test can read a tensor; the elements never do that on the hot path.
  */
 #pragma once
 
 #include <gst/gst.h>
 
+#include "dfl-backend.h"
+
 G_BEGIN_DECLS
 
-#define GST_DFLASH_CAPS_FEATURE_CUDA "memory:CUDAMemory"
-#define GST_DFLASH_CAPS_FEATURE_VULKAN "memory:VulkanBuffer"
-
-/* What a back end does with its allocations. `device` is the back end's
- * device object (DflCudaDevice *, DflVkDevice *), `handle` one allocation
- * (a device pointer, a DflVkBuffer *). */
-typedef struct {
-  const char *memory_type;   /* GstMemory's mem_type, "DflashCudaMemory" */
-  const char *caps_feature;  /* GST_DFLASH_CAPS_FEATURE_* */
-  gpointer (*alloc) (gpointer device, gsize size, GError **error);
-  void (*release) (gpointer device, gpointer handle);
-  gboolean (*download) (gpointer device, gpointer handle, gsize offset, void *dst, gsize size,
-                        GError **error);
-  gboolean (*upload) (gpointer device, gpointer handle, gsize offset, const void *src,
-                      gsize size, GError **error);
-  gpointer (*device_ref) (gpointer device);
-  void (*device_unref) (gpointer device);
-} GstDflashDeviceOps;
+#define GST_DFLASH_CAPS_FEATURE_CUDA "memory:DflashCudaMemory"
+#define GST_DFLASH_CAPS_FEATURE_VULKAN "memory:DflashVulkanMemory"
 
 #define GST_TYPE_DFLASH_DEVICE_ALLOCATOR (gst_dflash_device_allocator_get_type ())
 G_DECLARE_FINAL_TYPE (GstDflashDeviceAllocator, gst_dflash_device_allocator, GST,
                       DFLASH_DEVICE_ALLOCATOR, GstAllocator)
 
-/* An allocator of `device`'s memory (it keeps a reference to the device). */
-GstAllocator *gst_dflash_device_allocator_new (const GstDflashDeviceOps *ops, gpointer device);
+/* An allocator of `device`'s memory (it keeps a reference to the device);
+ * its memories are of `caps_feature` (GST_DFLASH_CAPS_FEATURE_*), their
+ * mem_type the feature without "memory:". */
+GstAllocator *gst_dflash_device_allocator_new (DflDevice *device, const char *caps_feature);
 
 /* One allocation of `size` bytes; NULL with the back end's error (no room
  * on the card, a lost device). */
@@ -53,10 +46,10 @@ GstMemory *gst_dflash_device_allocator_alloc_checked (GstAllocator *allocator, g
 /* Whether `mem` is device memory (of any back end), and of which feature. */
 gboolean gst_is_dflash_device_memory (GstMemory *mem);
 const char *gst_dflash_device_memory_feature (GstMemory *mem);
-/* The back end's handle of the allocation and the device it lives on;
- * mem->offset says where this memory's bytes begin in it. */
+/* The back end's handle of the allocation (dfl-backend.h) and the device
+ * it lives on; mem->offset says where this memory's bytes begin in it. */
 gpointer gst_dflash_device_memory_handle (GstMemory *mem);
-gpointer gst_dflash_device_memory_device (GstMemory *mem);
+DflDevice *gst_dflash_device_memory_device (GstMemory *mem);
 
 /* The buffer's single memory as device memory of `feature`, or NULL (a
  * buffer of system memory, another back end's, or several memories). */

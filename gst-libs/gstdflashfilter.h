@@ -17,6 +17,7 @@
 #include "gstdflashdevice.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
+#include "gstdflashseq.h"
 
 G_BEGIN_DECLS
 

@@ -1,5 +1,7 @@
-/* gst-dflash — the round meta and the verdict event. */
+/* gst-dflash — the round meta, the verdict and route events. */
 #include "gstdflashmeta.h"
+
+#include "gstdflashseq.h"
 
 GType
 gst_dflash_round_meta_api_get_type (void)
@@ -19,7 +21,8 @@ round_meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
 {
   GstDflashRoundMeta *m = (GstDflashRoundMeta *) meta;
 
-  m->loop = m->sequence = m->round = 0;
+  m->seq = NULL;
+  m->sequence = m->round = 0;
   m->anchor = 0;
   m->anchor_pos = m->ctx_pos = 0;
   m->ctx_rows = 0;
@@ -38,6 +41,8 @@ round_meta_free (GstMeta *meta, GstBuffer *buffer)
   /* the meta goes with its buffer: nothing to clear. (Clearing wrote to a
    * meta that other threads had read, ordered only by the buffer's
    * reference count, which ThreadSanitizer cannot see in GStreamer.) */
+  if (m->seq)
+    gst_dflash_seq_unref (m->seq);
   if (m->tip)
     g_bytes_unref (m->tip);
   if (m->new_tokens)
@@ -47,7 +52,7 @@ round_meta_free (GstMeta *meta, GstBuffer *buffer)
 static void
 round_meta_copy (GstDflashRoundMeta *dst, const GstDflashRoundMeta *src)
 {
-  dst->loop = src->loop;
+  dst->seq = src->seq ? gst_dflash_seq_ref (src->seq) : NULL;
   dst->sequence = src->sequence;
   dst->round = src->round;
   dst->anchor = src->anchor;

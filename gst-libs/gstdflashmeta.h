@@ -1,7 +1,8 @@
 /* gst-dflash — the round meta: which sequence and round a buffer belongs to.
  *
- * Every buffer between tapsource and verifier carries one. It names the
- * sequence and the round, the anchor and its position, where the buffer's
+ * Every buffer between tapsource and verifier carries one. It holds a
+ * reference to the sequence (gstdflashseq.h: where an element finds the
+ * sequence's state), names the sequence and the round, the anchor and its position, where the buffer's
  * context rows (if any) begin, and the small things a stage further on
  * needs: the target's tip row (the router reads it) and the tokens committed
  * since the previous round (the chain drafter keeps its text from them).
@@ -18,11 +19,13 @@ typedef enum {
   GST_DFLASH_SOURCE_CHAIN,   /* the chain (prompt lookup) drafter */
 } GstDflashSource;
 
+/* gstdflashseq.h */
+typedef struct _GstDflashSeq GstDflashSeq;
+
 typedef struct {
   GstMeta meta;
-  guint loop;                /* the tapsource's: sequences are numbered per loop, and the
-                              * loops of several pipelines may share one model */
-  guint sequence;
+  GstDflashSeq *seq;         /* a reference; NULL on the tokens that leave the loop */
+  guint sequence;            /* its id, as the verdict and route events name it */
   guint round;
   gint anchor;               /* the token the round drafts after */
   gint64 anchor_pos;         /* its position */
@@ -44,7 +47,8 @@ GstDflashRoundMeta *gst_buffer_add_dflash_round_meta (GstBuffer *buffer);
 #define gst_buffer_get_dflash_round_meta(b) \
   ((GstDflashRoundMeta *) gst_buffer_get_meta ((b), GST_DFLASH_ROUND_META_API_TYPE))
 /* A new buffer holding `payload` (may be NULL: no memory; the buffer takes
- * the caller's reference) with a copy of `meta` (its bytes shared). */
+ * the caller's reference) with a copy of `meta` (its bytes and sequence
+ * shared: the copy holds references of its own). */
 GstBuffer *gst_dflash_round_buffer_new (const GstDflashRoundMeta *meta, GBytes *payload,
                                         GstDflashRoundMeta **new_meta);
 

@@ -7,6 +7,7 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevice.h"
+#include "gstdflashseq.h"
 
 #ifdef HAVE_CUDA
 #include "cuda-drafter.h"
@@ -21,10 +22,8 @@ struct _GstDflashModel {
   DflTokenizer *tokenizer;
   char *drafter_path;
   DflDrafter *drafter;       /* for its geometry, router and selector */
-  GHashTable *seqs;          /* key (loop, id) → GstDflashSeq */
-  guint loops;               /* loops numbered so far */
   /* the GPU engines, made on first use under engine_lock (an upload takes
-   * a while; the object lock guards the table of sequences) */
+   * a while) */
   GMutex engine_lock;
   GstDflashDevice *target_dev;
   DflTarget *device_target;  /* the target on target_dev */
@@ -33,41 +32,17 @@ struct _GstDflashModel {
   GMutex cuda_drafter_lock;  /* its callers, one at a time */
   GstDflashDevice *vk_dev;
   DflVkDrafter *vk_drafter;
-  /* router policy=cost's figures, by where the target runs (CPU, CUDA):
-   * a property of the machine and the pair, so every pipeline on this
-   * model starts from what the earlier ones measured */
-  GMutex route_lock;
-  DflRouteCost route_cost[2];
 };
 
 G_DEFINE_TYPE (GstDflashModel, gst_dflash_model, GST_TYPE_OBJECT);
-
-static void
-seq_free (GstDflashSeq *s)
-{
-  dfl_target_seq_free (s->kv);
-  if (s->tokens)
-    g_array_unref (s->tokens);
-  g_free (s->taps);
-  g_free (s->tip);
-  dfl_drafter_free (s->drafter);
-  gst_clear_buffer (&s->taps_buf);
-#ifdef HAVE_CUDA
-  g_clear_pointer (&s->cuda_draft, dfl_cuda_draft_ctx_free);
-#endif
-#ifdef HAVE_VULKAN
-  g_clear_pointer (&s->vk_draft, dfl_vk_draft_ctx_free);
-#endif
-  g_free (s);
-}
 
 static void
 gst_dflash_model_finalize (GObject *object)
 {
   GstDflashModel *m = GST_DFLASH_MODEL (object);
 
-  /* the sequences' GPU state before the engines it was made from */
-  g_hash_table_unref (m->seqs);
+  /* each sequence holds the model: the sequences' GPU state went before
+   * the engines it was made from */
 #ifdef HAVE_CUDA
   g_clear_pointer (&m->cuda_drafter, dfl_cuda_drafter_free);
 #endif
@@ -79,7 +54,6 @@ gst_dflash_model_finalize (GObject *object)
   gst_clear_object (&m->vk_dev);
   g_mutex_clear (&m->engine_lock);
   g_mutex_clear (&m->cuda_drafter_lock);
-  g_mutex_clear (&m->route_lock);
   dfl_drafter_free (m->drafter);
   dfl_tokenizer_free (m->tokenizer);
   dfl_target_free (m->target);
@@ -96,26 +70,8 @@ gst_dflash_model_class_init (GstDflashModelClass *klass)
 static void
 gst_dflash_model_init (GstDflashModel *m)
 {
-  /* the keys live in the sequences: freeing one frees its key */
-  m->seqs = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, (GDestroyNotify) seq_free);
   g_mutex_init (&m->engine_lock);
   g_mutex_init (&m->cuda_drafter_lock);
-  g_mutex_init (&m->route_lock);
-  for (guint i = 0; i < G_N_ELEMENTS (m->route_cost); i++)
-    dfl_route_cost_init (&m->route_cost[i], DFL_ROUTE_COST_PROBE_EVERY);
-}
-
-DflRouteCost *
-gst_dflash_model_route_cost_lock (GstDflashModel *m, gboolean cuda_target)
-{
-  g_mutex_lock (&m->route_lock);
-  return &m->route_cost[cuda_target ? 1 : 0];
-}
-
-void
-gst_dflash_model_route_cost_unlock (GstDflashModel *m)
-{
-  g_mutex_unlock (&m->route_lock);
 }
 
 GstDflashModel *
@@ -183,80 +139,27 @@ gst_dflash_model_tap_width (GstDflashModel *m)
   return m->drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_geometry (m->drafter)) : 0;
 }
 
-static guint64
-seq_key (guint loop, guint id)
+char *
+gst_dflash_model_key (GstElement *tapsource)
 {
-  return (guint64) loop << 32 | id;
-}
+  static const char *const names[] = { GST_DFLASH_MODEL_PROPERTIES };
+  GString *key = g_string_new (NULL);
 
-guint
-gst_dflash_model_loop_new (GstDflashModel *m)
-{
-  guint loop;
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
+    GParamSpec *spec = g_object_class_find_property (G_OBJECT_GET_CLASS (tapsource), names[i]);
+    GValue v = G_VALUE_INIT;
+    g_autofree char *text = NULL;
 
-  GST_OBJECT_LOCK (m);
-  loop = m->loops++;
-  GST_OBJECT_UNLOCK (m);
-  return loop;
-}
-
-GstDflashSeq *
-gst_dflash_model_seq_new (GstDflashModel *m, guint loop, guint id, GError **error)
-{
-  guint64 key = seq_key (loop, id);
-  GstDflashSeq *s;
-
-  GST_OBJECT_LOCK (m);
-  if (g_hash_table_contains (m->seqs, &key)) {
-    GST_OBJECT_UNLOCK (m);
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "sequence %u is already running", id);
-    return NULL;
+    g_return_val_if_fail (spec != NULL, g_string_free (key, TRUE));
+    g_value_init (&v, spec->value_type);
+    g_object_get_property (G_OBJECT (tapsource), names[i], &v);
+    /* an unset string and an empty one choose the same */
+    text = G_VALUE_HOLDS_STRING (&v) ? g_strdup (g_value_get_string (&v) ? g_value_get_string (&v) : "")
+                                     : gst_value_serialize (&v);
+    g_string_append_printf (key, "%s%s=%s", i ? " " : "", names[i], text ? text : "");
+    g_value_unset (&v);
   }
-  s = g_new0 (GstDflashSeq, 1);
-  s->key = key;
-  s->loop = loop;
-  s->id = id;
-  s->tokens = g_array_new (FALSE, FALSE, sizeof (int));
-  s->tip = g_new0 (float, dfl_target_config (m->target)->hidden);
-  g_hash_table_insert (m->seqs, &s->key, s);
-  GST_OBJECT_UNLOCK (m);
-  return s;
-}
-
-GstDflashSeq *
-gst_dflash_model_seq_get (GstDflashModel *m, guint loop, guint id)
-{
-  guint64 key = seq_key (loop, id);
-  GstDflashSeq *s;
-
-  GST_OBJECT_LOCK (m);
-  s = g_hash_table_lookup (m->seqs, &key);
-  GST_OBJECT_UNLOCK (m);
-  return s;
-}
-
-void
-gst_dflash_model_seq_remove (GstDflashModel *m, guint loop, guint id)
-{
-  guint64 key = seq_key (loop, id);
-
-  GST_OBJECT_LOCK (m);
-  g_hash_table_remove (m->seqs, &key);
-  GST_OBJECT_UNLOCK (m);
-}
-
-static gboolean
-seq_in_loop (gpointer key, gpointer value, gpointer loop)
-{
-  return ((GstDflashSeq *) value)->loop == GPOINTER_TO_UINT (loop);
-}
-
-void
-gst_dflash_model_seq_clear (GstDflashModel *m, guint loop)
-{
-  GST_OBJECT_LOCK (m);
-  g_hash_table_foreach_remove (m->seqs, seq_in_loop, GUINT_TO_POINTER (loop));
-  GST_OBJECT_UNLOCK (m);
+  return g_string_free (key, FALSE);
 }
 
 DflDrafter *
@@ -311,7 +214,7 @@ gst_dflash_model_device_target (GstDflashModel *m, GstDflashDevice *dev, gboolea
   g_mutex_lock (&m->engine_lock);
   if (same_device (m, m->target_dev, dev, error)) {
     if (!m->device_target) {
-      m->device_target = dfl_target_upload (m->target, gst_dflash_device_get_device (dev),
+      m->device_target = dfl_target_upload (m->target, gst_dflash_device_dfl (dev),
                                             f32 ? DFL_TARGET_F32 : DFL_TARGET_AS_STORED, error);
       if (m->device_target) {
         m->target_dev = gst_object_ref (dev);

@@ -1,26 +1,28 @@
 /* gst-dflash — the model the elements of one loop share.
  *
- * The target (weights, one KV cache per sequence, tokenizer) and the
- * drafter's sidecar are loaded once, by tapsource, and found by the other
- * elements through a GstContext of type "dflash.model", the way GStreamer's
+ * The target (its weights and tokenizer) and the drafter's sidecar are
+ * loaded once, by tapsource, and found by the other elements through a GstContext of type "dflash.model", the way GStreamer's
  * CUDA and Vulkan elements share their device: a context query up the
  * pipeline, then NEED_CONTEXT on the bus (an application may answer it with
  * a model it loaded, to share one between pipelines), and tapsource posts
  * HAVE_CONTEXT when it made one.
  *
- * Per-sequence state lives here too: each element reads and writes only its
- * own part of a sequence, and a sequence's round passes the elements in
- * order, so two elements never touch the same part at once; the table of
- * sequences itself is behind the object lock. A sequence is named by its
- * loop (the tapsource that runs it) and its number in that loop, so the
- * pipelines that share a model never see one another's sequences.
+ * What is loaded does not change after: the target's weights, the
+ * tokenizer, the drafter's sidecar (its path, geometry and router). So one
+ * model serves any number of pipelines at once. What one run changes lives
+ * elsewhere: a sequence's state in its GstDflashSeq (gstdflashseq.h), which
+ * the round meta carries; the router's figures in the router. The model
+ * also holds the engines made from its weights on a GPU (below).
+ *
+ * Pipelines may share a model where their tapsources agree on every
+ * property that chooses it (gst_dflash_model_key): an application that
+ * hands one model to several pipelines hands it only to those.
  */
 #pragma once
 
 #include <gst/gst.h>
 
 #include "drafter.h"
-#include "route-cost.h"
 #include "sampler.h"
 #include "speculate.h"
 #include "target.h"
@@ -37,41 +39,11 @@ typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
 typedef struct _DflVkDrafter DflVkDrafter;
 typedef struct _DflVkDraftCtx DflVkDraftCtx;
 typedef struct _GstDflashDevice GstDflashDevice;
+/* gstdflashseq.h */
+typedef struct _GstDflashSeq GstDflashSeq;
 
 #define GST_TYPE_DFLASH_MODEL (gst_dflash_model_get_type ())
 G_DECLARE_FINAL_TYPE (GstDflashModel, gst_dflash_model, GST, DFLASH_MODEL, GstObject)
-
-/* One sequence of the loop. */
-typedef struct {
-  guint64 key;               /* loop and id: the table's key */
-  guint loop;
-  guint id;
-  int max_new;
-  DflSampler sampler;
-  /* tapsource and verifier: the target's cache, made by tapsource on the
-   * target it runs (the model's, or the model's on a device) */
-  DflTargetSeq *kv;
-  GArray *tokens;            /* prompt, then what was emitted */
-  int prompt_len;
-  int emitted;
-  gboolean done;
-  /* the last verification, for tapsource's next round */
-  float *taps;               /* accepted rows' taps */
-  int taps_rows;
-  float *tip;
-  /* ctxsettle, dflashblock and selector: this sequence's drafter context */
-  DflDrafter *drafter;
-  /* The GPU back ends' state of the sequence, made on first use, freed
-   * with it. Where kv is on a device, taps_buf holds the accepted rows'
-   * taps there instead of taps. */
-  GstBuffer *taps_buf;
-  DflCudaDraftCtx *cuda_draft;
-  DflVkDraftCtx *vk_draft;
-  /* the verifier's figures */
-  int rounds;
-  gint64 round_tokens;
-  guint64 draft_ns, verify_ns;
-} GstDflashSeq;
 
 /* Load the target folder and, unless `no_drafter`, the drafter: `drafter`
  * or dflash.safetensors in the target folder where it exists. */
@@ -88,22 +60,17 @@ const char *gst_dflash_model_drafter_path (GstDflashModel *m);
 DflDrafter *gst_dflash_model_drafter (GstDflashModel *m);
 int gst_dflash_model_tap_width (GstDflashModel *m);
 
-/* router policy=cost's figures (route-cost.h) for rounds whose target runs
- * on the CPU or on a CUDA card, shared by every pipeline on the model, held
- * until the unlock. */
-DflRouteCost *gst_dflash_model_route_cost_lock (GstDflashModel *m, gboolean cuda_target);
-void gst_dflash_model_route_cost_unlock (GstDflashModel *m);
-
-/* A number for a new loop (a tapsource): its sequences are apart from
- * those of every other loop on the model. */
-guint gst_dflash_model_loop_new (GstDflashModel *m);
-/* Sequences of a loop. new: fails where the id is in use in that loop. */
-GstDflashSeq *gst_dflash_model_seq_new (GstDflashModel *m, guint loop, guint id, GError **error);
-GstDflashSeq *gst_dflash_model_seq_get (GstDflashModel *m, guint loop, guint id);
-void gst_dflash_model_seq_remove (GstDflashModel *m, guint loop, guint id);
 /* This sequence's drafter, opened on first use (its weights are the
  * sidecar's mapping, shared; its context is the sequence's own). */
 DflDrafter *gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **error);
+/* "model=… drafter=… no-drafter=… gpu-weights=… backend=…": the
+ * properties of a tapsource (GST_DFLASH_MODEL_PROPERTIES) that choose the
+ * model it runs, as its element would serialize them. Two tapsources with
+ * the same key can run on one model; with different keys they must not
+ * (another drafter, other weights on the card, another back end). */
+#define GST_DFLASH_MODEL_PROPERTIES "model", "drafter", "no-drafter", "gpu-weights", "backend"
+char *gst_dflash_model_key (GstElement *tapsource);
+
 /* The engines on a GPU, made once per model (on first use, the weights
  * uploaded then) and shared by every sequence and element; each keeps
  * `dev`. One device per back end and model: asking with another fails.
@@ -132,9 +99,6 @@ DflCudaDraftCtx *gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSe
                                                   GstDflashDevice *dev, GError **error);
 DflVkDraftCtx *gst_dflash_model_seq_vk_draft (GstDflashModel *m, GstDflashSeq *seq,
                                               GstDflashDevice *dev, GError **error);
-/* Forget every sequence of a loop (its flush, its stop). */
-void gst_dflash_model_seq_clear (GstDflashModel *m, guint loop);
-
 /* GstContext plumbing. */
 GstContext *gst_dflash_model_context_new (GstDflashModel *m);
 /* Answer a context query with `m` (TRUE where it was ours to answer). */

@@ -6,9 +6,12 @@
  * prompt is set on its tapsource and every fdsink is swapped for a fakesink
  * whose handoffs keep the text (the verifier's tokens pad, where the
  * description leaves it free, gets one too, for the ids). The model is
- * loaded once per description, from its tapsource's model, drafter and
- * no-drafter (once for both where those agree), and handed in as the
- * "dflash.model" context, so a prompt costs no reload.
+ * loaded once per description, as its tapsource asks (gst_dflash_model_key:
+ * model, drafter, no-drafter, gpu-weights, backend), once for both where
+ * the two agree on all of them, and handed in as the "dflash.model"
+ * context, so a prompt costs no reload and each side runs the model its
+ * description asks for. The output says which each side ran and whether
+ * the two shared it.
  *
  * The figures come off the verifier's bus messages: the dflash-round ones
  * are summed, so per-position acceptance and τ over all prompts are ratios
@@ -59,7 +62,9 @@ typedef struct {
   char *desc;                /* the description without its comments */
   char *model_dir, *drafter;
   gboolean no_drafter;
+  char *model_key;           /* what chooses its model: its tapsource's model-level properties */
   GstDflashModel *model;
+  gboolean shared;           /* the model is the other side's */
   Run *runs;                 /* one a prompt */
   Figures total;
 } Side;
@@ -418,6 +423,7 @@ side_open (Side *side, GError **error)
                 "no-drafter", &side->no_drafter, NULL);
   if (side->drafter && !*side->drafter)
     g_clear_pointer (&side->drafter, g_free);
+  side->model_key = gst_dflash_model_key (source);
   if (!side->model_dir || !*side->model_dir) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "%s: its tapsource names no model", side->path);
     return FALSE;
@@ -428,12 +434,14 @@ side_open (Side *side, GError **error)
 static gboolean
 side_load (Side *side, Side *other, GError **error)
 {
-  /* where both tapsources would load the same files, one copy serves both:
-   * the model keeps each sequence's state apart and each run ends before
-   * the next starts */
-  if (other && other->model && !g_strcmp0 (side->model_dir, other->model_dir)
-      && !g_strcmp0 (side->drafter, other->drafter) && side->no_drafter == other->no_drafter) {
+  /* where both tapsources ask for the same model, one copy serves both:
+   * a model does not change once loaded (each sequence's state travels
+   * with its rounds); where they differ in anything that chooses it
+   * (another drafter, other weights on the card, another back end), each
+   * side gets its own */
+  if (other && other->model && !g_strcmp0 (side->model_key, other->model_key)) {
     side->model = g_object_ref (other->model);
+    side->shared = TRUE;
     return TRUE;
   }
   if (!(side->model = gst_dflash_model_new (side->model_dir, side->drafter, side->no_drafter, error))) {
@@ -549,6 +557,35 @@ figures_json (const Figures *f, int positions)
   return o;
 }
 
+/* Which model a side ran: what its tapsource asked for, the drafter the
+ * model loaded, whether it was the other side's. */
+static void
+print_side (const Side *side, const Side *other)
+{
+  const char *drafter = gst_dflash_model_drafter_path (side->model);
+
+  printf ("%s: %s\n  %s\n  drafter: %s\n", side->label, side->path, side->model_key,
+          drafter ? drafter : "none");
+  if (other)
+    printf ("  %s\n", side->shared ? "model: A's (both tapsources ask for the same one)"
+            : "model: its own (the tapsources ask for different ones)");
+}
+
+static cJSON *
+model_json (const Side *side)
+{
+  cJSON *o = cJSON_CreateObject ();
+  const char *drafter = gst_dflash_model_drafter_path (side->model);
+
+  cJSON_AddStringToObject (o, "key", side->model_key);
+  if (drafter)
+    cJSON_AddStringToObject (o, "drafter", drafter);
+  else
+    cJSON_AddNullToObject (o, "drafter");
+  cJSON_AddBoolToObject (o, "shared", side->shared);
+  return o;
+}
+
 static void
 print_json (Side *sides, GPtrArray *prompts, const gboolean *same, gboolean all_same, int positions)
 {
@@ -559,6 +596,7 @@ print_json (Side *sides, GPtrArray *prompts, const gboolean *same, gboolean all_
   for (int k = 0; k < 2; k++) {
     cJSON *o = figures_json (&sides[k].total, positions);
     cJSON_AddStringToObject (o, "pipeline", sides[k].path);
+    cJSON_AddItemToObject (o, "model", model_json (&sides[k]));
     cJSON_AddItemToObject (obj, k ? "b" : "a", o);
   }
   list = cJSON_AddArrayToObject (obj, "prompts");
@@ -634,6 +672,7 @@ side_clear (Side *side, guint n_prompts)
   g_free (side->desc);
   g_free (side->model_dir);
   g_free (side->drafter);
+  g_free (side->model_key);
   g_clear_object (&side->model);
 }
 
@@ -693,7 +732,8 @@ ab (Side *sides, GPtrArray *prompts, int max_new, const char *plot_path, gboolea
   if (json) {
     print_json (sides, prompts, same, all_same, positions);
   } else {
-    printf ("A: %s\nB: %s\n", sides[0].path, sides[1].path);
+    for (int k = 0; k < 2; k++)
+      print_side (&sides[k], k ? &sides[0] : NULL);
     for (guint i = 0; i < prompts->len; i++) {
       g_autofree char *label = prompt_label (g_ptr_array_index (prompts, i));
       printf ("\nprompt %u %s\n", i + 1, label);

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """`dflash ab`: two pipeline files on the same prompts. Lossless pipelines
-agree (exit 0, `identical: yes`), the PNG it draws is a valid one (checked
+agree (exit 0, `identical: yes`), each side runs the model its description
+asks for (a model each where they differ in one of its properties, one
+shared where they agree), the PNG it draws is a valid one (checked
 here byte by byte: signature, IHDR, every chunk's CRC, the IDAT stream's
 size once inflated) and shows both sides' decode speed (its pixels read
 back: the bars over all prompts, top right, in the ratio --json gives), and
@@ -180,6 +182,39 @@ def main():
         lines = error_lines(err)
         check("different outputs: exit 1 naming the prompt", rc == 1 and "identical: no" in out.split("\ntotal")[-1]
               and len(lines) == 1 and "prompt 1" in lines[0] and clean(err), f"rc={rc}\n{out}\n{err}")
+
+        # Each side runs the model its description asks for: tapsources that
+        # differ in a property that chooses the model (here gpu-weights, which
+        # the CPU ignores, and another drafter file) get a model each; the
+        # same description twice shares one.
+        f32 = os.path.join(tmp, "f32.pipeline")
+        with open(f32, "w") as f:
+            f.write("tapsource gpu-weights=f32 ! verifier ! fdsink\n")
+        rc, out, err = run(NO_DRAFT, f32, "--prompts", prompts, "--max-new", "4", "--json")
+        o = json.loads(out) if rc == 0 else {}
+        ma, mb = o.get("a", {}).get("model", {}), o.get("b", {}).get("model", {})
+        check("sides differing in gpu-weights get a model each", rc == 0
+              and "gpu-weights=stored" in ma.get("key", "") and "gpu-weights=f32" in mb.get("key", "")
+              and ma.get("shared") is False and mb.get("shared") is False and clean(err),
+              f"rc={rc} a={ma} b={mb} {err}")
+        sidecar = os.path.join(os.environ["DFLASH_MODEL"], "dflash.safetensors")
+        other = os.path.join(tmp, "other-drafter.safetensors")
+        with open(sidecar, "rb") as src, open(other, "wb") as dst:
+            dst.write(src.read())
+        named = os.path.join(tmp, "named-drafter.pipeline")
+        with open(named, "w") as f:
+            f.write(f"tapsource drafter={other} ! queue ! ctxsettle ! queue ! dflashblock ! selector"
+                    " min-confidence=0.05 ! verifier ! fdsink\n")
+        rc, out, err = run(SPECULATIVE, named, "--prompts", prompts, "--max-new", "4", "--json")
+        o = json.loads(out) if rc == 0 else {}
+        ma, mb = o.get("a", {}).get("model", {}), o.get("b", {}).get("model", {})
+        check("a side naming another drafter runs it", rc == 0
+              and ma.get("drafter") == sidecar and mb.get("drafter") == other
+              and mb.get("shared") is False and clean(err), f"rc={rc} a={ma} b={mb} {err}")
+        rc, out, err = run(NO_DRAFT, NO_DRAFT, "--prompts", prompts, "--max-new", "4")
+        check("the same description twice shares one model", rc == 0
+              and out.count("model: A's (both tapsources ask for the same one)") == 1
+              and out.count("gpu-weights=stored") == 2 and clean(err), f"rc={rc}\n{out}\n{err}")
 
         missing = os.path.join(tmp, "missing.pipeline")
         expect_error("a missing pipeline file", [SPECULATIVE, missing, "--prompts", prompts], "missing.pipeline")

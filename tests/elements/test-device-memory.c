@@ -54,7 +54,7 @@ check_round_trip (GstDflashBackend backend)
   fail_unless (gst_is_dflash_device_memory (mem));
   fail_unless_equals_string (gst_dflash_device_memory_feature (mem),
                              gst_dflash_backend_caps_feature (backend));
-  fail_unless (gst_dflash_device_memory_device (mem) == gst_dflash_device_handle (dev));
+  fail_unless (gst_dflash_device_memory_device (mem) == gst_dflash_device_dfl (dev));
 
   /* written through a map: uploaded at unmap */
   fail_unless (gst_memory_map (mem, &map, GST_MAP_WRITE));

@@ -371,7 +371,7 @@ GST_START_TEST (test_cpu_next_to_gpu)
   expect_error ("tapsource max-new-tokens=2 ! ctxsettle name=cs backend=vulkan ! "
                 "dflashblock name=db backend=cpu ! selector ! verifier ! fakesink",
                 "cs (backend=vulkan)",
-                "db (backend=cpu)", "memory:VulkanBuffer", NULL);
+                "db (backend=cpu)", "memory:DflashVulkanMemory", NULL);
   expect_error ("tapsource max-new-tokens=2 ! ctxsettle name=cs backend=cpu ! dflashblock name=db "
                 "backend=vulkan ! selector ! verifier ! fakesink", "cs (backend=cpu)",
                 "db (backend=vulkan)", "memory:SystemMemory", NULL);
@@ -388,7 +388,7 @@ GST_END_TEST;
 
 /* The loop with the drafter on Vulkan prints the plain decoding's text, as
  * the same loop on the CPU does; the block stays on the device (its caps
- * say VulkanBuffer), the proposal is system memory, and one device serves
+ * say DflashVulkanMemory), the proposal is system memory, and one device serves
  * the three stages. */
 GST_START_TEST (test_vulkan_text)
 {
@@ -407,8 +407,8 @@ GST_START_TEST (test_vulkan_text)
       r->error);
   got = run_text (r);
   assert_text (got, want, "the loop with the drafter on Vulkan");
-  fail_unless (pad_has_feature (r->pipeline, "cs", "src", "memory:VulkanBuffer"));
-  fail_unless (pad_has_feature (r->pipeline, "db", "src", "memory:VulkanBuffer"));
+  fail_unless (pad_has_feature (r->pipeline, "cs", "src", "memory:DflashVulkanMemory"));
+  fail_unless (pad_has_feature (r->pipeline, "db", "src", "memory:DflashVulkanMemory"));
   fail_unless (pad_has_feature (r->pipeline, "sel", "src", "memory:SystemMemory"));
   fail_unless (pad_has_feature (r->pipeline, "cs", "sink", "memory:SystemMemory"));
   fail_unless_equals_int (g_atomic_int_get (&r->device_contexts), 1);
@@ -541,8 +541,8 @@ GST_START_TEST (test_cuda_text)
       r->error);
   got = run_text (r);
   assert_text (got, want, "the loop on CUDA");
-  fail_unless (pad_has_feature (r->pipeline, "cs", "sink", "memory:CUDAMemory"));
-  fail_unless (pad_has_feature (r->pipeline, "db", "src", "memory:CUDAMemory"));
+  fail_unless (pad_has_feature (r->pipeline, "cs", "sink", "memory:DflashCudaMemory"));
+  fail_unless (pad_has_feature (r->pipeline, "db", "src", "memory:DflashCudaMemory"));
   fail_unless (pad_has_feature (r->pipeline, "sel", "src", "memory:SystemMemory"));
   fail_unless_equals_int (g_atomic_int_get (&r->device_contexts), 1);
   run_free (r);

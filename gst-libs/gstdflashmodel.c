@@ -12,16 +12,14 @@
 #include "cuda-drafter.h"
 #include "cuda-target.h"
 #endif
-#ifdef HAVE_VULKAN
-#include "dfl-vk-drafter.h"
-#endif
 
 struct _GstDflashModel {
   GstObject parent;
   DflTarget *target;
   DflTokenizer *tokenizer;
   char *drafter_path;
-  DflDrafter *drafter;       /* for its geometry, router and selector */
+  DflDrafterWeights *drafter;   /* opened once: geometry, router, selector */
+  DflDrafterWeights *drafter_cpu;   /* bound to the target on the CPU */
   GHashTable *seqs;          /* key (loop, id) → GstDflashSeq */
   guint loops;               /* loops numbered so far */
   /* the GPU engines, made on first use under engine_lock (an upload takes
@@ -33,7 +31,7 @@ struct _GstDflashModel {
   gboolean cuda_f32;         /* the CUDA engines' matrices widened to F32 */
   GMutex cuda_drafter_lock;  /* its callers, one at a time */
   GstDflashDevice *vk_dev;
-  DflVkDrafter *vk_drafter;
+  DflDrafterWeights *vk_drafter;
   /* router policy=cost's figures, by where the target runs (CPU, CUDA):
    * a property of the machine and the pair, so every pipeline on this
    * model starts from what the earlier ones measured */
@@ -51,14 +49,11 @@ seq_free (GstDflashSeq *s)
     g_array_unref (s->tokens);
   g_free (s->taps);
   g_free (s->tip);
-  dfl_drafter_free (s->drafter);
+  g_clear_pointer (&s->draft, dfl_draft_ctx_free);
   gst_clear_buffer (&s->taps_buf);
 #ifdef HAVE_CUDA
   g_clear_pointer (&s->cuda_draft, dfl_cuda_draft_ctx_free);
   g_clear_pointer (&s->cuda_kv, dfl_cuda_target_seq_free);
-#endif
-#ifdef HAVE_VULKAN
-  g_clear_pointer (&s->vk_draft, dfl_vk_draft_ctx_free);
 #endif
   g_free (s);
 }
@@ -74,15 +69,14 @@ gst_dflash_model_finalize (GObject *object)
   g_clear_pointer (&m->cuda_drafter, dfl_cuda_drafter_free);
   g_clear_pointer (&m->cuda_target, dfl_cuda_target_free);
 #endif
-#ifdef HAVE_VULKAN
-  g_clear_pointer (&m->vk_drafter, dfl_vk_drafter_free);
-#endif
+  g_clear_pointer (&m->vk_drafter, dfl_drafter_weights_unref);
   gst_clear_object (&m->cuda_dev);
   gst_clear_object (&m->vk_dev);
   g_mutex_clear (&m->engine_lock);
   g_mutex_clear (&m->cuda_drafter_lock);
   g_mutex_clear (&m->route_lock);
-  dfl_drafter_free (m->drafter);
+  g_clear_pointer (&m->drafter_cpu, dfl_drafter_weights_unref);
+  g_clear_pointer (&m->drafter, dfl_drafter_weights_unref);
   dfl_tokenizer_free (m->tokenizer);
   dfl_target_free (m->target);
   g_free (m->drafter_path);
@@ -141,9 +135,14 @@ gst_dflash_model_new (const char *target_dir, const char *drafter, gboolean no_d
       m->drafter_path = g_strdup (beside);
   }
   if (m->drafter_path) {
-    if (!(m->drafter = dfl_drafter_open (m->drafter_path, error))
-        || !dfl_drafter_check_target (m->drafter, dfl_target_tensors (m->target),
-                                      c->tie_word_embeddings, c->layers, c->hidden, c->vocab, error))
+    DflDraftTrunk trunk;
+    if (!(m->drafter = dfl_drafter_weights_open (m->drafter_path, error))
+        || !dfl_drafter_weights_check_target (m->drafter, dfl_target_tensors (m->target),
+                                              c->tie_word_embeddings, c->layers, c->hidden,
+                                              c->vocab, error)
+        || !dfl_draft_trunk_of_target (&trunk, m->target, error)
+        || !(m->drafter_cpu = dfl_drafter_weights_bind (m->drafter, NULL, &trunk, DFL_DTYPE_F32,
+                                                        error)))
       return NULL;
   }
   return g_steal_pointer (&m);
@@ -164,7 +163,7 @@ gst_dflash_model_tokenizer (GstDflashModel *m)
 const DflDrafterGeometry *
 gst_dflash_model_geometry (GstDflashModel *m)
 {
-  return m->drafter ? dfl_drafter_geometry (m->drafter) : NULL;
+  return m->drafter ? dfl_drafter_weights_geometry (m->drafter) : NULL;
 }
 
 const char *
@@ -173,7 +172,7 @@ gst_dflash_model_drafter_path (GstDflashModel *m)
   return m->drafter_path;
 }
 
-DflDrafter *
+DflDrafterWeights *
 gst_dflash_model_drafter (GstDflashModel *m)
 {
   return m->drafter;
@@ -182,7 +181,8 @@ gst_dflash_model_drafter (GstDflashModel *m)
 int
 gst_dflash_model_tap_width (GstDflashModel *m)
 {
-  return m->drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_geometry (m->drafter)) : 0;
+  return m->drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_weights_geometry (m->drafter))
+      : 0;
 }
 
 static guint64
@@ -262,22 +262,6 @@ gst_dflash_model_seq_clear (GstDflashModel *m, guint loop)
   GST_OBJECT_UNLOCK (m);
 }
 
-DflDrafter *
-gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **error)
-{
-  if (!seq->drafter) {
-    if (!m->drafter_path) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                   "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
-                   dfl_target_dir (m->target));
-      return NULL;
-    }
-    seq->drafter = dfl_drafter_open (m->drafter_path, error);
-  }
-  return seq->drafter;
-}
-
-#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
 /* The engines of a back end live on one device: FALSE where `dev` is not
  * the one they were made on. */
 static gboolean
@@ -293,6 +277,7 @@ same_device (GstDflashModel *m, GstDflashDevice *have, GstDflashDevice *dev, GEr
   return FALSE;
 }
 
+#ifdef HAVE_CUDA
 static gboolean
 need_drafter (GstDflashModel *m, GError **error)
 {
@@ -375,7 +360,7 @@ gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev, GError *
                  dfl_target_dir (m->target));
   } else if (same_device (m, m->cuda_dev, dev, error)) {
     if (!m->cuda_drafter) {
-      const DflDrafter *dd = m->drafter;
+      const DflDrafterWeights *dd = m->drafter;
       m->cuda_drafter = dfl_cuda_drafter_new (gst_dflash_device_handle (dev), dd,
           dfl_cuda_target_embedding (m->cuda_target), dfl_cuda_target_head (m->cuda_target),
           m->cuda_f32 ? DFL_DTYPE_F32 : dfl_cuda_drafter_stored_type (dd), error);
@@ -388,35 +373,6 @@ gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev, GError *
   return d;
 #else
   g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
-  return NULL;
-#endif
-}
-
-DflVkDrafter *
-gst_dflash_model_vk_drafter (GstDflashModel *m, GstDflashDevice *dev, GError **error)
-{
-#ifdef HAVE_VULKAN
-  DflVkDrafter *d = NULL;
-
-  g_return_val_if_fail (gst_dflash_device_backend (dev) == GST_DFLASH_BACKEND_VULKAN, NULL);
-  if (!need_drafter (m, error))
-    return NULL;
-  g_mutex_lock (&m->engine_lock);
-  if (same_device (m, m->vk_dev, dev, error)) {
-    if (!m->vk_drafter) {
-      m->vk_drafter = dfl_vk_drafter_new_for_target (gst_dflash_device_handle (dev), m->drafter,
-                                                     m->target, error);
-      if (m->vk_drafter)
-        m->vk_dev = gst_object_ref (dev);
-      else
-        g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
-    }
-    d = m->vk_drafter;
-  }
-  g_mutex_unlock (&m->engine_lock);
-  return d;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no Vulkan back end");
   return NULL;
 #endif
 }
@@ -437,20 +393,91 @@ gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflash
 #endif
 }
 
-DflVkDraftCtx *
-gst_dflash_model_seq_vk_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflashDevice *dev,
-                               GError **error)
+/* The core's back end a GstDflashBackend names (AUTO is resolved by the
+ * elements before they draft). */
+static DflBackendId
+backend_id (GstDflashBackend backend)
 {
-#ifdef HAVE_VULKAN
-  DflVkDrafter *d;
+  switch (backend) {
+    case GST_DFLASH_BACKEND_CUDA:
+      return DFL_BACKEND_CUDA;
+    case GST_DFLASH_BACKEND_VULKAN:
+      return DFL_BACKEND_VULKAN;
+    default:
+      return DFL_BACKEND_CPU;
+  }
+}
 
-  if (!seq->vk_draft && (d = gst_dflash_model_vk_drafter (m, dev, error)))
-    seq->vk_draft = dfl_vk_draft_ctx_new (d, error);
-  return seq->vk_draft;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no Vulkan back end");
-  return NULL;
-#endif
+/* The drafter bound on a GPU: on Vulkan it reads the CPU target's
+ * embedding and head, uploaded with it. */
+static DflDrafterWeights *
+bind_on_device (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
+                GError **error)
+{
+  g_autoptr (DflDevice) device = dfl_device_wrap (backend_id (backend),
+                                                  gst_dflash_device_handle (dev), error);
+  DflDraftTrunk trunk;
+
+  if (!device)
+    return NULL;
+  if (backend != GST_DFLASH_BACKEND_VULKAN) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "the drafter does not run on backend=%s", gst_dflash_backend_nick (backend));
+    return NULL;
+  }
+  if (!dfl_draft_trunk_of_target (&trunk, m->target, error))
+    return NULL;
+  return dfl_drafter_weights_bind (m->drafter, device, &trunk, DFL_DTYPE_F32, error);
+}
+
+DflDrafterWeights *
+gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
+                             GError **error)
+{
+  DflDrafterWeights *w = NULL, **slot = &m->vk_drafter;
+  GstDflashDevice **dev_slot = &m->vk_dev;
+
+  if (!m->drafter) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
+                 dfl_target_dir (m->target));
+    return NULL;
+  }
+  if (backend_id (backend) == DFL_BACKEND_CPU)
+    return m->drafter_cpu;
+  g_mutex_lock (&m->engine_lock);
+  if (same_device (m, *dev_slot, dev, error)) {
+    if (!*slot) {
+      if ((*slot = bind_on_device (m, backend, dev, error)))
+        *dev_slot = gst_object_ref (dev);
+      else
+        g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
+    }
+    w = *slot;
+  }
+  g_mutex_unlock (&m->engine_lock);
+  return w;
+}
+
+DflDraftCtx *
+gst_dflash_model_seq_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflashBackend backend,
+                            GstDflashDevice *dev, GError **error)
+{
+  DflDrafterWeights *w;
+
+  if (seq->draft) {
+    DflDevice *have = dfl_draft_ctx_device (seq->draft);
+    DflBackendId id = have ? dfl_device_backend (have) : DFL_BACKEND_CPU;
+    if (id == backend_id (backend))
+      return seq->draft;
+    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                 "sequence %u drafts on backend=%s already; it cannot also draft on backend=%s",
+                 seq->id, dfl_backend_name (id), dfl_backend_name (backend_id (backend)));
+    return NULL;
+  }
+  if ((w = gst_dflash_model_drafter_on (m, backend, dev, error)))
+    seq->draft = dfl_draft_ctx_new (w, error);
+  return seq->draft;
 }
 
 GstContext *

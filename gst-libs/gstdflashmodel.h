@@ -20,6 +20,7 @@
 #include <gst/gst.h>
 
 #include "drafter.h"
+#include "gstdflashcaps.h"
 #include "route-cost.h"
 #include "sampler.h"
 #include "speculate.h"
@@ -30,14 +31,12 @@ G_BEGIN_DECLS
 
 #define GST_DFLASH_MODEL_CONTEXT_TYPE "dflash.model"
 
-/* The engines of the GPU back ends (cuda-target.h, cuda-drafter.h,
- * dfl-vk-drafter.h), named here so a build without them still compiles. */
+/* The engines of the GPU back ends (cuda-target.h, cuda-drafter.h),
+ * named here so a build without them still compiles. */
 typedef struct _DflCudaTarget DflCudaTarget;
 typedef struct _DflCudaTargetSeq DflCudaTargetSeq;
 typedef struct _DflCudaDrafter DflCudaDrafter;
 typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
-typedef struct _DflVkDrafter DflVkDrafter;
-typedef struct _DflVkDraftCtx DflVkDraftCtx;
 typedef struct _GstDflashDevice GstDflashDevice;
 
 #define GST_TYPE_DFLASH_MODEL (gst_dflash_model_get_type ())
@@ -61,7 +60,7 @@ typedef struct {
   int taps_rows;
   float *tip;
   /* ctxsettle, dflashblock and selector: this sequence's drafter context */
-  DflDrafter *drafter;
+  DflDraftCtx *draft;
   /* The GPU back ends' state of the sequence, made on first use, freed
    * with it. cuda_kv: the target's cache on the card: tapsource made the
    * sequence on the CUDA target and the verifier verifies it there (kv is
@@ -70,7 +69,6 @@ typedef struct {
   DflCudaTargetSeq *cuda_kv;
   GstBuffer *taps_buf;
   DflCudaDraftCtx *cuda_draft;
-  DflVkDraftCtx *vk_draft;
   /* the verifier's figures */
   int rounds;
   gint64 round_tokens;
@@ -88,8 +86,9 @@ const DflTokenizer *gst_dflash_model_tokenizer (GstDflashModel *m);
 /* NULL where the model has no drafter. */
 const DflDrafterGeometry *gst_dflash_model_geometry (GstDflashModel *m);
 const char *gst_dflash_model_drafter_path (GstDflashModel *m);
-/* The loaded drafter, for its router and selector (never its context). */
-DflDrafter *gst_dflash_model_drafter (GstDflashModel *m);
+/* The loaded drafter (its weights, opened once), for its router and
+ * selector. */
+DflDrafterWeights *gst_dflash_model_drafter (GstDflashModel *m);
 int gst_dflash_model_tap_width (GstDflashModel *m);
 
 /* router policy=cost's figures (route-cost.h) for rounds whose target runs
@@ -105,9 +104,21 @@ guint gst_dflash_model_loop_new (GstDflashModel *m);
 GstDflashSeq *gst_dflash_model_seq_new (GstDflashModel *m, guint loop, guint id, GError **error);
 GstDflashSeq *gst_dflash_model_seq_get (GstDflashModel *m, guint loop, guint id);
 void gst_dflash_model_seq_remove (GstDflashModel *m, guint loop, guint id);
-/* This sequence's drafter, opened on first use (its weights are the
- * sidecar's mapping, shared; its context is the sequence's own). */
-DflDrafter *gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **error);
+/* The drafter bound to the target for `backend` (CPU, CUDA or VULKAN; a
+ * GPU's on `dev`), made once per model and back end (on first use, the
+ * weights uploaded then) and shared by every sequence and element. On
+ * Vulkan it reads the CPU target's embedding and head (uploaded with it);
+ * on CUDA the CUDA target's (so that must exist), its matrices as the
+ * target's (F32, or as stored). One device per back end and model: asking
+ * with another fails. NULL with an error naming the model and the device. */
+DflDrafterWeights *gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend,
+                                                GstDflashDevice *dev, GError **error);
+/* This sequence's drafter context for `backend`, made on first use from
+ * gst_dflash_model_drafter_on's weights; a sequence drafts on one back
+ * end (asking for another fails). */
+DflDraftCtx *gst_dflash_model_seq_draft (GstDflashModel *m, GstDflashSeq *seq,
+                                         GstDflashBackend backend, GstDflashDevice *dev,
+                                         GError **error);
 /* The engines on a GPU, made once per model (on first use, the weights
  * uploaded then) and shared by every sequence and element; each keeps
  * `dev`. One device per back end and model: asking with another fails.
@@ -115,15 +126,12 @@ DflDrafter *gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, 
  * for parity with the CPU; else as the checkpoint stores them; the first
  * call decides). cuda_drafter: the drafter, reading the CUDA target's
  * embedding and head (so the CUDA target must exist), its matrices as the
- * target's (F32, or as stored). vk_drafter: the drafter on Vulkan with
- * the CPU target's embedding and head. NULL with an error naming the
- * model and the device. */
+ * target's (F32, or as stored). NULL with an error naming the model and
+ * the device. */
 DflCudaTarget *gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev,
                                              gboolean f32, GError **error);
 DflCudaDrafter *gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev,
                                                GError **error);
-DflVkDrafter *gst_dflash_model_vk_drafter (GstDflashModel *m, GstDflashDevice *dev,
-                                           GError **error);
 /* The CUDA drafter serves one caller at a time (its contexts share its
  * scratch), and ctxsettle, dflashblock and selector run in threads of
  * their own: each holds this lock around its calls into it. */
@@ -134,8 +142,6 @@ GstDflashDevice *gst_dflash_model_cuda_device (GstDflashModel *m);
 /* This sequence's drafter context on the device, made on first use. */
 DflCudaDraftCtx *gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq,
                                                   GstDflashDevice *dev, GError **error);
-DflVkDraftCtx *gst_dflash_model_seq_vk_draft (GstDflashModel *m, GstDflashSeq *seq,
-                                              GstDflashDevice *dev, GError **error);
 /* Forget every sequence of a loop (its flush, its stop). */
 void gst_dflash_model_seq_clear (GstDflashModel *m, guint loop);
 

@@ -18,7 +18,7 @@ cuda_type_of (DflDtype t)
 }
 
 DflDtype
-dfl_cuda_drafter_stored_type (const DflDrafter *d)
+dfl_cuda_drafter_stored_type (const DflDrafterWeights *d)
 {
   return cuda_type_of (d->fc.type);
 }
@@ -179,7 +179,7 @@ put_book (Placer *P, const guint16 *src, gsize n)
 
 /* Every weight of the drafter: from `d` (NULL: random). */
 static void
-lay_out (Placer *P, const DflDrafter *d)
+lay_out (Placer *P, const DflDrafterWeights *d)
 {
   DflCudaDrafter *cd = P->cd;
   const DflDrafterGeometry *g = &cd->g;
@@ -306,7 +306,7 @@ check_trunk (const DflDrafterGeometry *g, const char *name, const DflCudaWeights
 static DflCudaDrafter *
 drafter_new (DflCudaDevice *dev, const DflDrafterGeometry *g, const char *name, gboolean conv,
              gboolean selector, DflDtype as, const DflCudaWeights *embed,
-             const DflCudaWeights *head, const DflDrafter *src, guint64 seed, GError **error)
+             const DflCudaWeights *head, const DflDrafterWeights *src, guint64 seed, GError **error)
 {
   DflCudaDrafter *cd;
   Placer P;
@@ -347,7 +347,7 @@ fail:
 }
 
 DflCudaDrafter *
-dfl_cuda_drafter_new (DflCudaDevice *dev, const DflDrafter *d, const DflCudaWeights *embed,
+dfl_cuda_drafter_new (DflCudaDevice *dev, const DflDrafterWeights *d, const DflCudaWeights *embed,
                       const DflCudaWeights *head, DflDtype weights_as, GError **error)
 {
   g_return_val_if_fail (d != NULL, NULL);

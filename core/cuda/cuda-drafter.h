@@ -36,12 +36,12 @@ typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
  * `embed` and `head` are the target's token embedding and head on the same
  * device ([vocab][hidden]); they are borrowed, not copied, and must outlive
  * the drafter. The drafter's geometry must match them (hidden, vocab). */
-DflCudaDrafter *dfl_cuda_drafter_new (DflCudaDevice *dev, const DflDrafter *d,
+DflCudaDrafter *dfl_cuda_drafter_new (DflCudaDevice *dev, const DflDrafterWeights *d,
                                       const DflCudaWeights *embed, const DflCudaWeights *head,
                                       DflDtype weights_as, GError **error);
 /* The type the drafter's fc matrix is stored in (as a DflDtype): what to
  * pass as `weights_as` for "as stored". */
-DflDtype dfl_cuda_drafter_stored_type (const DflDrafter *d);
+DflDtype dfl_cuda_drafter_stored_type (const DflDrafterWeights *d);
 /* A drafter of geometry `g` whose weights are made on the card (uniform,
  * scaled by 1/sqrt(fan-in); norm weights one; convolution base kernels a
  * sane identity-like start), for benches: no file, no host copy. */

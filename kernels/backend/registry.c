@@ -32,6 +32,8 @@ typedef struct {
                       gsize bytes, GError **error);
   gboolean (*download) (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
                         GError **error);
+  /* another reference to a device object opened elsewhere, described */
+  gpointer (*adopt) (gpointer native, char **description);
 } DflBackendDeviceOps;
 
 struct _DflDevice {
@@ -89,8 +91,15 @@ cpu_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize b
   return TRUE;
 }
 
+static gpointer
+cpu_adopt (gpointer native, char **description)
+{
+  *description = g_strdup ("CPU: host memory");
+  return NULL;
+}
+
 static const DflBackendDeviceOps cpu_ops = {
-  "cpu", TRUE, cpu_open, cpu_close, cpu_alloc, cpu_free, cpu_upload, cpu_download,
+  "cpu", TRUE, cpu_open, cpu_close, cpu_alloc, cpu_free, cpu_upload, cpu_download, cpu_adopt,
 };
 
 /* --- CUDA: device pointers --- */
@@ -138,8 +147,16 @@ cuda_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize 
   return dfl_cuda_download (native, dst, (const char *) handle + offset, bytes, error);
 }
 
+static gpointer
+cuda_adopt (gpointer native, char **description)
+{
+  *description = g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (native));
+  return dfl_cuda_device_ref (native);
+}
+
 static const DflBackendDeviceOps cuda_ops = {
   "cuda", TRUE, cuda_open, cuda_close, cuda_alloc, cuda_free, cuda_upload, cuda_download,
+  cuda_adopt,
 };
 #else
 static const DflBackendDeviceOps cuda_ops = { "cuda", FALSE };
@@ -190,8 +207,15 @@ vk_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize by
   return dfl_vk_download (native, dst, handle, offset, bytes, error);
 }
 
+static gpointer
+vk_adopt (gpointer native, char **description)
+{
+  *description = g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (native));
+  return dfl_vk_device_ref (native);
+}
+
 static const DflBackendDeviceOps vulkan_ops = {
-  "vulkan", TRUE, vk_open, vk_close, vk_alloc, vk_free, vk_upload, vk_download,
+  "vulkan", TRUE, vk_open, vk_close, vk_alloc, vk_free, vk_upload, vk_download, vk_adopt,
 };
 #else
 static const DflBackendDeviceOps vulkan_ops = { "vulkan", FALSE };
@@ -236,6 +260,24 @@ dfl_device_open (DflBackendId id, int index, GError **error)
   dev->ops = backends[id];
   dev->native = native;
   dev->description = description;
+  return dev;
+}
+
+DflDevice *
+dfl_device_wrap (DflBackendId id, gpointer native, GError **error)
+{
+  DflDevice *dev;
+
+  if (!dfl_backend_built (id)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "backend=%s is not available in this build", dfl_backend_name (id));
+    return NULL;
+  }
+  dev = g_new0 (DflDevice, 1);
+  dev->refcount = 1;
+  dev->id = id;
+  dev->ops = backends[id];
+  dev->native = dev->ops->adopt (native, &dev->description);
   return dev;
 }
 

@@ -28,7 +28,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   g_autoptr (DflSafetensorsWriter) w = dfl_safetensors_writer_new ();
   g_autofree char *path = g_build_filename (fuzz_scratch (), "dflash.safetensors", NULL);
   DflDrafterGeometry g;
-  DflDrafter *d;
+  DflDrafterWeights *d;
   gboolean ok;
 
   ok = dfl_drafter_geometry_parse (&g, parts[0], "dflash.safetensors", &e1);
@@ -53,7 +53,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     dfl_safetensors_writer_set_metadata (w, keys[i], parts[i]);
   if (!dfl_safetensors_writer_write (w, path, NULL))
     g_error ("fuzz: cannot write %s", path);
-  d = dfl_drafter_open (path, &e3);
+  d = dfl_drafter_weights_open (path, &e3);
   check_error (d != NULL, e3);
   g_assert (d == NULL);   /* no weights: never a drafter */
   return 0;

@@ -193,7 +193,7 @@ check_taps (DflDraftCtx *ctx, gint64 pos, const DflTensor *taps, GError **error)
                  dfl_dtype_name (taps->dtype), tw);
     return FALSE;
   }
-  if (n_rows > 1 && taps->nb[1] < (gsize) tw * sizeof (float)) {
+  if (n_rows > 0 && taps->nb[1] < (gsize) tw * sizeof (float)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                  "%s: context rows of stride %" G_GSIZE_FORMAT " floats are narrower than a row of"
                  " %" G_GINT64_FORMAT " (n_taps × hidden)", ctx->name, taps->nb[1] / sizeof (float),
@@ -221,7 +221,7 @@ pend_host (DflDraftCtx *ctx, const DflTensor *taps)
     ctx->pending_cap = MAX (ctx->pending_rows + n, ctx->pending_cap * 2);
     ctx->pending = g_renew (float, ctx->pending, ctx->pending_cap * tw);
   }
-  if (n <= 1 || taps->nb[1] == tw * sizeof (float))
+  if (taps->nb[1] == tw * sizeof (float))
     memcpy (ctx->pending + ctx->pending_rows * tw, src, n * tw * sizeof (float));
   else
     for (gsize r = 0; r < n; r++)

@@ -34,14 +34,6 @@ typedef struct {
   gsize s_sc_cap, s_vt_cap;
 } CpuDraftCtx;
 
-DflWeights
-dfl_draft_trunk_weights (const DflTensor *t)
-{
-  DflWeights w = { dfl_tensor_data (t), t->dtype, (int) t->ne[1], (int) t->ne[0] };
-
-  return w;
-}
-
 static void
 ensure_scratch (CpuDraftCtx *d)
 {

@@ -103,9 +103,18 @@ DflDrafterWeights *dfl_drafter_weights_new_bound (DflDrafterWeights *host,
 DflRoute *dfl_route_parse (const char *json, int hidden, const char *origin, GError **error);
 void dfl_route_free (DflRoute *r);
 
-/* drafter-cpu.c */
-extern const DflDraftEngine dfl_draft_engine_cpu;
+/* draft-trunk.c */
+/* Refuse a trunk the drafter cannot read: matrices of its hidden width,
+ * the embedding at least vocab rows and the head at least selector_top,
+ * packed, F32, F16 or BF16, on `device` where `on_device` (else in host
+ * memory). Messages name `name`. */
+gboolean dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, gboolean on_device,
+                                const char *name, const DflDrafterGeometry *g, gboolean selector,
+                                GError **error);
 /* A trunk matrix as the CPU's products read it (host memory, packed). */
 DflWeights dfl_draft_trunk_weights (const DflTensor *t);
+
+/* drafter-cpu.c */
+extern const DflDraftEngine dfl_draft_engine_cpu;
 
 G_END_DECLS

@@ -38,9 +38,6 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
-#ifdef HAVE_CUDA
-#include "cuda-drafter.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_ctx_settle_debug);
 #define GST_CAT_DEFAULT gst_ctx_settle_debug
@@ -75,38 +72,6 @@ gst_ctx_settle_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *w
   return gst_caps_new_simple (GST_DFLASH_CONTEXT_CAPS, "hidden", G_TYPE_INT, c->hidden,
       "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
 }
-
-#ifdef HAVE_CUDA
-/* The drafter on CUDA: the taps are on the card already (tapsource ran the
- * target there); they are copied into the context on the device. */
-static gboolean
-settle_cuda (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-             GError **error)
-{
-  GstDflashModel *m = gst_dflash_filter_model (filter);
-  GstMemory *mem = gst_dflash_buffer_device_memory (in, GST_DFLASH_CAPS_FEATURE_CUDA);
-  DflCudaDraftCtx *ctx;
-  const float *d_taps;
-  gboolean ok;
-
-  if (!mem) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "round %u: its taps are not one allocation of CUDA memory", meta->round);
-    return FALSE;
-  }
-  if (!(ctx = gst_dflash_model_seq_cuda_draft (m, s, gst_dflash_filter_device (filter), error)))
-    return FALSE;
-  d_taps = (const float *) ((const char *) gst_dflash_device_memory_handle (mem) + mem->offset);
-  gst_dflash_model_cuda_drafter_lock (m);
-  if (meta->round == 0)
-    dfl_cuda_draft_ctx_reset (ctx);
-  ok = dfl_cuda_draft_ctx_queue (ctx, meta->ctx_pos, d_taps, 0, meta->ctx_rows, error)
-       && dfl_cuda_draft_ctx_settle (ctx, error)
-       && dfl_cuda_draft_ctx_check (ctx, meta->anchor_pos, error);
-  gst_dflash_model_cuda_drafter_unlock (m);
-  return ok;
-}
-#endif
 
 /* The round's rows into the sequence's context, settled, and checked for
  * the block that comes next. The taps are where the context takes them:
@@ -144,7 +109,6 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
   GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->loop, meta->sequence);
   int tw = gst_dflash_model_tap_width (m);
   g_autoptr (GError) error = NULL;
-  gboolean ok;
 
   if (gst_buffer_get_size (in) != (gsize) meta->ctx_rows * tw * sizeof (float)) {
     GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
@@ -153,13 +117,7 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
          meta->ctx_rows, tw), (NULL));
     return GST_FLOW_ERROR;
   }
-#ifdef HAVE_CUDA
-  if (s && gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_CUDA)
-    ok = settle_cuda (filter, s, in, meta, &error);
-  else
-#endif
-    ok = s && settle (filter, s, in, meta, &error);
-  if (!ok) {
+  if (!s || !settle (filter, s, in, meta, &error)) {
     GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (filter),
             meta->sequence, error ? error->message : "not running"), (NULL));
     return GST_FLOW_ERROR;

@@ -52,9 +52,6 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
-#ifdef HAVE_CUDA
-#include "cuda-drafter.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_block_debug);
 #define GST_CAT_DEFAULT gst_dflash_block_debug
@@ -203,37 +200,6 @@ draft_block (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoun
   return out;
 }
 
-#ifdef HAVE_CUDA
-static GstBuffer *
-block_cuda (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-            GError **error)
-{
-  GstDflashFilter *filter = GST_DFLASH_FILTER (self);
-  GstDflashModel *m = gst_dflash_filter_model (filter);
-  GstDflashDevice *dev = gst_dflash_filter_device (filter);
-  DflCudaDrafter *cd = gst_dflash_model_cuda_drafter (m, dev, error);
-  DflCudaDraftCtx *ctx = cd ? gst_dflash_model_seq_cuda_draft (m, s, dev, error) : NULL;
-  GstBuffer *out;
-  gboolean ok;
-
-  if (!ctx || !(out = device_output (self, in,
-                                     sizeof (float) * dfl_cuda_draft_block_floats (cd, self->width),
-                                     error)))
-    return NULL;
-  /* enqueued on the device's stream; the selector's read of the ids waits */
-  gst_dflash_model_cuda_drafter_lock (m);
-  ok = dfl_cuda_draft_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width,
-                             gst_dflash_device_memory_handle (gst_buffer_peek_memory (out, 0)),
-                             error);
-  gst_dflash_model_cuda_drafter_unlock (m);
-  if (!ok) {
-    gst_buffer_unref (out);
-    return NULL;
-  }
-  return out;
-}
-#endif
-
 typedef enum {
   ROUTE_BLOCK,
   ROUTE_CHAIN,
@@ -374,12 +340,7 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
     default:
       break;
   }
-#ifdef HAVE_CUDA
-  if (s && gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_CUDA)
-    *out = block_cuda (self, s, in, meta, &error);
-  else
-#endif
-    *out = s ? draft_block (self, s, in, meta, &error) : NULL;
+  *out = s ? draft_block (self, s, in, meta, &error) : NULL;
   if (!*out) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
             meta->sequence, error ? error->message : "not running"), (NULL));

@@ -44,9 +44,6 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
-#ifdef HAVE_CUDA
-#include "cuda-drafter.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_selector_debug);
 #define GST_CAT_DEFAULT gst_dflash_selector_debug
@@ -149,36 +146,6 @@ gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GStri
       "block", G_TYPE_INT, g->block, NULL);
 }
 
-#ifdef HAVE_CUDA
-/* The selection on the CUDA device the block is on: only the ids come back. */
-static gboolean
-select_cuda (GstDflashSelector *self, GstBuffer *in, GstDflashRoundMeta *meta, guint32 *chosen,
-             GError **error)
-{
-  GstDflashFilter *filter = GST_DFLASH_FILTER (self);
-  GstMemory *mem = gst_dflash_buffer_device_memory (in, GST_DFLASH_CAPS_FEATURE_CUDA);
-  gboolean rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
-  DflCudaDrafter *cd;
-  const float *d_block;
-  gboolean ok;
-
-  if (!mem) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "round %u: the block is not one allocation of cuda memory", meta->round);
-    return FALSE;
-  }
-  if (!(cd = gst_dflash_model_cuda_drafter (gst_dflash_filter_model (filter),
-                                            gst_dflash_filter_device (filter), error)))
-    return FALSE;
-  d_block = (const float *) ((const char *) gst_dflash_device_memory_handle (mem) + mem->offset);
-  gst_dflash_model_cuda_drafter_lock (gst_dflash_filter_model (filter));
-  ok = dfl_cuda_draft_select (cd, d_block, self->width, (guint32) meta->anchor,
-                              rescore ? chosen : NULL, rescore ? NULL : chosen, error);
-  gst_dflash_model_cuda_drafter_unlock (gst_dflash_filter_model (filter));
-  return ok;
-}
-#endif
-
 /* The drafts of the round's block, chosen where the block is (on a GPU
  * only the ids come back); `*rows` shortened where min-confidence says so
  * (a block in system memory: on a GPU the logits stay there). */
@@ -233,7 +200,6 @@ gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRo
   g_autoptr (GError) error = NULL;
   guint32 *chosen;
   GstDflashRoundMeta *om;
-  gboolean ok;
 
   if (meta->source == GST_DFLASH_SOURCE_CHAIN && gst_buffer_get_size (in) == 0) {
     /* dflashblock skipped the block: the router decided for the chain */
@@ -247,13 +213,7 @@ gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRo
     return GST_FLOW_ERROR;
   }
   chosen = g_new (guint32, rows);
-#ifdef HAVE_CUDA
-  if (s && gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_CUDA)
-    ok = select_cuda (self, in, meta, chosen, &error);
-  else
-#endif
-    ok = s && select_block (self, s, in, meta, chosen, &rows, &error);
-  if (!ok) {
+  if (!s || !select_block (self, s, in, meta, chosen, &rows, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
             meta->sequence, error ? error->message : "not running"), (NULL));
     g_free (chosen);

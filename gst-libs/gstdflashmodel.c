@@ -9,7 +9,6 @@
 #include "gstdflashdevice.h"
 
 #ifdef HAVE_CUDA
-#include "cuda-drafter.h"
 #include "cuda-target.h"
 #endif
 
@@ -27,9 +26,8 @@ struct _GstDflashModel {
   GMutex engine_lock;
   GstDflashDevice *cuda_dev;
   DflCudaTarget *cuda_target;
-  DflCudaDrafter *cuda_drafter;
+  DflDrafterWeights *cuda_drafter;
   gboolean cuda_f32;         /* the CUDA engines' matrices widened to F32 */
-  GMutex cuda_drafter_lock;  /* its callers, one at a time */
   GstDflashDevice *vk_dev;
   DflDrafterWeights *vk_drafter;
   /* router policy=cost's figures, by where the target runs (CPU, CUDA):
@@ -52,7 +50,6 @@ seq_free (GstDflashSeq *s)
   g_clear_pointer (&s->draft, dfl_draft_ctx_free);
   gst_clear_buffer (&s->taps_buf);
 #ifdef HAVE_CUDA
-  g_clear_pointer (&s->cuda_draft, dfl_cuda_draft_ctx_free);
   g_clear_pointer (&s->cuda_kv, dfl_cuda_target_seq_free);
 #endif
   g_free (s);
@@ -66,14 +63,13 @@ gst_dflash_model_finalize (GObject *object)
   /* the sequences' GPU state before the engines it was made from */
   g_hash_table_unref (m->seqs);
 #ifdef HAVE_CUDA
-  g_clear_pointer (&m->cuda_drafter, dfl_cuda_drafter_free);
+  g_clear_pointer (&m->cuda_drafter, dfl_drafter_weights_unref);
   g_clear_pointer (&m->cuda_target, dfl_cuda_target_free);
 #endif
   g_clear_pointer (&m->vk_drafter, dfl_drafter_weights_unref);
   gst_clear_object (&m->cuda_dev);
   gst_clear_object (&m->vk_dev);
   g_mutex_clear (&m->engine_lock);
-  g_mutex_clear (&m->cuda_drafter_lock);
   g_mutex_clear (&m->route_lock);
   g_clear_pointer (&m->drafter_cpu, dfl_drafter_weights_unref);
   g_clear_pointer (&m->drafter, dfl_drafter_weights_unref);
@@ -95,7 +91,6 @@ gst_dflash_model_init (GstDflashModel *m)
   /* the keys live in the sequences: freeing one frees its key */
   m->seqs = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, (GDestroyNotify) seq_free);
   g_mutex_init (&m->engine_lock);
-  g_mutex_init (&m->cuda_drafter_lock);
   g_mutex_init (&m->route_lock);
   for (guint i = 0; i < G_N_ELEMENTS (m->route_cost); i++)
     dfl_route_cost_init (&m->route_cost[i], DFL_ROUTE_COST_PROBE_EVERY);
@@ -277,18 +272,6 @@ same_device (GstDflashModel *m, GstDflashDevice *have, GstDflashDevice *dev, GEr
   return FALSE;
 }
 
-#ifdef HAVE_CUDA
-static gboolean
-need_drafter (GstDflashModel *m, GError **error)
-{
-  if (m->drafter)
-    return TRUE;
-  g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-               "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
-               dfl_target_dir (m->target));
-  return FALSE;
-}
-#endif
 
 DflCudaTarget *
 gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev, gboolean f32,
@@ -321,18 +304,6 @@ gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev, gboolean 
 #endif
 }
 
-void
-gst_dflash_model_cuda_drafter_lock (GstDflashModel *m)
-{
-  g_mutex_lock (&m->cuda_drafter_lock);
-}
-
-void
-gst_dflash_model_cuda_drafter_unlock (GstDflashModel *m)
-{
-  g_mutex_unlock (&m->cuda_drafter_lock);
-}
-
 GstDflashDevice *
 gst_dflash_model_cuda_device (GstDflashModel *m)
 {
@@ -342,55 +313,6 @@ gst_dflash_model_cuda_device (GstDflashModel *m)
   dev = m->cuda_target ? m->cuda_dev : NULL;
   g_mutex_unlock (&m->engine_lock);
   return dev;
-}
-
-DflCudaDrafter *
-gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev, GError **error)
-{
-#ifdef HAVE_CUDA
-  DflCudaDrafter *d = NULL;
-
-  if (!need_drafter (m, error))
-    return NULL;
-  g_mutex_lock (&m->engine_lock);
-  if (!m->cuda_target) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "the CUDA drafter reads the target's embedding and head on the card, and the "
-                 "target of %s is not on the card: run tapsource with backend=cuda",
-                 dfl_target_dir (m->target));
-  } else if (same_device (m, m->cuda_dev, dev, error)) {
-    if (!m->cuda_drafter) {
-      const DflDrafterWeights *dd = m->drafter;
-      m->cuda_drafter = dfl_cuda_drafter_new (gst_dflash_device_handle (dev), dd,
-          dfl_cuda_target_embedding (m->cuda_target), dfl_cuda_target_head (m->cuda_target),
-          m->cuda_f32 ? DFL_DTYPE_F32 : dfl_cuda_drafter_stored_type (dd), error);
-      if (!m->cuda_drafter)
-        g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
-    }
-    d = m->cuda_drafter;
-  }
-  g_mutex_unlock (&m->engine_lock);
-  return d;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
-  return NULL;
-#endif
-}
-
-DflCudaDraftCtx *
-gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflashDevice *dev,
-                                 GError **error)
-{
-#ifdef HAVE_CUDA
-  DflCudaDrafter *d;
-
-  if (!seq->cuda_draft && (d = gst_dflash_model_cuda_drafter (m, dev, error)))
-    seq->cuda_draft = dfl_cuda_draft_ctx_new (d, error);
-  return seq->cuda_draft;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
-  return NULL;
-#endif
 }
 
 /* The core's back end a GstDflashBackend names (AUTO is resolved by the
@@ -408,8 +330,38 @@ backend_id (GstDflashBackend backend)
   }
 }
 
-/* The drafter bound on a GPU: on Vulkan it reads the CPU target's
- * embedding and head, uploaded with it. */
+/* The CUDA target's embedding and head on the card, for the drafter there,
+ * and the matrices' type: the target's (F32, or as stored). */
+static gboolean
+cuda_trunk (GstDflashModel *m, DflDevice *device, DflDraftTrunk *trunk, DflDtype *as,
+            GError **error)
+{
+#ifdef HAVE_CUDA
+  const DflCudaWeights *w[2];
+
+  if (!m->cuda_target) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the CUDA drafter reads the target's embedding and head on the card, and the "
+                 "target of %s is not on the card: run tapsource with backend=cuda",
+                 dfl_target_dir (m->target));
+    return FALSE;
+  }
+  w[0] = dfl_cuda_target_embedding (m->cuda_target);
+  w[1] = dfl_cuda_target_head (m->cuda_target);
+  trunk->embed = dfl_tensor_2d (device, (gpointer) w[0]->d_data, 0, w[0]->type, w[0]->rows,
+                                w[0]->cols);
+  trunk->head = dfl_tensor_2d (device, (gpointer) w[1]->d_data, 0, w[1]->type, w[1]->rows,
+                               w[1]->cols);
+  *as = m->cuda_f32 ? DFL_DTYPE_F32 : dfl_drafter_weights_stored_dtype (m->drafter);
+  return TRUE;
+#else
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
+  return FALSE;
+#endif
+}
+
+/* The drafter bound on a GPU: on CUDA it reads the CUDA target's
+ * embedding and head; on Vulkan the CPU target's, uploaded with it. */
 static DflDrafterWeights *
 bind_on_device (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
                 GError **error)
@@ -417,25 +369,24 @@ bind_on_device (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *de
   g_autoptr (DflDevice) device = dfl_device_wrap (backend_id (backend),
                                                   gst_dflash_device_handle (dev), error);
   DflDraftTrunk trunk;
+  DflDtype as = DFL_DTYPE_F32;
 
   if (!device)
     return NULL;
-  if (backend != GST_DFLASH_BACKEND_VULKAN) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                 "the drafter does not run on backend=%s", gst_dflash_backend_nick (backend));
+  if (backend == GST_DFLASH_BACKEND_CUDA ? !cuda_trunk (m, device, &trunk, &as, error)
+      : !dfl_draft_trunk_of_target (&trunk, m->target, error))
     return NULL;
-  }
-  if (!dfl_draft_trunk_of_target (&trunk, m->target, error))
-    return NULL;
-  return dfl_drafter_weights_bind (m->drafter, device, &trunk, DFL_DTYPE_F32, error);
+  return dfl_drafter_weights_bind (m->drafter, device, &trunk, as, error);
 }
 
 DflDrafterWeights *
 gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
                              GError **error)
 {
-  DflDrafterWeights *w = NULL, **slot = &m->vk_drafter;
-  GstDflashDevice **dev_slot = &m->vk_dev;
+  gboolean cuda = backend == GST_DFLASH_BACKEND_CUDA;
+  DflDrafterWeights *w = NULL, **slot = cuda ? &m->cuda_drafter : &m->vk_drafter;
+  /* the CUDA engines' device is the CUDA target's */
+  GstDflashDevice **dev_slot = cuda ? &m->cuda_dev : &m->vk_dev;
 
   if (!m->drafter) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
@@ -448,9 +399,9 @@ gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend, GstDfl
   g_mutex_lock (&m->engine_lock);
   if (same_device (m, *dev_slot, dev, error)) {
     if (!*slot) {
-      if ((*slot = bind_on_device (m, backend, dev, error)))
+      if ((*slot = bind_on_device (m, backend, dev, error)) && !*dev_slot)
         *dev_slot = gst_object_ref (dev);
-      else
+      else if (!*slot)
         g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
     }
     w = *slot;

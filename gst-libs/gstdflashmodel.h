@@ -31,12 +31,10 @@ G_BEGIN_DECLS
 
 #define GST_DFLASH_MODEL_CONTEXT_TYPE "dflash.model"
 
-/* The engines of the GPU back ends (cuda-target.h, cuda-drafter.h),
- * named here so a build without them still compiles. */
+/* The target's engine on a CUDA device (cuda-target.h), named here so a
+ * build without it still compiles. */
 typedef struct _DflCudaTarget DflCudaTarget;
 typedef struct _DflCudaTargetSeq DflCudaTargetSeq;
-typedef struct _DflCudaDrafter DflCudaDrafter;
-typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
 typedef struct _GstDflashDevice GstDflashDevice;
 
 #define GST_TYPE_DFLASH_MODEL (gst_dflash_model_get_type ())
@@ -68,7 +66,6 @@ typedef struct {
    * instead of taps. */
   DflCudaTargetSeq *cuda_kv;
   GstBuffer *taps_buf;
-  DflCudaDraftCtx *cuda_draft;
   /* the verifier's figures */
   int rounds;
   gint64 round_tokens;
@@ -119,29 +116,16 @@ DflDrafterWeights *gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBack
 DflDraftCtx *gst_dflash_model_seq_draft (GstDflashModel *m, GstDflashSeq *seq,
                                          GstDflashBackend backend, GstDflashDevice *dev,
                                          GError **error);
-/* The engines on a GPU, made once per model (on first use, the weights
- * uploaded then) and shared by every sequence and element; each keeps
- * `dev`. One device per back end and model: asking with another fails.
- * cuda_target: the target on the card (`f32`: its matrices widened to F32,
- * for parity with the CPU; else as the checkpoint stores them; the first
- * call decides). cuda_drafter: the drafter, reading the CUDA target's
- * embedding and head (so the CUDA target must exist), its matrices as the
- * target's (F32, or as stored). NULL with an error naming the model and
- * the device. */
+/* The target on a CUDA card, made once per model (on first use, the
+ * weights uploaded then) and shared by every sequence and element; it
+ * keeps `dev`. One device per back end and model: asking with another
+ * fails. `f32`: its matrices widened to F32, for parity with the CPU;
+ * else as the checkpoint stores them; the first call decides. NULL with
+ * an error naming the model and the device. */
 DflCudaTarget *gst_dflash_model_cuda_target (GstDflashModel *m, GstDflashDevice *dev,
                                              gboolean f32, GError **error);
-DflCudaDrafter *gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev,
-                                               GError **error);
-/* The CUDA drafter serves one caller at a time (its contexts share its
- * scratch), and ctxsettle, dflashblock and selector run in threads of
- * their own: each holds this lock around its calls into it. */
-void gst_dflash_model_cuda_drafter_lock (GstDflashModel *m);
-void gst_dflash_model_cuda_drafter_unlock (GstDflashModel *m);
 /* The device of the CUDA engines (NULL before the CUDA target exists). */
 GstDflashDevice *gst_dflash_model_cuda_device (GstDflashModel *m);
-/* This sequence's drafter context on the device, made on first use. */
-DflCudaDraftCtx *gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq,
-                                                  GstDflashDevice *dev, GError **error);
 /* Forget every sequence of a loop (its flush, its stop). */
 void gst_dflash_model_seq_clear (GstDflashModel *m, guint loop);
 

@@ -52,11 +52,12 @@
 typedef struct {
   DflCudaTarget *t;
   DflCudaTargetSeq *seq;
-  DflCudaDrafter *cd;
-  DflCudaDraftCtx *ctx;
+  DflDraftCtx *ctx;
+  DflDevice *cuda;  /* the card, as the drafter sees it */
   const DflDrafterGeometry *g;
   float *d_taps;    /* the verify pass's taps rows, [block][n_taps·hidden] */
   float *d_out;     /* the block's rows and logits */
+  DflTensor out;
   int vocab;
 } Loop;
 
@@ -94,17 +95,18 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
   out.argmax = argmax;
 
   dfl_cuda_target_seq_truncate (L->seq, context);
-  dfl_cuda_draft_ctx_truncate (L->ctx, context);
+  dfl_draft_ctx_truncate (L->ctx, context);
   start = dfl_bench_now ();
   for (int r = 0; r < rounds; r++) {
     int a = pattern[r % n_pattern];
     double t0, t1, t2, t3;
+    DflTensor rows;
 
     /* draft: the block is enqueued, the selection brings the ids back (its
      * wait is the block's end) */
     t0 = dfl_bench_now ();
-    if (!dfl_cuda_draft_block (L->ctx, pos, anchor, L->vocab, L->d_out, error)
-        || !dfl_cuda_draft_select (L->cd, L->d_out, L->vocab, anchor, chosen, NULL, error))
+    if (!dfl_draft_ctx_block (L->ctx, pos, anchor, L->vocab, &L->out, error)
+        || !dfl_draft_ctx_select (L->ctx, &L->out, L->vocab, anchor, chosen, NULL, error))
       return FALSE;
     t1 = dfl_bench_now ();
 
@@ -124,8 +126,9 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
      * block's parameter upload waits for them, so their device time shows
      * in the next round's draft */
     dfl_cuda_target_seq_truncate (L->seq, (int) pos + a + 1);
-    if (!dfl_cuda_draft_ctx_queue (L->ctx, pos, L->d_taps, 0, (gsize) a + 1, error)
-        || !dfl_cuda_draft_ctx_settle (L->ctx, error))
+    rows = dfl_tensor_2d (L->cuda, L->d_taps, 0, DFL_DTYPE_F32, a + 1,
+                          dfl_drafter_geometry_tap_width (L->g));
+    if (!dfl_draft_ctx_queue (L->ctx, pos, &rows, error) || !dfl_draft_ctx_settle (L->ctx, error))
       return FALSE;
     t3 = dfl_bench_now ();
 
@@ -253,8 +256,10 @@ main (int argc, char **argv)
   g_autoptr (DflCudaDevice) dev = NULL;
   g_autoptr (DflCudaTarget) t = NULL;
   g_autoptr (DflCudaTargetSeq) seq = NULL;
-  g_autoptr (DflCudaDrafter) cd = NULL;
-  g_autoptr (DflCudaDraftCtx) ctx = NULL;
+  g_autoptr (DflDevice) cuda = NULL;
+  g_autoptr (DflDrafterWeights) cd = NULL;
+  g_autoptr (DflDraftCtx) ctx = NULL;
+  DflDraftTrunk trunk;
   g_autoptr (GPtrArray) patterns = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GArray) lengths = g_array_new (FALSE, FALSE, sizeof (int));
   g_autofree int *prompt = NULL;
@@ -313,23 +318,29 @@ main (int argc, char **argv)
       || !dfl_cuda_target_seq_reserve (seq, context + g.block * rounds + g.block, &error))
     goto out;
   /* the drafter reads the target's own embedding and head on the card */
-  if (!(cd = dfl_cuda_drafter_new_random (dev, &g, TRUE, TRUE, DFL_DTYPE_BF16,
-                                          dfl_cuda_target_embedding (t),
-                                          dfl_cuda_target_head (t), 7, &error))
-      || !(ctx = dfl_cuda_draft_ctx_new (cd, &error)))
+  if (!(cuda = dfl_device_wrap (DFL_BACKEND_CUDA, dev, &error)))
+    goto out;
+  {
+    const DflCudaWeights *e = dfl_cuda_target_embedding (t), *h = dfl_cuda_target_head (t);
+    trunk.embed = dfl_tensor_2d (cuda, (gpointer) e->d_data, 0, e->type, e->rows, e->cols);
+    trunk.head = dfl_tensor_2d (cuda, (gpointer) h->d_data, 0, h->type, h->rows, h->cols);
+  }
+  if (!(cd = dfl_cuda_drafter_new_random (cuda, &g, TRUE, TRUE, DFL_DTYPE_BF16, &trunk, 7,
+                                          &error))
+      || !(ctx = dfl_draft_ctx_new (cd, &error)))
     goto out;
   tw = (gsize) dfl_drafter_geometry_tap_width (&g);
   if (!(L.d_taps = dfl_cuda_alloc (dev, (gsize) MAX (PREFILL_CHUNK, g.block) * tw * sizeof (float),
                                    &error))
-      || !(L.d_out = dfl_cuda_alloc (dev, dfl_cuda_draft_block_floats (cd, c.vocab)
-                                     * sizeof (float), &error)))
+      || !(L.d_out = dfl_cuda_alloc (dev, dfl_draft_ctx_block_bytes (ctx, c.vocab), &error)))
     goto out;
   L.t = t;
   L.seq = seq;
-  L.cd = cd;
   L.ctx = ctx;
-  L.g = dfl_cuda_drafter_geometry (cd);
+  L.cuda = cuda;
+  L.g = dfl_drafter_weights_geometry (cd);
   L.vocab = c.vocab;
+  L.out = dfl_tensor_2d (cuda, L.d_out, 0, DFL_DTYPE_F32, g.block - 1, g.hidden + c.vocab);
 
   /* the prefill, in chunks, each chunk's taps queued into the drafter's
    * context from the card; the last row's argmax is the first anchor */
@@ -340,15 +351,16 @@ main (int argc, char **argv)
     int n = MIN (PREFILL_CHUNK, context - done);
     gboolean last = done + n == context;
     DflCudaForwardOut fo = { 0 };
+    DflTensor rows;
     int32_t argmax = 0;
     fo.tap_layers = g.taps;
     fo.n_tap_layers = g.n_taps;
     fo.d_taps = L.d_taps;
     fo.logits_from = n - 1;
     fo.argmax = last ? &argmax : NULL;
+    rows = dfl_tensor_2d (cuda, L.d_taps, 0, DFL_DTYPE_F32, n, (gint64) tw);
     if (!dfl_cuda_target_forward (t, seq, prompt + done, n, &fo, &error)
-        || !dfl_cuda_draft_ctx_queue (ctx, done, L.d_taps, 0, n, &error)
-        || !dfl_cuda_draft_ctx_settle (ctx, &error))
+        || !dfl_draft_ctx_queue (ctx, done, &rows, &error) || !dfl_draft_ctx_settle (ctx, &error))
       goto out;
     if (last)
       first_anchor = (guint32) argmax;
@@ -379,7 +391,7 @@ main (int argc, char **argv)
   }
 
   target_bytes = dfl_cuda_target_weight_bytes (t);
-  drafter_bytes = dfl_cuda_drafter_weight_bytes (cd);
+  drafter_bytes = dfl_drafter_weights_bytes (cd);
   head_bytes = (guint64) c.vocab * c.hidden * dfl_dtype_size (DFL_DTYPE_BF16);
 
   printf ("device                     %s\n", dfl_cuda_device_describe (dev));

@@ -3,7 +3,7 @@
  * The input, cut at NULs, is the "dflash" geometry record, the
  * "base_binding" record and the "dflash_route" record (a part left out is a
  * record left out). The records are parsed as they are, then written into a
- * sidecar file that dfl_drafter_open reads (it holds no weights, so it is
+ * sidecar file that dfl_drafter_weights_open reads (it holds no weights, so it is
  * refused at the first one once the records have been read).
  */
 #include "fuzz-common.h"

@@ -5,8 +5,9 @@
  * made in memory: matrices BF16 as a released drafter stores them (and as
  * the drafter reads them, in place), vectors F32, codebooks F16.
  *
- * Prints the block's latency (median), the settle throughput of a 512-row
- * batch, and the memory-bandwidth floor measured in the same run: the bytes
+ * Prints the block's latency (median; its head scores only selector_top
+ * rows, so the figure is the drafter's, the target's head left out), the
+ * settle throughput of a 512-row batch, and the memory-bandwidth floor measured in the same run: the bytes
  * a block streams, as stored (every weight but FC, which only settling
  * reads, and the codebooks, read a row at a time), over the bandwidth of a
  * large memcpy (bench-common's probe; its streaming-read probe gives the
@@ -80,11 +81,15 @@ main (int argc, char **argv)
   gboolean small = FALSE;
   int n_blocks = 7, ctx_rows = 512, tw, rows;
   GError *error = NULL;
-  DflDrafter *d;
+  DflDrafterWeights *d, *bound;
+  DflDraftCtx *ctx;
+  DflDraftTrunk trunk;
+  DflTensor out;
   Fill f = { 0 };
   double t0, bw, rbw, t_fill, settle[3], blocks[64], sel[5];
   guint64 total, streamed;
-  float *taps, *h, *logits;
+  float *taps, *block, *logits;
+  guint16 *table;
   guint32 *chosen;
 
   for (int i = 1; i < argc; i++) {
@@ -109,13 +114,13 @@ main (int argc, char **argv)
   rows = g.block;
 
   t0 = dfl_bench_now ();
-  if (!(d = dfl_drafter_new_blank_as (&g, TRUE, TRUE, DFL_DTYPE_BF16, &error))) {
+  if (!(d = dfl_drafter_weights_new_blank_as (&g, TRUE, TRUE, DFL_DTYPE_BF16, &error))) {
     fprintf (stderr, "%s\n", error->message);
     return 1;
   }
-  dfl_drafter_foreach_weight (d, fill, &f);
+  dfl_drafter_weights_foreach (d, fill, &f);
   t_fill = dfl_bench_now () - t0;
-  total = dfl_drafter_weight_bytes (d);
+  total = dfl_drafter_weights_bytes (d);
   streamed = total - f.fc_bytes - f.book_bytes;
   printf ("geometry: %s — hidden %d, %d layers, %d heads over %d, head_dim %d, intermediate %d,"
           " %d taps, block %d, conv kernel %d group %d, selector rank %d top %d, vocab %d\n",
@@ -129,27 +134,48 @@ main (int argc, char **argv)
   rbw = dfl_bench_read_bandwidth (small ? 256 : 1024);
   printf ("bandwidth: memcpy %.2f GB/s (bytes copied), streaming read %.2f GB/s\n", bw / 1e9, rbw / 1e9);
 
+  /* the target's embedding and (tied) head, BF16: zero pages but for the
+   * rows the blocks read (each block's anchor, the mask), random */
+  table = g_malloc0 ((gsize) g.vocab * g.hidden * sizeof (guint16));
+  for (int r = 0; r <= n_blocks + g.selector_top; r++)
+    for (int j = 0; j < g.hidden; j++)
+      table[(gsize) (r == n_blocks + g.selector_top ? (int) g.mask_token : r) * g.hidden + j]
+          = dfl_f32_to_bf16 (rnd ());
+  trunk.embed = dfl_tensor_2d (NULL, table, 0, DFL_DTYPE_BF16, g.vocab, g.hidden);
+  trunk.head = trunk.embed;
+  if (!(bound = dfl_drafter_weights_bind (d, NULL, &trunk, DFL_DTYPE_F32, &error))
+      || !(ctx = dfl_draft_ctx_new (bound, &error))) {
+    fprintf (stderr, "%s\n", error->message);
+    return 1;
+  }
+
   /* settle: a 512-row prompt, one batch through each matrix */
   taps = g_new (float, (gsize) ctx_rows * tw);
   for (gsize i = 0; i < (gsize) ctx_rows * tw; i++)
     taps[i] = rnd ();
   for (int i = 0; i < 3; i++) {
-    dfl_drafter_reset (d);
-    dfl_drafter_queue_context (d, 0, taps, ctx_rows);
+    dfl_draft_ctx_reset (ctx);
+    if (!dfl_draft_ctx_queue_host (ctx, 0, taps, ctx_rows, &error)) {
+      fprintf (stderr, "%s\n", error->message);
+      return 1;
+    }
     t0 = dfl_bench_now ();
-    dfl_drafter_settle (d);
+    if (!dfl_draft_ctx_settle (ctx, &error)) {
+      fprintf (stderr, "%s\n", error->message);
+      return 1;
+    }
     settle[i] = dfl_bench_now () - t0;
   }
   printf ("settle: %d rows in %.3f s (median of 3): %.0f rows/s\n", ctx_rows, dfl_bench_median (settle, 3),
           ctx_rows / dfl_bench_median (settle, 3));
 
-  /* blocks over that context; the first one warms up */
-  h = g_new (float, (gsize) rows * g.hidden);
+  /* blocks over that context, each from another anchor; the first one
+   * warms up */
+  block = g_malloc (dfl_draft_ctx_block_bytes (ctx, g.selector_top));
+  out = dfl_tensor_2d (NULL, block, 0, DFL_DTYPE_F32, rows - 1, g.hidden + g.selector_top);
   for (int i = 0; i <= n_blocks; i++) {
-    for (gsize j = 0; j < (gsize) rows * g.hidden; j++)
-      h[j] = rnd ();
     t0 = dfl_bench_now ();
-    if (!dfl_drafter_block (d, ctx_rows, h, &error)) {
+    if (!dfl_draft_ctx_block (ctx, ctx_rows, (guint32) i, g.selector_top, &out, &error)) {
       fprintf (stderr, "%s\n", error->message);
       return 1;
     }
@@ -174,15 +200,18 @@ main (int argc, char **argv)
     logits[j] = rnd ();
   for (int i = 0; i < 5; i++) {
     t0 = dfl_bench_now ();
-    dfl_drafter_select (d, h + g.hidden, rows - 1, logits, g.vocab, 0, chosen, NULL);
+    dfl_drafter_weights_select (d, block, rows - 1, logits, g.vocab, 0, chosen, NULL);
     sel[i] = dfl_bench_now () - t0;
   }
   printf ("select: %d rows over %d logits in %.2f ms (median of 5)\n", rows - 1, g.vocab, dfl_bench_median (sel, 5) * 1e3);
 
   g_free (taps);
-  g_free (h);
+  g_free (block);
   g_free (logits);
   g_free (chosen);
-  dfl_drafter_free (d);
+  dfl_draft_ctx_free (ctx);
+  dfl_drafter_weights_unref (bound);
+  dfl_drafter_weights_unref (d);
+  g_free (table);
   return 0;
 }

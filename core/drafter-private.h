@@ -1,6 +1,7 @@
-/* gst-dflash — the drafter's state, shared by its source files (sidecar.c
- * loads it, drafter-context.c keeps its context, drafter.c runs the block,
- * drafter-select.c picks the tokens). Not installed, not for elements.
+/* gst-dflash — the drafter's weights, shared by its source files (sidecar.c
+ * loads them, drafter-cpu.c drafts with them on the CPU, drafter-select.c
+ * picks the tokens, drafter-engines.c binds them to a back end, the GPU
+ * back ends upload them). Not installed, not for elements.
  */
 #pragma once
 
@@ -24,15 +25,6 @@ typedef struct {
   DflConv attn_conv, mlp_conv;
 } DflDrafterLayer;
 
-/* A layer's keys and values per KV head, a row of head_dim per position, in
- * buffers of `cap` rows of which rows start … start+held−1 are live. The
- * layer holds positions first + dropped … first + dropped + held − 1. */
-typedef struct {
-  float **k, **v;
-  gsize cap, start, held;
-  gint64 dropped;
-} DflLayerContext;
-
 typedef struct {
   float *mean;          /* [hidden] */
   float *basis;         /* [rank][hidden], orthonormal rows */
@@ -52,47 +44,77 @@ typedef struct {
   gboolean owned;       /* allocated here (writable), else inside the mapping */
 } DflDrafterWeight;
 
-struct _DflDrafter {
+/* What a back end does with bound weights: make a context, free its
+ * state (`native`: its weights on the device). */
+typedef struct {
+  DflDraftCtx *(*ctx_new) (DflDrafterWeights *bound, GError **error);
+  void (*free) (gpointer native);
+} DflDraftEngine;
+
+struct _DflDrafterWeights {
+  gint refcount;
   char *path;
   DflDrafterGeometry g;
+  gboolean v1, conv, selector;
+  DflRoute *route;
+  char binding[17];
+  gboolean has_binding;
+
+  /* the weights in host memory (none for weights made on a device) */
   DflSafetensors *st;   /* kept open: weights may point into its mapping */
   GArray *weights;      /* DflDrafterWeight */
-  gboolean v1, conv, selector;
-
   DflWeights fc;                    /* [hidden][n_taps·hidden] */
   const float *hidden_norm, *norm;
   DflWeights sel;                   /* [selector_rank][hidden] */
   const guint16 *books[2];          /* predecessor, successor: F16 [vocab][rank] */
   DflDrafterLayer *layers;
   float *inv_freq;
-  DflRoute *route;
-  char binding[17];
-  gboolean has_binding;
 
-  /* the context covers positions first … first+len−1, then pending_rows
-   * waiting rows (their taps) */
-  DflLayerContext *ctx;
-  gint64 first, len;
-  float *pending;
-  gsize pending_rows, pending_cap;
-
-  /* the block's scratch, sized at creation; the scores grow with the context */
-  float *s_x, *s_x2, *s_q, *s_k, *s_v, *s_y, *s_o, *s_d, *s_gate, *s_up;
-  float *s_qg, *s_kb, *s_og, *s_sc, *s_vt;
-  gsize s_sc_cap, s_vt_cap;
+  /* bound weights (dfl_drafter_weights_bind): the host weights they were
+   * made from (a reference; NULL for weights made on the device), the
+   * back end, its device (NULL: the CPU), the target's trunk, the back
+   * end's state */
+  DflDrafterWeights *host;
+  const DflDraftEngine *engine;
+  DflDevice *device;
+  DflDraftTrunk trunk;
+  gpointer native;
+  guint64 device_bytes;
 };
 
+/* Where the host-side facts of bound weights are (the router, the
+ * matrices as loaded): the weights they were made from. */
+static inline const DflDrafterWeights *
+dfl_drafter_weights_base (const DflDrafterWeights *w)
+{
+  return w->host ? w->host : w;
+}
+
 /* sidecar.c */
-DflDrafter *dfl_drafter_alloc (const DflDrafterGeometry *g, const char *path);
-/* Allocate the context and the block's scratch once the weights are in. */
-void dfl_drafter_init_state (DflDrafter *d);
-void dfl_drafter_free_state (DflDrafter *d);
+DflDrafterWeights *dfl_drafter_weights_alloc (const DflDrafterGeometry *g, const char *path);
+/* Bound weights of `engine` for `host` (a reference taken; NULL: weights
+ * made on the device, of geometry `g` and name `path`). */
+DflDrafterWeights *dfl_drafter_weights_new_bound (DflDrafterWeights *host,
+                                                  const DflDrafterGeometry *g, const char *path,
+                                                  const DflDraftEngine *engine, DflDevice *device,
+                                                  const DflDraftTrunk *trunk);
 
 /* drafter-select.c */
 DflRoute *dfl_route_parse (const char *json, int hidden, const char *origin, GError **error);
 void dfl_route_free (DflRoute *r);
 
-/* drafter-context.c */
-void dfl_drafter_settle_rows (DflDrafter *d, gint64 pos, const float *taps, gsize n);
+/* draft-trunk.c */
+/* Refuse a trunk the drafter cannot read: matrices of its hidden width,
+ * the embedding at least vocab rows and the head at least selector_top,
+ * packed, F32, F16 or BF16, on `device` where `on_device` (else in host
+ * memory). Messages name `name`. */
+gboolean dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, gboolean on_device,
+                                const char *name, const DflDrafterGeometry *g, gboolean selector,
+                                GError **error);
+/* A trunk matrix as the CPU's products read it (host memory, packed). */
+DflWeights dfl_draft_trunk_weights (const DflTensor *t);
+
+/* drafter-cpu.c */
+extern const DflDraftEngine dfl_draft_engine_cpu;
 
 G_END_DECLS

@@ -39,14 +39,17 @@ dfl_top_k (const float *x, int n, int k, float *values, guint32 *indices)
 }
 
 void
-dfl_drafter_select_project (const DflDrafter *d, const float *hidden, int n, float *hp)
+dfl_drafter_weights_select_project (const DflDrafterWeights *w, const float *hidden, int n,
+                                    float *hp)
 {
+  const DflDrafterWeights *d = dfl_drafter_weights_base (w);
+
   g_return_if_fail (d->selector);
   dfl_matmul_w (&d->sel, hidden, n, d->g.hidden, hp, d->g.selector_rank, d->g.selector_rank, 0);
 }
 
 static void
-book_row (const DflDrafter *d, int which, guint32 token, float *dst)
+book_row (const DflDrafterWeights *d, int which, guint32 token, float *dst)
 {
   int rank = d->g.selector_rank;
 
@@ -54,9 +57,11 @@ book_row (const DflDrafter *d, int which, guint32 token, float *dst)
 }
 
 void
-dfl_drafter_select_with (const DflDrafter *d, const float *hp, int n, const float *logits,
-                         int width, guint32 anchor, guint32 *chosen, guint32 *plain)
+dfl_drafter_weights_select_with (const DflDrafterWeights *w, const float *hp, int n,
+                                 const float *logits, int width, guint32 anchor, guint32 *chosen,
+                                 guint32 *plain)
 {
+  const DflDrafterWeights *d = dfl_drafter_weights_base (w);
   const DflDrafterGeometry *g = &d->g;
   int top = d->selector ? g->selector_top : 1, rank = g->selector_rank;
   float *vals, *pc = NULL, *sc = NULL;
@@ -105,16 +110,18 @@ dfl_drafter_select_with (const DflDrafter *d, const float *hp, int n, const floa
 }
 
 void
-dfl_drafter_select (const DflDrafter *d, const float *hidden, int n, const float *logits, int width,
-                    guint32 anchor, guint32 *chosen, guint32 *plain)
+dfl_drafter_weights_select (const DflDrafterWeights *w, const float *hidden, int n,
+                            const float *logits, int width, guint32 anchor, guint32 *chosen,
+                            guint32 *plain)
 {
+  const DflDrafterWeights *d = dfl_drafter_weights_base (w);
   float *hp = NULL;
 
   if (d->selector) {
     hp = g_new (float, (gsize) n * d->g.selector_rank);
-    dfl_drafter_select_project (d, hidden, n, hp);
+    dfl_drafter_weights_select_project (d, hidden, n, hp);
   }
-  dfl_drafter_select_with (d, hp, n, logits, width, anchor, chosen, plain);
+  dfl_drafter_weights_select_with (d, hp, n, logits, width, anchor, chosen, plain);
   g_free (hp);
 }
 
@@ -251,14 +258,15 @@ recon_error (const DflSubspace *s, const double *u, double *c, int hidden)
 }
 
 gboolean
-dfl_drafter_has_route (const DflDrafter *d)
+dfl_drafter_weights_has_route (const DflDrafterWeights *w)
 {
-  return d->route != NULL;
+  return dfl_drafter_weights_base (w)->route != NULL;
 }
 
 float
-dfl_drafter_route_margin (const DflDrafter *d, const float *row)
+dfl_drafter_weights_route_margin (const DflDrafterWeights *w, const float *row)
 {
+  const DflDrafterWeights *d = dfl_drafter_weights_base (w);
   int hs = d->g.hidden;
   double norm = 0.0, *u, *c, margin;
 

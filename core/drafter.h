@@ -38,14 +38,23 @@
  * (queue / settle / truncate / windows) with one change: a windowed layer
  * keeps DFL_DRAFTER_BLOCK_SLACK rows past its window, so a rewind of up to
  * that many positions stays exact, and a block whose context is no longer
- * held is refused (dfl_drafter_context_check) instead of drafted short.
+ * held is refused (dfl_draft_ctx_check) instead of drafted short.
  *
- * A DflDrafter is not thread-safe: one caller at a time.
+ * Two objects: DflDrafterWeights, immutable once loaded (a blank one's
+ * weights may be filled before its first use) and shared by any number of
+ * sequences and threads; and DflDraftCtx, one sequence's context, used by
+ * one thread at a time. A context drafts for a target: the weights are
+ * first bound to the target's embedding and head on a back end
+ * (dfl_drafter_weights_bind: the CPU, or uploaded to a CUDA or Vulkan
+ * device), and every context made from the bound weights runs there,
+ * through the same calls whatever the back end.
  */
 #pragma once
 
 #include <glib.h>
+#include "dfl-backend.h"
 #include "safetensors.h"
+#include "target.h"
 
 G_BEGIN_DECLS
 
@@ -54,7 +63,7 @@ G_BEGIN_DECLS
  * exact. Rows are dropped lazily: when a layer holds more than
  * 2·(window + BLOCK_SLACK) rows it is cut back to window + BLOCK_SLACK. */
 #define DFL_DRAFTER_BLOCK_SLACK 256
-/* Rows that may wait unsettled (dfl_drafter_queue_context); past that the
+/* Rows that may wait unsettled (dfl_draft_ctx_queue); past that the
  * oldest are settled, a multiple of DFL_DRAFTER_CONTEXT_CHUNK of them. */
 #define DFL_DRAFTER_PENDING_ROWS 512
 #define DFL_DRAFTER_CONTEXT_CHUNK 64
@@ -109,40 +118,47 @@ gboolean dfl_drafter_geometry_rotary (const DflDrafterGeometry *g, int layer);
 /* Width of a context row: n_taps · hidden. */
 int dfl_drafter_geometry_tap_width (const DflDrafterGeometry *g);
 
-typedef struct _DflDrafter DflDrafter;
+typedef struct _DflDrafterWeights DflDrafterWeights;
+typedef struct _DflDraftCtx DflDraftCtx;
+
+/* --- the weights --- */
 
 /* `path`: a sidecar file, a released v1 drafter's folder, or a target folder
  * holding dflash.safetensors. */
-DflDrafter *dfl_drafter_open (const char *path, GError **error);
-/* A drafter of this geometry with every weight zero (norm weights one), for
- * benches and tests that fill the weights themselves
- * (dfl_drafter_foreach_weight). `conv` / `selector`: whether it has them.
- * Its matrices are F32. */
-DflDrafter *dfl_drafter_new_blank (const DflDrafterGeometry *g, gboolean conv,
-                                   gboolean selector, GError **error);
+DflDrafterWeights *dfl_drafter_weights_open (const char *path, GError **error);
+/* Weights of this geometry, every one zero (norm weights one), for benches
+ * and tests that fill them themselves (dfl_drafter_weights_foreach) before
+ * their first use. `conv` / `selector`: whether it has them. Its matrices
+ * are F32. */
+DflDrafterWeights *dfl_drafter_weights_new_blank (const DflDrafterGeometry *g, gboolean conv,
+                                                  gboolean selector, GError **error);
 /* The same with matrices of `matrix_dtype` (F32, F16 or BF16; released
  * drafters are BF16); vectors F32, codebooks F16 as always. */
-DflDrafter *dfl_drafter_new_blank_as (const DflDrafterGeometry *g, gboolean conv,
-                                      gboolean selector, DflDtype matrix_dtype, GError **error);
-void dfl_drafter_free (DflDrafter *d);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflDrafter, dfl_drafter_free)
+DflDrafterWeights *dfl_drafter_weights_new_blank_as (const DflDrafterGeometry *g, gboolean conv,
+                                                     gboolean selector, DflDtype matrix_dtype,
+                                                     GError **error);
+DflDrafterWeights *dfl_drafter_weights_ref (DflDrafterWeights *w);
+void dfl_drafter_weights_unref (DflDrafterWeights *w);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflDrafterWeights, dfl_drafter_weights_unref)
 
-const DflDrafterGeometry *dfl_drafter_geometry (const DflDrafter *d);
-const char *dfl_drafter_path (const DflDrafter *d);
-gboolean dfl_drafter_is_v1 (const DflDrafter *d);
-gboolean dfl_drafter_has_conv (const DflDrafter *d);
-gboolean dfl_drafter_has_selector (const DflDrafter *d);
+const DflDrafterGeometry *dfl_drafter_weights_geometry (const DflDrafterWeights *w);
+const char *dfl_drafter_weights_path (const DflDrafterWeights *w);
+gboolean dfl_drafter_weights_is_v1 (const DflDrafterWeights *w);
+gboolean dfl_drafter_weights_has_conv (const DflDrafterWeights *w);
+gboolean dfl_drafter_weights_has_selector (const DflDrafterWeights *w);
 
-/* Every weight as held in memory: matrices in their stored dtype (F32, F16
- * or BF16), vectors F32, codebooks F16. `data` may be written only where
- * `writable` (a buffer the drafter allocated: a blank drafter's, a vector
- * converted at load; never the mapped file). */
+/* Every weight as held in host memory: matrices in their stored dtype
+ * (F32, F16 or BF16), vectors F32, codebooks F16. `data` may be written
+ * only where `writable` (a buffer the loader allocated: a blank drafter's,
+ * a vector converted at load; never the mapped file), and only before the
+ * weights' first use. */
 typedef void (*DflDrafterWeightFunc) (const char *name, DflDtype dtype, gsize n_elements,
                                       void *data, gboolean writable, gpointer user_data);
-void dfl_drafter_foreach_weight (DflDrafter *d, DflDrafterWeightFunc func, gpointer user_data);
-/* Bytes of weights as held in memory: matrices as stored (what a block
- * streams, roughly), vectors as F32. */
-guint64 dfl_drafter_weight_bytes (const DflDrafter *d);
+void dfl_drafter_weights_foreach (DflDrafterWeights *w, DflDrafterWeightFunc func,
+                                  gpointer user_data);
+/* Bytes of weights as held: on the host, matrices as stored (what a block
+ * streams, roughly) and vectors as F32; on a device, what was uploaded. */
+guint64 dfl_drafter_weights_bytes (const DflDrafterWeights *w);
 
 /* --- binding to the target --- */
 
@@ -152,55 +168,133 @@ guint64 dfl_drafter_weight_bytes (const DflDrafter *d);
 gboolean dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex[17],
                            GError **error);
 /* The sidecar's base_binding.trunk_hash64, or NULL (v1 drafters have none). */
-const char *dfl_drafter_binding (const DflDrafter *d);
+const char *dfl_drafter_weights_binding (const DflDrafterWeights *w);
 /* Refuse a drafter made for another target: its target_layers, hidden and
  * vocab must be the target's, and a sidecar's binding must be the target's
  * trunk hash. A v1 drafter is checked on the sizes alone. */
-gboolean dfl_drafter_check_target (const DflDrafter *d, const DflSafetensors *target,
-                                   gboolean tied, int target_layers, int hidden, int vocab,
-                                   GError **error);
+gboolean dfl_drafter_weights_check_target (const DflDrafterWeights *w,
+                                           const DflSafetensors *target, gboolean tied,
+                                           int target_layers, int hidden, int vocab,
+                                           GError **error);
 
-/* --- context (the reference's bookkeeping) --- */
+/* What a block reads of the target: its token embedding ([vocab][hidden])
+ * and its LM head ([rows][hidden], rows at least the widest shortlist
+ * asked for), F32, F16 or BF16, packed; the same matrix twice when tied. */
+typedef struct {
+  DflTensor embed;
+  DflTensor head;
+} DflDraftTrunk;
+
+/* The trunk of a target loaded on the CPU: its matrices in its mapping,
+ * borrowed. */
+gboolean dfl_draft_trunk_of_target (DflDraftTrunk *trunk, const DflTarget *target,
+                                    GError **error);
+
+/* The weights ready to draft for a target on `device` (NULL: the CPU),
+ * reading `trunk` there. On the CPU the trunk is host memory, borrowed
+ * (it must outlive the result), and the weights are shared, not copied.
+ * On a CUDA device the trunk is device memory on it, borrowed; the weights
+ * are uploaded, matrices as F32 where `matrix_dtype` is F32 (parity with
+ * the CPU), else each F16 or BF16 one as stored and each F32 one converted
+ * to `matrix_dtype`. On a Vulkan device the trunk is host memory, uploaded
+ * with the weights as stored (`matrix_dtype` is not used). A bound drafter
+ * cannot be bound again. Errors: DFL_ERROR_MISMATCH where the trunk does
+ * not fit the drafter (hidden, vocab), DFL_ERROR_UNSUPPORTED for a back
+ * end this build lacks or a geometry past its kernels, and the device's. */
+DflDrafterWeights *dfl_drafter_weights_bind (DflDrafterWeights *w, DflDevice *device,
+                                             const DflDraftTrunk *trunk, DflDtype matrix_dtype,
+                                             GError **error);
+/* The device bound weights run on (NULL: the CPU, or not bound). */
+DflDevice *dfl_drafter_weights_device (const DflDrafterWeights *w);
+/* The type the drafter's matrices are stored in (F32, F16 or BF16): what
+ * to pass as `matrix_dtype` for "as stored". */
+DflDtype dfl_drafter_weights_stored_dtype (const DflDrafterWeights *w);
+
+/* --- a sequence's context --- */
+
+/* A context for bound weights (it keeps a reference to them). */
+DflDraftCtx *dfl_draft_ctx_new (DflDrafterWeights *bound, GError **error);
+void dfl_draft_ctx_free (DflDraftCtx *ctx);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflDraftCtx, dfl_draft_ctx_free)
+
+DflDrafterWeights *dfl_draft_ctx_weights (const DflDraftCtx *ctx);
+/* Where its tensors live: the bound weights' device (NULL: host memory). */
+DflDevice *dfl_draft_ctx_device (const DflDraftCtx *ctx);
 
 /* The position the next context row belongs to (waiting rows included). */
-gint64 dfl_drafter_next_position (const DflDrafter *d);
+gint64 dfl_draft_ctx_next_position (const DflDraftCtx *ctx);
 /* The positions the context covers: [first, next_position). */
-void dfl_drafter_span (const DflDrafter *d, gint64 *first, gint64 *end);
-void dfl_drafter_reset (DflDrafter *d);
+void dfl_draft_ctx_span (const DflDraftCtx *ctx, gint64 *first, gint64 *end);
+void dfl_draft_ctx_reset (DflDraftCtx *ctx);
 /* Forget the context from position `pos` on (a rewind of the target). */
-void dfl_drafter_truncate (DflDrafter *d, gint64 pos);
-/* Add the target's rows of positions pos … pos+n_rows−1 (`taps`: n_rows rows
- * of n_taps·hidden, the taps joined in the geometry's order). Rows at held
- * positions replace them and what follows; a gap, or a position before the
- * context's first, starts the context over at `pos`. The rows wait
- * (at most DFL_DRAFTER_PENDING_ROWS) until settled. */
-void dfl_drafter_queue_context (DflDrafter *d, gint64 pos, const float *taps, gsize n_rows);
-/* Make every waiting row context. */
-void dfl_drafter_settle (DflDrafter *d);
-/* queue then settle. */
-void dfl_drafter_push_context (DflDrafter *d, gint64 pos, const float *taps, gsize n_rows);
+void dfl_draft_ctx_truncate (DflDraftCtx *ctx, gint64 pos);
+/* Add the target's rows of positions pos … pos+n−1: `taps` holds n rows
+ * of n_taps·hidden F32 (the taps joined in the geometry's order), in host
+ * memory or on the context's device. Rows at held positions replace them
+ * and what follows; a gap, or a position before the context's first,
+ * starts the context over at `pos`. The rows wait (at most
+ * DFL_DRAFTER_PENDING_ROWS; past that the oldest are settled) until
+ * settled. The rows are copied (in the device's order) before this
+ * returns: the caller may reuse `taps`. FALSE with an error for rows out
+ * of range or the device's error (the context is then unusable until
+ * reset). */
+gboolean dfl_draft_ctx_queue (DflDraftCtx *ctx, gint64 pos, const DflTensor *taps,
+                              GError **error);
+/* The same from `n_rows` packed host rows. */
+gboolean dfl_draft_ctx_queue_host (DflDraftCtx *ctx, gint64 pos, const float *taps,
+                                   gsize n_rows, GError **error);
+/* Make every waiting row context (batches of DFL_DRAFTER_SETTLE_BATCH). */
+gboolean dfl_draft_ctx_settle (DflDraftCtx *ctx, GError **error);
 /* Whether a block anchored at `anchor_pos` would see every context row it
  * should: the context must reach the anchor (no gap), start at or before it,
  * and each windowed layer must still hold the rows its window reaches (a
  * rewind deeper than DFL_DRAFTER_BLOCK_SLACK loses them). FALSE with a
  * DFL_ERROR_LIMIT error saying what is missing and from where to queue the
  * target's rows again (a reset then queue from there restarts it). */
-gboolean dfl_drafter_context_check (const DflDrafter *d, gint64 anchor_pos, GError **error);
-/* A layer's settled keys and values for one KV head: `rows` rows of head_dim
- * for positions from `from` on (the first position the layer holds). */
-void dfl_drafter_context_kv (const DflDrafter *d, int layer, int kv_head,
-                             const float **k, const float **v, gsize *rows, gint64 *from);
+gboolean dfl_draft_ctx_check (const DflDraftCtx *ctx, gint64 anchor_pos, GError **error);
+/* A layer's settled keys and values for one KV head, copied to the host
+ * (tests): `*rows` rows of head_dim for positions from `*from` on (the
+ * first position the layer holds); k and v g_malloc'd (either may be
+ * NULL: just the counts). */
+gboolean dfl_draft_ctx_read_kv (DflDraftCtx *ctx, int layer, int kv_head, float **k, float **v,
+                                gsize *rows, gint64 *from, GError **error);
 
 /* --- the block --- */
 
-/* One block anchored at `anchor_pos`: `h` holds block rows of hidden, the
- * target's embeddings of [anchor, MASK × (block − 1)]; on return the rows
- * after the last norm (row j ≥ 1 drafts the token at anchor_pos + j).
- * Waiting rows are settled first. FALSE (h untouched) where the context is
- * short (dfl_drafter_context_check). */
-gboolean dfl_drafter_block (DflDrafter *d, gint64 anchor_pos, float *h, GError **error);
+/* Bytes of a block's output at head width `width`: (block − 1) rows of
+ * hidden F32, then (block − 1) rows of `width` logits F32. */
+gsize dfl_draft_ctx_block_bytes (const DflDraftCtx *ctx, int width);
+/* One block anchored at `anchor_pos` with token `anchor`: the rows
+ * [anchor, MASK × (block − 1)] embedded with the target's table, the
+ * drafter's layers, the last norm, then the target's head over its first
+ * `width` rows (selector_top ≤ width ≤ vocab) for the rows after the
+ * anchor's. Into `out` (dfl_draft_ctx_block_bytes, in host memory or on
+ * the context's device): those rows, then their logits. Waiting rows are
+ * settled first. On a GPU the work is in the device's order when this
+ * returns (a read of `out` on the device waits for it). FALSE (out
+ * untouched) with DFL_ERROR_LIMIT where the context is short
+ * (dfl_draft_ctx_check), DFL_ERROR_INVALID for a bad token, width or
+ * output, or the device's error. */
+gboolean dfl_draft_ctx_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
+                              const DflTensor *out, GError **error);
+/* On the CPU, the last block's rows after the last norm, all `block` of
+ * them, the anchor's too (the parity tests compare them all; valid until
+ * the next block); NULL on a GPU. */
+const float *dfl_draft_ctx_block_rows (const DflDraftCtx *ctx);
+/* The drafted tokens of a block (`block` as dfl_draft_ctx_block wrote it at
+ * `width`, where it wrote it): each row's top selector_top candidates
+ * re-scored against the token chosen before it, starting from `anchor`
+ * (dfl_drafter_weights_select); only the ids come back to the host.
+ * `chosen` (re-scored; the plain argmax without a selector) and `plain`
+ * (each row's argmax): block − 1 each; either may be NULL. */
+gboolean dfl_draft_ctx_select (DflDraftCtx *ctx, const DflTensor *block, int width,
+                               guint32 anchor, guint32 *chosen, guint32 *plain, GError **error);
+/* Both, in one submission where the back end can. */
+gboolean dfl_draft_ctx_draft (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
+                              const DflTensor *out, guint32 *chosen, guint32 *plain,
+                              GError **error);
 
-/* --- selection --- */
+/* --- selection on the host --- */
 
 /* The `k` largest of x (n values), largest first; the first of equals is
  * kept. Returns how many were written (min(k, n) less NaNs). */
@@ -211,22 +305,26 @@ int dfl_top_k (const float *x, int n, int k, float *values, guint32 *indices);
  * candidates are re-scored logit + (P[prev] ⊙ S·h) · C[cand] against the
  * token chosen before it, starting from `anchor`; ties keep the earlier
  * candidate. `plain`: every row's own argmax. Without a selector `chosen`
- * is the plain argmax. Either output may be NULL. */
-void dfl_drafter_select (const DflDrafter *d, const float *hidden, int n, const float *logits,
-                         int width, guint32 anchor, guint32 *chosen, guint32 *plain);
+ * is the plain argmax. Either output may be NULL. Host weights (or weights
+ * bound from them). */
+void dfl_drafter_weights_select (const DflDrafterWeights *w, const float *hidden, int n,
+                                 const float *logits, int width, guint32 anchor, guint32 *chosen,
+                                 guint32 *plain);
 /* The same with the selector's projection already made (`hp`: n rows of
  * selector_rank, S·h). */
-void dfl_drafter_select_with (const DflDrafter *d, const float *hp, int n, const float *logits,
-                              int width, guint32 anchor, guint32 *chosen, guint32 *plain);
+void dfl_drafter_weights_select_with (const DflDrafterWeights *w, const float *hp, int n,
+                                      const float *logits, int width, guint32 anchor,
+                                      guint32 *chosen, guint32 *plain);
 /* hp = hidden · Sᵀ: n rows of selector_rank. */
-void dfl_drafter_select_project (const DflDrafter *d, const float *hidden, int n, float *hp);
+void dfl_drafter_weights_select_project (const DflDrafterWeights *w, const float *hidden, int n,
+                                         float *hp);
 
 /* --- the router --- */
 
-gboolean dfl_drafter_has_route (const DflDrafter *d);
+gboolean dfl_drafter_weights_has_route (const DflDrafterWeights *w);
 /* err_chain(u) − err_block(u), u = row / |row| (hidden values), err the
  * squared residual after projecting onto the subspace: above zero the round
  * is the block's. 0 without a router. */
-float dfl_drafter_route_margin (const DflDrafter *d, const float *row);
+float dfl_drafter_weights_route_margin (const DflDrafterWeights *w, const float *row);
 
 G_END_DECLS

@@ -13,7 +13,7 @@
 
 /* Finds (or, blank, makes) the weights under their names. */
 typedef struct {
-  DflDrafter *d;
+  DflDrafterWeights *d;
   const char *prefix;      /* "dflash." for a sidecar, "" for a v1 drafter */
   gboolean blank;
   DflDtype blank_dtype;    /* a blank drafter's matrices */
@@ -29,7 +29,7 @@ origin_of (const Loader *L, const DflStoredTensor *t)
 }
 
 static void
-add_weight (DflDrafter *d, const char *name, DflDtype dtype, gsize n, void *data, gboolean owned)
+add_weight (DflDrafterWeights *d, const char *name, DflDtype dtype, gsize n, void *data, gboolean owned)
 {
   DflDrafterWeight w = { g_strdup (name), dtype, n, data, owned };
 
@@ -217,7 +217,7 @@ conv_load (Loader *L, const char *layer, const char *which, DflConv *c)
 static gboolean
 load_weights (Loader *L)
 {
-  DflDrafter *d = L->d;
+  DflDrafterWeights *d = L->d;
   const DflDrafterGeometry *g = &d->g;
   gint64 hs = g->hidden, ffn = g->intermediate;
   gint64 qd = (gint64) g->heads * g->head_dim, kd = (gint64) g->kv_heads * g->head_dim;
@@ -260,11 +260,12 @@ load_weights (Loader *L)
   return TRUE;
 }
 
-DflDrafter *
-dfl_drafter_alloc (const DflDrafterGeometry *g, const char *path)
+DflDrafterWeights *
+dfl_drafter_weights_alloc (const DflDrafterGeometry *g, const char *path)
 {
-  DflDrafter *d = g_new0 (DflDrafter, 1);
+  DflDrafterWeights *d = g_new0 (DflDrafterWeights, 1);
 
+  d->refcount = 1;
   d->path = g_strdup (path);
   if (g)
     dfl_drafter_geometry_copy (&d->g, g);
@@ -272,12 +273,51 @@ dfl_drafter_alloc (const DflDrafterGeometry *g, const char *path)
   return d;
 }
 
-void
-dfl_drafter_free (DflDrafter *d)
+DflDrafterWeights *
+dfl_drafter_weights_new_bound (DflDrafterWeights *host, const DflDrafterGeometry *g,
+                               const char *path, const DflDraftEngine *engine, DflDevice *device,
+                               const DflDraftTrunk *trunk)
 {
-  if (!d)
+  DflDrafterWeights *w = dfl_drafter_weights_alloc (host ? &host->g : g, host ? host->path : path);
+
+  if (host) {
+    w->host = dfl_drafter_weights_ref (host);
+    w->v1 = host->v1;
+    w->conv = host->conv;
+    w->selector = host->selector;
+    memcpy (w->binding, host->binding, sizeof w->binding);
+    w->has_binding = host->has_binding;
+  }
+  w->engine = engine;
+  w->device = device ? dfl_device_ref (device) : NULL;
+  w->trunk = *trunk;
+  return w;
+}
+
+/* The rotation's frequencies, once the geometry is in. */
+static void
+init_inv_freq (DflDrafterWeights *d)
+{
+  d->inv_freq = g_new0 (float, d->g.head_dim / 2);
+  dfl_rope_inv_freq (d->inv_freq, d->g.head_dim, d->g.rope_theta);
+}
+
+DflDrafterWeights *
+dfl_drafter_weights_ref (DflDrafterWeights *w)
+{
+  g_atomic_int_inc (&w->refcount);
+  return w;
+}
+
+void
+dfl_drafter_weights_unref (DflDrafterWeights *d)
+{
+  if (!d || !g_atomic_int_dec_and_test (&d->refcount))
     return;
-  dfl_drafter_free_state (d);
+  if (d->engine && d->engine->free)
+    d->engine->free (d->native);
+  g_clear_pointer (&d->device, dfl_device_unref);
+  g_clear_pointer (&d->host, dfl_drafter_weights_unref);
   for (guint i = 0; i < d->weights->len; i++) {
     DflDrafterWeight *w = &g_array_index (d->weights, DflDrafterWeight, i);
     g_free (w->name);
@@ -286,6 +326,7 @@ dfl_drafter_free (DflDrafter *d)
   }
   g_array_unref (d->weights);
   g_free (d->layers);
+  g_free (d->inv_freq);
   g_clear_pointer (&d->route, dfl_route_free);
   g_clear_pointer (&d->st, dfl_safetensors_free);
   dfl_drafter_geometry_clear (&d->g);
@@ -295,7 +336,7 @@ dfl_drafter_free (DflDrafter *d)
 
 /* base_binding = {"trunk_hash64": "<16 hex>"}: kept lowercase. */
 static gboolean
-parse_binding (DflDrafter *d, const char *json, GError **error)
+parse_binding (DflDrafterWeights *d, const char *json, GError **error)
 {
   cJSON *b = dfl_json_parse (json, strlen (json) + 1, NULL, FALSE);
   const cJSON *h = b ? cJSON_GetObjectItemCaseSensitive (b, "trunk_hash64") : NULL;
@@ -316,13 +357,13 @@ parse_binding (DflDrafter *d, const char *json, GError **error)
   return ok;
 }
 
-static DflDrafter *
+static DflDrafterWeights *
 open_sidecar (const char *path, GError **error)
 {
   g_autoptr (DflSafetensors) st = dfl_safetensors_open (path, error);
   DflDrafterGeometry g;
   const char *rec, *binding, *route;
-  DflDrafter *d;
+  DflDrafterWeights *d;
   Loader L;
 
   if (!st)
@@ -334,7 +375,7 @@ open_sidecar (const char *path, GError **error)
   }
   if (!dfl_drafter_geometry_parse (&g, rec, path, error))
     return NULL;
-  d = dfl_drafter_alloc (&g, path);
+  d = dfl_drafter_weights_alloc (&g, path);
   dfl_drafter_geometry_clear (&g);
   d->st = g_steal_pointer (&st);
   d->conv = d->selector = TRUE;
@@ -359,20 +400,20 @@ open_sidecar (const char *path, GError **error)
       g_error_free (rerr);
     }
   }
-  dfl_drafter_init_state (d);
+  init_inv_freq (d);
   return d;
 fail:
-  dfl_drafter_free (d);
+  dfl_drafter_weights_unref (d);
   return NULL;
 }
 
-static DflDrafter *
+static DflDrafterWeights *
 open_v1 (const char *dir, GError **error)
 {
   g_autofree char *cfg_path = g_build_filename (dir, "config.json", NULL);
   g_autofree char *json = NULL;
   DflDrafterGeometry g;
-  DflDrafter *d;
+  DflDrafterWeights *d;
   GError *err = NULL;
   gsize len;
   Loader L;
@@ -384,7 +425,7 @@ open_v1 (const char *dir, GError **error)
   }
   if (!dfl_drafter_geometry_from_v1_config (&g, json, len, cfg_path, error))
     return NULL;
-  d = dfl_drafter_alloc (&g, dir);
+  d = dfl_drafter_weights_alloc (&g, dir);
   dfl_drafter_geometry_clear (&g);
   d->v1 = TRUE;
   if (!(d->st = dfl_safetensors_open (dir, error)))
@@ -394,15 +435,15 @@ open_v1 (const char *dir, GError **error)
   L = (Loader) { d, "", FALSE, DFL_DTYPE_F32, error };
   if (!load_weights (&L))
     goto fail;
-  dfl_drafter_init_state (d);
+  init_inv_freq (d);
   return d;
 fail:
-  dfl_drafter_free (d);
+  dfl_drafter_weights_unref (d);
   return NULL;
 }
 
-DflDrafter *
-dfl_drafter_open (const char *path, GError **error)
+DflDrafterWeights *
+dfl_drafter_weights_open (const char *path, GError **error)
 {
   g_return_val_if_fail (path != NULL, NULL);
 
@@ -421,17 +462,17 @@ dfl_drafter_open (const char *path, GError **error)
   return open_sidecar (path, error);
 }
 
-DflDrafter *
-dfl_drafter_new_blank (const DflDrafterGeometry *g, gboolean conv, gboolean selector, GError **error)
+DflDrafterWeights *
+dfl_drafter_weights_new_blank (const DflDrafterGeometry *g, gboolean conv, gboolean selector, GError **error)
 {
-  return dfl_drafter_new_blank_as (g, conv, selector, DFL_DTYPE_F32, error);
+  return dfl_drafter_weights_new_blank_as (g, conv, selector, DFL_DTYPE_F32, error);
 }
 
-DflDrafter *
-dfl_drafter_new_blank_as (const DflDrafterGeometry *g, gboolean conv, gboolean selector,
+DflDrafterWeights *
+dfl_drafter_weights_new_blank_as (const DflDrafterGeometry *g, gboolean conv, gboolean selector,
                           DflDtype matrix_dtype, GError **error)
 {
-  DflDrafter *d;
+  DflDrafterWeights *d;
   Loader L;
 
   g_return_val_if_fail (g != NULL, NULL);
@@ -449,72 +490,89 @@ dfl_drafter_new_blank_as (const DflDrafterGeometry *g, gboolean conv, gboolean s
                  g->conv_kernel, g->selector_rank);
     return NULL;
   }
-  d = dfl_drafter_alloc (g, "(blank drafter)");
+  d = dfl_drafter_weights_alloc (g, "(blank drafter)");
   d->conv = conv;
   d->selector = selector;
   d->v1 = !conv && !selector;
   L = (Loader) { d, "", TRUE, matrix_dtype, error };
   if (!load_weights (&L)) {
-    dfl_drafter_free (d);
+    dfl_drafter_weights_unref (d);
     return NULL;
   }
-  dfl_drafter_init_state (d);
+  init_inv_freq (d);
   return d;
 }
 
 const DflDrafterGeometry *
-dfl_drafter_geometry (const DflDrafter *d)
+dfl_drafter_weights_geometry (const DflDrafterWeights *w)
 {
-  return &d->g;
+  return &w->g;
 }
 
 const char *
-dfl_drafter_path (const DflDrafter *d)
+dfl_drafter_weights_path (const DflDrafterWeights *w)
 {
-  return d->path;
+  return w->path;
 }
 
 gboolean
-dfl_drafter_is_v1 (const DflDrafter *d)
+dfl_drafter_weights_is_v1 (const DflDrafterWeights *w)
 {
-  return d->v1;
+  return w->v1;
 }
 
 gboolean
-dfl_drafter_has_conv (const DflDrafter *d)
+dfl_drafter_weights_has_conv (const DflDrafterWeights *w)
 {
-  return d->conv;
+  return w->conv;
 }
 
 gboolean
-dfl_drafter_has_selector (const DflDrafter *d)
+dfl_drafter_weights_has_selector (const DflDrafterWeights *w)
 {
-  return d->selector;
+  return w->selector;
 }
 
 const char *
-dfl_drafter_binding (const DflDrafter *d)
+dfl_drafter_weights_binding (const DflDrafterWeights *w)
 {
-  return d->has_binding ? d->binding : NULL;
+  return w->has_binding ? w->binding : NULL;
+}
+
+DflDevice *
+dfl_drafter_weights_device (const DflDrafterWeights *w)
+{
+  return w->device;
+}
+
+DflDtype
+dfl_drafter_weights_stored_dtype (const DflDrafterWeights *w)
+{
+  DflDtype t = dfl_drafter_weights_base (w)->fc.type;
+
+  return t == DFL_DTYPE_BF16 || t == DFL_DTYPE_F16 ? t : DFL_DTYPE_F32;
 }
 
 void
-dfl_drafter_foreach_weight (DflDrafter *d, DflDrafterWeightFunc func, gpointer user_data)
+dfl_drafter_weights_foreach (DflDrafterWeights *w, DflDrafterWeightFunc func, gpointer user_data)
 {
-  for (guint i = 0; i < d->weights->len; i++) {
-    DflDrafterWeight *w = &g_array_index (d->weights, DflDrafterWeight, i);
-    func (w->name, w->dtype, w->n, w->data, w->owned, user_data);
+  for (guint i = 0; i < w->weights->len; i++) {
+    DflDrafterWeight *x = &g_array_index (w->weights, DflDrafterWeight, i);
+    func (x->name, x->dtype, x->n, x->data, x->owned, user_data);
   }
 }
 
 guint64
-dfl_drafter_weight_bytes (const DflDrafter *d)
+dfl_drafter_weights_bytes (const DflDrafterWeights *w)
 {
   guint64 bytes = 0;
 
-  for (guint i = 0; i < d->weights->len; i++) {
-    const DflDrafterWeight *w = &g_array_index (d->weights, DflDrafterWeight, i);
-    bytes += (guint64) w->n * dfl_dtype_size (w->dtype);
+  if (w->engine && w->engine != &dfl_draft_engine_cpu)
+    return w->device_bytes;
+  w = dfl_drafter_weights_base (w);
+  for (guint i = 0; i < w->weights->len; i++) {
+    const DflDrafterWeight *x = &g_array_index (w->weights, DflDrafterWeight, i);
+    bytes += (guint64) x->n * dfl_dtype_size (x->dtype);
   }
   return bytes;
 }

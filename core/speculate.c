@@ -7,7 +7,8 @@
 
 struct _DflSpec {
   const DflTarget *target;
-  DflDrafter *drafter;
+  DflDrafterWeights *drafter;   /* bound to the target on the CPU */
+  DflDraftCtx *draft;
   DflSpecParams p;
   DflSpecStats stats;
   DflTargetSeq *seq;
@@ -19,7 +20,8 @@ struct _DflSpec {
   DflVerifier *verifier;
   /* a round's buffers */
   int *drafts;
-  float *emb, *logits, *tip, *block_logits;
+  float *block_out, *logits, *tip;
+  DflTensor block_tensor;   /* block_out: the block's rows and logits */
   int vocab, hs, tap_width, head_width;
   DflRouteCost cost;     /* DFL_ROUTE_COST's figures, this sequence's rounds */
 };
@@ -108,7 +110,7 @@ dfl_verifier_tip (const DflVerifier *v)
 }
 
 gboolean
-dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
+dfl_route_choose (DflRoute route, const DflDrafterWeights *drafter, const float *tip,
                   const DflNgram *ngram, int match_min, const int *tokens, int n,
                   int max_draft, int *chain, int *chain_n, DflRouteCost *cost,
                   gboolean *costed)
@@ -121,7 +123,7 @@ dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
     case DFL_ROUTE_CHAIN:
       return TRUE;
     case DFL_ROUTE_AUTO:
-      return dfl_drafter_route_margin (drafter, tip) <= 0.0f;
+      return dfl_drafter_weights_route_margin (drafter, tip) <= 0.0f;
     case DFL_ROUTE_MATCH:
       *chain_n = dfl_ngram_propose (ngram, tokens, n, max_draft, chain, &match);
       return match >= match_min;
@@ -175,7 +177,7 @@ dfl_spec_params_init (DflSpecParams *p)
 }
 
 DflSpec *
-dfl_spec_new (const DflTarget *target, DflDrafter *drafter, const DflSpecParams *params,
+dfl_spec_new (const DflTarget *target, DflDrafterWeights *drafter, const DflSpecParams *params,
               GError **error)
 {
   const DflQwen3Config *c = dfl_target_config (target);
@@ -189,43 +191,47 @@ dfl_spec_new (const DflTarget *target, DflDrafter *drafter, const DflSpecParams 
                  dfl_route_name (params->route));
     return NULL;
   }
-  if (params->route == DFL_ROUTE_AUTO && !dfl_drafter_has_route (drafter)) {
+  if (params->route == DFL_ROUTE_AUTO && !dfl_drafter_weights_has_route (drafter)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                  "route 'auto' needs a fitted router, and %s has no dflash_route "
                  "(write one with 'dflash route-fit', or route block, chain or match)",
-                 dfl_drafter_path (drafter));
+                 dfl_drafter_weights_path (drafter));
     return NULL;
   }
   s->target = target;
-  s->drafter = drafter;
   s->p = *params;
   dfl_route_cost_init (&s->cost, params->probe_every);
   s->vocab = c->vocab;
   s->hs = c->hidden;
-  s->block = drafter ? dfl_drafter_geometry (drafter)->block : params->chain_max + 1;
+  s->block = drafter ? dfl_drafter_weights_geometry (drafter)->block : params->chain_max + 1;
   if (params->route == DFL_ROUTE_NONE)
     s->block = 1;
   s->head_width = params->head_width > 0 ? MIN (params->head_width, c->vocab) : c->vocab;
-  if (drafter && s->head_width < dfl_drafter_geometry (drafter)->selector_top) {
+  if (drafter && s->head_width < dfl_drafter_weights_geometry (drafter)->selector_top) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                  "a head shortlist of %d rows is narrower than the selector's %d candidates "
                  "(head width: 0 for the whole head, or %d to %d)",
-                 s->head_width, dfl_drafter_geometry (drafter)->selector_top,
-                 dfl_drafter_geometry (drafter)->selector_top, c->vocab);
+                 s->head_width, dfl_drafter_weights_geometry (drafter)->selector_top,
+                 dfl_drafter_weights_geometry (drafter)->selector_top, c->vocab);
     return NULL;
   }
-  s->tap_width = drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_geometry (drafter)) : 0;
+  s->tap_width = drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_weights_geometry (drafter)) : 0;
   s->seq = dfl_target_seq_new (target);
   s->tokens = g_array_new (FALSE, FALSE, sizeof (int));
   s->drafts = g_new (int, s->block);
   s->logits = g_new (float, s->vocab);
   s->tip = g_new0 (float, s->hs);
   if (drafter) {
-    const DflDrafterGeometry *g = dfl_drafter_geometry (drafter);
+    const DflDrafterGeometry *g = dfl_drafter_weights_geometry (drafter);
+    DflDraftTrunk trunk;
+    if (!dfl_draft_trunk_of_target (&trunk, target, error)
+        || !(s->drafter = dfl_drafter_weights_bind (drafter, NULL, &trunk, DFL_DTYPE_F32, error))
+        || !(s->draft = dfl_draft_ctx_new (s->drafter, error)))
+      return NULL;
     s->verifier = dfl_verifier_new (target, s->block - 1, g->taps, g->n_taps);
-    s->emb = g_new (float, (gsize) s->block * s->hs);
-    s->block_logits = g_new (float, (gsize) s->block * s->head_width);
-    dfl_drafter_reset (drafter);
+    s->block_out = g_malloc (dfl_draft_ctx_block_bytes (s->draft, s->head_width));
+    s->block_tensor = dfl_tensor_2d (NULL, s->block_out, 0, DFL_DTYPE_F32, g->block - 1,
+                                     s->hs + s->head_width);
   } else {
     s->verifier = dfl_verifier_new (target, s->block - 1, NULL, 0);
   }
@@ -244,11 +250,12 @@ dfl_spec_free (DflSpec *s)
   if (s->tokens)
     g_array_unref (s->tokens);
   g_clear_pointer (&s->verifier, dfl_verifier_free);
+  g_clear_pointer (&s->draft, dfl_draft_ctx_free);
+  g_clear_pointer (&s->drafter, dfl_drafter_weights_unref);
   g_free (s->drafts);
-  g_free (s->emb);
+  g_free (s->block_out);
   g_free (s->logits);
   g_free (s->tip);
-  g_free (s->block_logits);
   g_free (s->stats.proposed_at);
   g_free (s->stats.accepted_at);
   g_free (s);
@@ -340,7 +347,7 @@ dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **e
     return FALSE;
   }
   if (s->drafter) {
-    const DflDrafterGeometry *g = dfl_drafter_geometry (s->drafter);
+    const DflDrafterGeometry *g = dfl_drafter_weights_geometry (s->drafter);
     taps = g_new (float, (gsize) n * s->tap_width);
     out.tap_layers = g->taps;
     out.n_tap_layers = g->n_taps;
@@ -351,31 +358,24 @@ dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **e
   g_array_append_vals (s->tokens, ids, n);
   s->prompt_len = n;
   s->stats.prompt_tokens = n;
-  if (s->drafter)
-    dfl_drafter_queue_context (s->drafter, 0, taps, n);
+  if (s->drafter && !dfl_draft_ctx_queue_host (s->draft, 0, taps, n, error))
+    return FALSE;
   s->stats.prefill_s = (g_get_monotonic_time () - t0) / 1e6;
   emit (s, dfl_sampler_pick (&s->p.sampler, s->logits, s->vocab, n), emitted);
   return TRUE;
 }
 
 int
-dfl_block_propose (const DflTarget *target, DflDrafter *drafter, gint64 a, int anchor,
-                   gboolean selector, int head_width, float *emb, float *logits, int *drafts,
-                   GError **error)
+dfl_block_propose (DflDraftCtx *draft, gint64 a, int anchor, gboolean selector, int head_width,
+                   const DflTensor *out, int *drafts, GError **error)
 {
-  const DflDrafterGeometry *g = dfl_drafter_geometry (drafter);
-  int rows = g->block - 1, mask = g->mask_token, hs = dfl_target_config (target)->hidden;
+  int rows = dfl_drafter_weights_geometry (dfl_draft_ctx_weights (draft))->block - 1;
   g_autofree guint32 *chosen = g_new (guint32, rows);
 
-  dfl_target_embed (target, &anchor, 1, emb);
-  for (int r = 1; r < g->block; r++)
-    dfl_target_embed (target, &mask, 1, emb + (gsize) r * hs);
-  if (!dfl_drafter_block (drafter, a, emb, error))
-    return -1;
-  dfl_target_head (target, emb + hs, rows, head_width, logits);
   /* plain argmax is the selector's `plain` output: the A/B against re-scoring */
-  dfl_drafter_select (drafter, emb + hs, rows, logits, head_width, anchor,
-                      selector ? chosen : NULL, selector ? NULL : chosen);
+  if (!dfl_draft_ctx_draft (draft, a, (guint32) anchor, head_width, out,
+                            selector ? chosen : NULL, selector ? NULL : chosen, error))
+    return -1;
   for (int r = 0; r < rows; r++)
     drafts[r] = chosen[r];
   return rows;
@@ -402,8 +402,8 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
           : dfl_ngram_propose (&s->p.ngram, tokens, n_tok, s->block - 1, s->drafts, NULL);
       s->stats.chain_rounds++;
     } else {
-      if ((m = dfl_block_propose (s->target, s->drafter, a, anchor, s->p.selector, s->head_width,
-                                  s->emb, s->block_logits, s->drafts, error)) < 0)
+      if ((m = dfl_block_propose (s->draft, a, anchor, s->p.selector, s->head_width, &s->block_tensor,
+                                  s->drafts, error)) < 0)
         return FALSE;
       s->stats.block_rounds++;
     }
@@ -422,8 +422,9 @@ dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
     if (j < k)
       s->stats.accepted_at[j]++;
   }
-  if (s->drafter)
-    dfl_drafter_queue_context (s->drafter, a, dfl_verifier_taps (s->verifier), k + 1);
+  if (s->drafter
+      && !dfl_draft_ctx_queue_host (s->draft, a, dfl_verifier_taps (s->verifier), k + 1, error))
+    return FALSE;
   memcpy (s->tip, dfl_verifier_tip (s->verifier), sizeof (float) * s->hs);
   s->stats.verify_s += (g_get_monotonic_time () - t1) / 1e6;
   if (costed)

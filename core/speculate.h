@@ -94,7 +94,7 @@ const float *dfl_verifier_tip (const DflVerifier *v);
  * proposal when the rule had to compute it (else *chain_n = −1). `cost`:
  * DFL_ROUTE_COST's figures, which decide the rounds below match_min; such
  * a round sets *costed, and its outcome goes to dfl_route_cost_observe. */
-gboolean dfl_route_choose (DflRoute route, const DflDrafter *drafter, const float *tip,
+gboolean dfl_route_choose (DflRoute route, const DflDrafterWeights *drafter, const float *tip,
                            const DflNgram *ngram, int match_min, const int *tokens, int n,
                            int max_draft, int *chain, int *chain_n, DflRouteCost *cost,
                            gboolean *costed);
@@ -102,9 +102,10 @@ gboolean dfl_route_choose (DflRoute route, const DflDrafter *drafter, const floa
 typedef struct _DflSpec DflSpec;
 
 /* `drafter` may be NULL (then only NONE and CHAIN route). The drafter must
- * already have been checked against the target (dfl_drafter_check_target);
- * the session resets its context and uses it alone. */
-DflSpec *dfl_spec_new (const DflTarget *target, DflDrafter *drafter,
+ * already have been checked against the target
+ * (dfl_drafter_weights_check_target); the session binds it to the target
+ * on the CPU and drafts in a context of its own. */
+DflSpec *dfl_spec_new (const DflTarget *target, DflDrafterWeights *drafter,
                        const DflSpecParams *params, GError **error);
 void dfl_spec_free (DflSpec *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflSpec, dfl_spec_free)
@@ -135,15 +136,13 @@ char *dfl_spec_end_message (const DflSpec *s);
 const DflSpecStats *dfl_spec_stats (const DflSpec *s);
 /* Every token so far: the prompt, then what was emitted. */
 const int *dfl_spec_tokens (const DflSpec *s, int *n);
-/* The block's proposal for the anchor `anchor` at position `a`: embed
- * [anchor, MASK…], run the drafter's block (its context must reach a), the
- * target's head over its first `head_width` rows, then the selector
- * (`selector`) or each row's argmax. `emb` holds block × hidden floats,
- * `logits` (block − 1) × head_width; returns block − 1 drafts, or −1 with an
- * error where the drafter's context is short. */
-int dfl_block_propose (const DflTarget *target, DflDrafter *drafter, gint64 a, int anchor,
-                       gboolean selector, int head_width, float *emb, float *logits, int *drafts,
-                       GError **error);
+/* The block's proposal for the anchor `anchor` at position `a`: the
+ * drafter's block (its context must reach a; dfl_draft_ctx_block) into
+ * `out` at `head_width`, then the selector (`selector`) or each row's
+ * argmax. Returns block − 1 drafts, or −1 with an error where the
+ * drafter's context is short. */
+int dfl_block_propose (DflDraftCtx *draft, gint64 a, int anchor, gboolean selector,
+                       int head_width, const DflTensor *out, int *drafts, GError **error);
 /* τ: tokens per target pass after the prompt's, bonus included. */
 double dfl_spec_stats_tau (const DflSpecStats *st);
 

@@ -51,8 +51,9 @@ dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex[17], GEr
 }
 
 gboolean
-dfl_drafter_check_target (const DflDrafter *d, const DflSafetensors *target, gboolean tied,
-                          int target_layers, int hidden, int vocab, GError **error)
+dfl_drafter_weights_check_target (const DflDrafterWeights *d, const DflSafetensors *target,
+                                  gboolean tied, int target_layers, int hidden, int vocab,
+                                  GError **error)
 {
   const DflDrafterGeometry *g = &d->g;
   char have[17];

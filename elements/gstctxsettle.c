@@ -38,12 +38,6 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
-#ifdef HAVE_CUDA
-#include "cuda-drafter.h"
-#endif
-#ifdef HAVE_VULKAN
-#include "dfl-vk-drafter.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_ctx_settle_debug);
 #define GST_CAT_DEFAULT gst_ctx_settle_debug
@@ -79,65 +73,33 @@ gst_ctx_settle_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *w
       "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
 }
 
-#ifdef HAVE_VULKAN
-/* The drafter on Vulkan: the target is on the CPU, so its taps come in
- * system memory and go up with the queue. */
+/* The round's rows into the sequence's context, settled, and checked for
+ * the block that comes next. The taps are where the context takes them:
+ * on its device (the target ran there), or in system memory. */
 static gboolean
-settle_vulkan (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-               GError **error)
+settle (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
+        GError **error)
 {
   GstDflashModel *m = gst_dflash_filter_model (filter);
-  DflVkDraftCtx *ctx = gst_dflash_model_seq_vk_draft (m, s, gst_dflash_filter_device (filter),
-                                                      error);
+  DflDraftCtx *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
+                                                 gst_dflash_filter_device (filter), error);
+  DflTensor taps;
   GstMapInfo map;
   gboolean ok;
 
-  if (!ctx)
+  if (!ctx || !gst_dflash_buffer_tensor (in, dfl_draft_ctx_device (ctx), GST_MAP_READ, &map,
+                                         DFL_DTYPE_F32, meta->ctx_rows,
+                                         gst_dflash_model_tap_width (m), &taps, error))
     return FALSE;
   if (meta->round == 0)
-    dfl_vk_draft_ctx_reset (ctx);
-  if (!gst_buffer_map (in, &map, GST_MAP_READ)) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "round %u: its taps cannot be read", meta->round);
-    return FALSE;
-  }
-  ok = dfl_vk_draft_ctx_queue (ctx, meta->ctx_pos, (const float *) map.data, meta->ctx_rows, error);
-  gst_buffer_unmap (in, &map);
-  return ok && dfl_vk_draft_ctx_settle (ctx, error)
-         && dfl_vk_draft_ctx_check (ctx, meta->anchor_pos, error);
+    dfl_draft_ctx_reset (ctx);
+  ok = dfl_draft_ctx_queue (ctx, meta->ctx_pos, &taps, error);
+  if (map.memory)
+    gst_buffer_unmap (in, &map);
+  /* the block is next: its rows become context now, in one batch */
+  return ok && dfl_draft_ctx_settle (ctx, error)
+         && dfl_draft_ctx_check (ctx, meta->anchor_pos, error);
 }
-#endif
-
-#ifdef HAVE_CUDA
-/* The drafter on CUDA: the taps are on the card already (tapsource ran the
- * target there); they are copied into the context on the device. */
-static gboolean
-settle_cuda (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-             GError **error)
-{
-  GstDflashModel *m = gst_dflash_filter_model (filter);
-  GstMemory *mem = gst_dflash_buffer_device_memory (in, GST_DFLASH_CAPS_FEATURE_CUDA);
-  DflCudaDraftCtx *ctx;
-  const float *d_taps;
-  gboolean ok;
-
-  if (!mem) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "round %u: its taps are not one allocation of CUDA memory", meta->round);
-    return FALSE;
-  }
-  if (!(ctx = gst_dflash_model_seq_cuda_draft (m, s, gst_dflash_filter_device (filter), error)))
-    return FALSE;
-  d_taps = (const float *) ((const char *) gst_dflash_device_memory_handle (mem) + mem->offset);
-  gst_dflash_model_cuda_drafter_lock (m);
-  if (meta->round == 0)
-    dfl_cuda_draft_ctx_reset (ctx);
-  ok = dfl_cuda_draft_ctx_queue (ctx, meta->ctx_pos, d_taps, 0, meta->ctx_rows, error)
-       && dfl_cuda_draft_ctx_settle (ctx, error)
-       && dfl_cuda_draft_ctx_check (ctx, meta->anchor_pos, error);
-  gst_dflash_model_cuda_drafter_unlock (m);
-  return ok;
-}
-#endif
 
 static GstFlowReturn
 gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
@@ -147,54 +109,17 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
   GstDflashSeq *s = meta->seq;
   int tw = gst_dflash_model_tap_width (m);
   g_autoptr (GError) error = NULL;
-  DflDrafter *d;
-  GstMapInfo map;
 
-  if (s && gst_dflash_filter_backend (filter) != GST_DFLASH_BACKEND_CPU) {
-    gboolean ok = FALSE;
-    if (gst_buffer_get_size (in) != (gsize) meta->ctx_rows * tw * sizeof (float)) {
-      GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
-          ("%s: sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
-           GST_ELEMENT_NAME (filter), meta->sequence, meta->round, gst_buffer_get_size (in),
-           meta->ctx_rows, tw), (NULL));
-      return GST_FLOW_ERROR;
-    }
-#ifdef HAVE_VULKAN
-    if (gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_VULKAN)
-      ok = settle_vulkan (filter, s, in, meta, &error);
-#endif
-#ifdef HAVE_CUDA
-    if (gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_CUDA)
-      ok = settle_cuda (filter, s, in, meta, &error);
-#endif
-    if (!ok) {
-      GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (filter),
-              meta->sequence, error ? error->message : "no such back end"), (NULL));
-      return GST_FLOW_ERROR;
-    }
-    *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
-    return GST_FLOW_OK;
-  }
-  if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
-    GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("ctxsettle: sequence %u: %s", meta->sequence,
-            error ? error->message : "not running"), (NULL));
-    return GST_FLOW_ERROR;
-  }
-  if (!gst_buffer_map (in, &map, GST_MAP_READ) || map.size != (gsize) meta->ctx_rows * tw * sizeof (float)) {
+  if (gst_buffer_get_size (in) != (gsize) meta->ctx_rows * tw * sizeof (float)) {
     GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
-        ("ctxsettle: sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
-         meta->sequence, meta->round, map.size, meta->ctx_rows, tw), (NULL));
+        ("%s: sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
+         GST_ELEMENT_NAME (filter), meta->sequence, meta->round, gst_buffer_get_size (in),
+         meta->ctx_rows, tw), (NULL));
     return GST_FLOW_ERROR;
   }
-  if (meta->round == 0)
-    dfl_drafter_reset (d);
-  dfl_drafter_queue_context (d, meta->ctx_pos, (const float *) map.data, meta->ctx_rows);
-  gst_buffer_unmap (in, &map);
-  /* the block is next: its rows become context now, in one batch */
-  dfl_drafter_settle (d);
-  if (!dfl_drafter_context_check (d, meta->anchor_pos, &error)) {
-    GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("ctxsettle: sequence %u: %s", meta->sequence,
-            error->message), (NULL));
+  if (!s || !settle (filter, s, in, meta, &error)) {
+    GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (filter),
+            meta->sequence, error ? error->message : "not running"), (NULL));
     return GST_FLOW_ERROR;
   }
   GST_LOG_OBJECT (filter, "sequence %u: %u rows settled at %" G_GINT64_FORMAT, meta->sequence,

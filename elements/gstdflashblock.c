@@ -52,12 +52,6 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
-#ifdef HAVE_CUDA
-#include "cuda-drafter.h"
-#endif
-#ifdef HAVE_VULKAN
-#include "dfl-vk-drafter.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_block_debug);
 #define GST_CAT_DEFAULT gst_dflash_block_debug
@@ -138,7 +132,6 @@ drop_pool (GstDflashBlock *self)
   }
 }
 
-#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
 /* A buffer of `size` bytes on the stage's device, the round's meta on it. */
 static GstBuffer *
 device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
@@ -159,65 +152,53 @@ device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
   gst_buffer_copy_into (buf, in, GST_BUFFER_COPY_METADATA, 0, -1);
   return buf;
 }
-#endif
 
-#ifdef HAVE_VULKAN
+/* The block of the round into a buffer where the sequence's context lives:
+ * the rows after the anchor, then their logits over the head's first rows
+ * (on a GPU a tensor of the device's pool; on the CPU system memory). */
 static GstBuffer *
-block_vulkan (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-              GError **error)
+draft_block (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
+             GError **error)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (self);
   GstDflashModel *m = gst_dflash_filter_model (filter);
-  GstDflashDevice *dev = gst_dflash_filter_device (filter);
-  DflVkDrafter *vd = gst_dflash_model_vk_drafter (m, dev, error);
-  DflVkDraftCtx *ctx = vd ? gst_dflash_model_seq_vk_draft (m, s, dev, error) : NULL;
+  DflDraftCtx *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
+                                                 gst_dflash_filter_device (filter), error);
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
+  gint64 rows = g->block - 1, cols = g->hidden + self->width;
+  DflTensor t;
+  GstMapInfo map;
   GstBuffer *out;
-  GstMemory *mem;
+  gsize size;
 
   if (!ctx)
     return NULL;
-  if (!(out = device_output (self, in, dfl_vk_drafter_block_bytes (vd, self->width), error)))
+  size = dfl_draft_ctx_block_bytes (ctx, self->width);
+  if (!dfl_draft_ctx_device (ctx)) {
+    float *payload = g_malloc (size);
+    t = dfl_tensor_2d (NULL, payload, 0, DFL_DTYPE_F32, rows, cols);
+    if (!dfl_draft_ctx_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width, &t,
+                              error)) {
+      g_free (payload);
+      return NULL;
+    }
+    return gst_dflash_round_buffer_new (meta, g_bytes_new_take (payload, size), NULL);
+  }
+  if (!(out = device_output (self, in, size, error)))
     return NULL;
-  mem = gst_buffer_peek_memory (out, 0);
-  if (!dfl_vk_draft_ctx_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width,
-                               gst_dflash_device_memory_handle (mem), error)) {
+  /* on a GPU the block is in the device's order when this returns; the
+   * selector's read of the ids waits for it */
+  if (!gst_dflash_buffer_tensor (out, dfl_draft_ctx_device (ctx), GST_MAP_WRITE, &map,
+                                 DFL_DTYPE_F32, rows, cols, &t, error)
+      || !dfl_draft_ctx_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width, &t,
+                               error)) {
+    if (map.memory)
+      gst_buffer_unmap (out, &map);
     gst_buffer_unref (out);
     return NULL;
   }
   return out;
 }
-#endif
-
-#ifdef HAVE_CUDA
-static GstBuffer *
-block_cuda (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-            GError **error)
-{
-  GstDflashFilter *filter = GST_DFLASH_FILTER (self);
-  GstDflashModel *m = gst_dflash_filter_model (filter);
-  GstDflashDevice *dev = gst_dflash_filter_device (filter);
-  DflCudaDrafter *cd = gst_dflash_model_cuda_drafter (m, dev, error);
-  DflCudaDraftCtx *ctx = cd ? gst_dflash_model_seq_cuda_draft (m, s, dev, error) : NULL;
-  GstBuffer *out;
-  gboolean ok;
-
-  if (!ctx || !(out = device_output (self, in,
-                                     sizeof (float) * dfl_cuda_draft_block_floats (cd, self->width),
-                                     error)))
-    return NULL;
-  /* enqueued on the device's stream; the selector's read of the ids waits */
-  gst_dflash_model_cuda_drafter_lock (m);
-  ok = dfl_cuda_draft_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width,
-                             gst_dflash_device_memory_handle (gst_buffer_peek_memory (out, 0)),
-                             error);
-  gst_dflash_model_cuda_drafter_unlock (m);
-  if (!ok) {
-    gst_buffer_unref (out);
-    return NULL;
-  }
-  return out;
-}
-#endif
 
 typedef enum {
   ROUTE_BLOCK,
@@ -336,15 +317,8 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
                           GstBuffer **out)
 {
   GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
-  GstDflashModel *m = gst_dflash_filter_model (filter);
-  const DflTarget *t = gst_dflash_model_target (m);
-  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
   GstDflashSeq *s = meta->seq;
-  int hs = dfl_target_config (t)->hidden, rows = g->block - 1, mask = g->mask_token;
   g_autoptr (GError) error = NULL;
-  g_autofree float *h = NULL;
-  float *payload;
-  DflDrafter *d;
 
   switch (wait_route (self, meta)) {
     case ROUTE_FLUSHING:
@@ -365,43 +339,12 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
     default:
       break;
   }
-  if (s && gst_dflash_filter_backend (filter) != GST_DFLASH_BACKEND_CPU) {
-    *out = NULL;
-#ifdef HAVE_VULKAN
-    if (gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_VULKAN)
-      *out = block_vulkan (self, s, in, meta, &error);
-#endif
-#ifdef HAVE_CUDA
-    if (gst_dflash_filter_backend (filter) == GST_DFLASH_BACKEND_CUDA)
-      *out = block_cuda (self, s, in, meta, &error);
-#endif
-    if (!*out) {
-      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
-              meta->sequence, error ? error->message : "no such back end"), (NULL));
-      return GST_FLOW_ERROR;
-    }
-    return GST_FLOW_OK;
-  }
-  if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("dflashblock: sequence %u: %s", meta->sequence,
-            error ? error->message : "not running"), (NULL));
+  *out = s ? draft_block (self, s, in, meta, &error) : NULL;
+  if (!*out) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
+            meta->sequence, error ? error->message : "not running"), (NULL));
     return GST_FLOW_ERROR;
   }
-  h = g_new (float, (gsize) g->block * hs);
-  dfl_target_embed (t, &meta->anchor, 1, h);
-  for (int r = 1; r < g->block; r++)
-    dfl_target_embed (t, &mask, 1, h + (gsize) r * hs);
-  if (!dfl_drafter_block (d, meta->anchor_pos, h, &error)) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("dflashblock: sequence %u: %s", meta->sequence,
-            error->message), (NULL));
-    return GST_FLOW_ERROR;
-  }
-  /* the rows after the anchor, then their logits over the head's first rows */
-  payload = g_malloc (sizeof (float) * (gsize) rows * (hs + self->width));
-  memcpy (payload, h + hs, sizeof (float) * (gsize) rows * hs);
-  dfl_target_head (t, h + hs, rows, self->width, payload + (gsize) rows * hs);
-  *out = gst_dflash_round_buffer_new (meta,
-      g_bytes_new_take (payload, sizeof (float) * (gsize) rows * (hs + self->width)), NULL);
   return GST_FLOW_OK;
 }
 

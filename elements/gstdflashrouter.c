@@ -243,7 +243,7 @@ cost_observe (GstDflashRouter *self, GstEvent *verdict)
 static gboolean
 choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstDflashRoundMeta *cm)
 {
-  DflDrafter *d;
+  DflDrafterWeights *d;
   GstDflashPolicy policy;
   int match_min;
 
@@ -263,7 +263,7 @@ choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstD
     case GST_DFLASH_POLICY_AUTO:
       d = self->model ? gst_dflash_model_drafter (self->model) : NULL;
       return d && round && round->tip
-             && dfl_drafter_route_margin (d, g_bytes_get_data (round->tip, NULL)) <= 0.0f;
+             && dfl_drafter_weights_route_margin (d, g_bytes_get_data (round->tip, NULL)) <= 0.0f;
     case GST_DFLASH_POLICY_BLOCK:
     default:
       return FALSE;
@@ -342,7 +342,7 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
       gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (pad), &self->model);
     if (self->policy == GST_DFLASH_POLICY_AUTO
         && !(self->model && gst_dflash_model_drafter (self->model)
-             && dfl_drafter_has_route (gst_dflash_model_drafter (self->model)))) {
+             && dfl_drafter_weights_has_route (gst_dflash_model_drafter (self->model)))) {
       GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
           ("router: policy=auto needs the sidecar's fitted router, and %s has none "
            "(fit one with 'dflash route-fit', or use policy=match, block or chain)",

@@ -44,12 +44,6 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
-#ifdef HAVE_CUDA
-#include "cuda-drafter.h"
-#endif
-#ifdef HAVE_VULKAN
-#include "dfl-vk-drafter.h"
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_selector_debug);
 #define GST_CAT_DEFAULT gst_dflash_selector_debug
@@ -144,66 +138,54 @@ gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GStri
                             self->width, g->selector_top, c->vocab);
     return NULL;
   }
-  if (self->mode == GST_DFLASH_SELECT_RESCORE && !dfl_drafter_has_selector (gst_dflash_model_drafter (m)))
+  if (self->mode == GST_DFLASH_SELECT_RESCORE
+      && !dfl_drafter_weights_has_selector (gst_dflash_model_drafter (m)))
     GST_WARNING_OBJECT (self, "%s has no selector: mode=rescore takes each row's argmax",
                         gst_dflash_model_drafter_path (m));
   return gst_caps_new_simple (GST_DFLASH_PROPOSAL_CAPS, "vocab", G_TYPE_INT, c->vocab,
       "block", G_TYPE_INT, g->block, NULL);
 }
 
-/* The selection on the device the block is on: only the ids come back. */
+/* The drafts of the round's block, chosen where the block is (on a GPU
+ * only the ids come back); `*rows` shortened where min-confidence says so
+ * (a block in system memory: on a GPU the logits stay there). */
 static gboolean
-select_on_device (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in,
-                  GstDflashRoundMeta *meta, guint32 *chosen, GError **error)
+select_block (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
+              guint32 *chosen, int *rows, GError **error)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (self);
-  GstDflashBackend b = gst_dflash_filter_backend (filter);
-  GstMemory *mem = gst_dflash_buffer_device_memory (in, gst_dflash_backend_caps_feature (b));
-#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  DflDraftCtx *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
+                                                 gst_dflash_filter_device (filter), error);
   gboolean rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
-#endif
+  int hs = gst_dflash_model_geometry (m)->hidden;
+  DflTensor block;
+  GstMapInfo map;
+  gboolean ok;
 
-  if (!mem) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "round %u: the block is not one allocation of %s memory", meta->round,
-                 gst_dflash_backend_nick (b));
+  if (!ctx || !gst_dflash_buffer_tensor (in, dfl_draft_ctx_device (ctx), GST_MAP_READ, &map,
+                                         DFL_DTYPE_F32, *rows, hs + self->width, &block, error))
     return FALSE;
-  }
-#ifdef HAVE_VULKAN
-  if (b == GST_DFLASH_BACKEND_VULKAN) {
-    DflVkDraftCtx *ctx = gst_dflash_model_seq_vk_draft (gst_dflash_filter_model (filter), s,
-                                                        gst_dflash_filter_device (filter), error);
-    if (!ctx)
-      return FALSE;
-    if (mem->offset != 0) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                   "round %u: the block does not start its Vulkan buffer", meta->round);
-      return FALSE;
+  ok = dfl_draft_ctx_select (ctx, &block, self->width, (guint32) meta->anchor,
+                             rescore ? chosen : NULL, rescore ? NULL : chosen, error);
+  if (ok && self->min_confidence > 0) {
+    if (map.memory) {
+      int keep = confident_rows ((const float *) map.data + (gsize) *rows * hs, *rows,
+                                 self->width, chosen, self->min_confidence);
+      GST_LOG_OBJECT (self, "sequence %u round %u: %d of %d rows confident enough",
+                      meta->sequence, meta->round, keep, *rows);
+      *rows = keep;
+    } else if (!self->warned) {
+      /* the logits stay on the device: nothing to weigh the rows by */
+      self->warned = TRUE;
+      GST_INFO_OBJECT (self, "min-confidence applies to blocks in system memory only: a block "
+                       "on %s is proposed whole", gst_dflash_backend_nick (
+                           gst_dflash_filter_backend (filter)));
     }
-    return dfl_vk_draft_ctx_select (ctx, gst_dflash_device_memory_handle (mem), self->width,
-                                    (guint32) meta->anchor, rescore ? chosen : NULL,
-                                    rescore ? NULL : chosen, error);
   }
-#endif
-#ifdef HAVE_CUDA
-  if (b == GST_DFLASH_BACKEND_CUDA) {
-    DflCudaDrafter *cd = gst_dflash_model_cuda_drafter (gst_dflash_filter_model (filter),
-                                                        gst_dflash_filter_device (filter), error);
-    const float *d_block = (const float *) ((const char *) gst_dflash_device_memory_handle (mem)
-                                            + mem->offset);
-    gboolean ok;
-    if (!cd)
-      return FALSE;
-    gst_dflash_model_cuda_drafter_lock (gst_dflash_filter_model (filter));
-    ok = dfl_cuda_draft_select (cd, d_block, self->width, (guint32) meta->anchor,
-                                rescore ? chosen : NULL, rescore ? NULL : chosen, error);
-    gst_dflash_model_cuda_drafter_unlock (gst_dflash_filter_model (filter));
-    return ok;
-  }
-#endif
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "backend=%s is not in this build",
-               gst_dflash_backend_nick (b));
-  return FALSE;
+  if (map.memory)
+    gst_buffer_unmap (in, &map);
+  return ok;
 }
 
 static GstFlowReturn
@@ -216,72 +198,29 @@ gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRo
   GstDflashSeq *s = meta->seq;
   int hs = g->hidden, rows = g->block - 1;
   g_autoptr (GError) error = NULL;
-  guint32 *chosen = g_new (guint32, rows);
+  guint32 *chosen;
   GstDflashRoundMeta *om;
-  DflDrafter *d;
-  GstMapInfo map;
 
   if (meta->source == GST_DFLASH_SOURCE_CHAIN && gst_buffer_get_size (in) == 0) {
     /* dflashblock skipped the block: the router decided for the chain */
-    g_free (chosen);
     *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
     return GST_FLOW_OK;
   }
-  if (s && gst_dflash_filter_backend (filter) != GST_DFLASH_BACKEND_CPU) {
-    gsize want = sizeof (float) * (gsize) rows * (hs + self->width);
-    if (gst_buffer_get_size (in) != want) {
-      GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("%s: a block of %" G_GSIZE_FORMAT
-              " bytes, not %d rows of %d hidden and %d logits", GST_ELEMENT_NAME (self),
-              gst_buffer_get_size (in), rows, hs, self->width), (NULL));
-      g_free (chosen);
-      return GST_FLOW_ERROR;
-    }
-    if (!select_on_device (self, s, in, meta, chosen, &error)) {
-      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
-              meta->sequence, error->message), (NULL));
-      g_free (chosen);
-      return GST_FLOW_ERROR;
-    }
-    if (self->min_confidence > 0 && !self->warned) {
-      /* the logits stay on the device: nothing to weigh the rows by */
-      self->warned = TRUE;
-      GST_INFO_OBJECT (self, "min-confidence applies to blocks in system memory only: a block "
-                       "on %s is proposed whole", gst_dflash_backend_nick (
-                           gst_dflash_filter_backend (filter)));
-    }
-    *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (chosen, sizeof (guint32) * rows),
-                                        &om);
-    om->source = GST_DFLASH_SOURCE_BLOCK;
-    return GST_FLOW_OK;
+  if (gst_buffer_get_size (in) != sizeof (float) * (gsize) rows * (hs + self->width)) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("%s: a block of %" G_GSIZE_FORMAT
+            " bytes, not %d rows of %d hidden and %d logits", GST_ELEMENT_NAME (self),
+            gst_buffer_get_size (in), rows, hs, self->width), (NULL));
+    return GST_FLOW_ERROR;
   }
-  if (!s || !(d = gst_dflash_model_seq_drafter (m, s, &error))) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("selector: sequence %u: %s", meta->sequence,
-            error ? error->message : "not running"), (NULL));
+  chosen = g_new (guint32, rows);
+  if (!s || !select_block (self, s, in, meta, chosen, &rows, &error)) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
+            meta->sequence, error ? error->message : "not running"), (NULL));
     g_free (chosen);
     return GST_FLOW_ERROR;
   }
-  if (!gst_buffer_map (in, &map, GST_MAP_READ)
-      || map.size != sizeof (float) * (gsize) rows * (hs + self->width)) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("selector: a block of %" G_GSIZE_FORMAT
-            " bytes, not %d rows of %d hidden and %d logits", map.size, rows, hs, self->width), (NULL));
-    g_free (chosen);
-    return GST_FLOW_ERROR;
-  }
-  {
-    const float *hidden = (const float *) map.data, *logits = hidden + (gsize) rows * hs;
-    if (self->mode == GST_DFLASH_SELECT_RESCORE)
-      dfl_drafter_select (d, hidden, rows, logits, self->width, meta->anchor, chosen, NULL);
-    else
-      dfl_drafter_select (d, hidden, rows, logits, self->width, meta->anchor, NULL, chosen);
-    if (self->min_confidence > 0) {
-      int keep = confident_rows (logits, rows, self->width, chosen, self->min_confidence);
-      GST_LOG_OBJECT (self, "sequence %u round %u: %d of %d rows confident enough",
-                      meta->sequence, meta->round, keep, rows);
-      rows = keep;
-    }
-  }
-  gst_buffer_unmap (in, &map);
-  *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (chosen, sizeof (guint32) * rows), &om);
+  *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (chosen, sizeof (guint32) * rows),
+                                      &om);
   om->source = GST_DFLASH_SOURCE_BLOCK;
   return GST_FLOW_OK;
 }

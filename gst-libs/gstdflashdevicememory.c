@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "dfl-error.h"
+
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_device_memory_debug);
 #define GST_CAT_DEFAULT gst_dflash_device_memory_debug
 
@@ -202,4 +204,42 @@ gst_dflash_buffer_device_memory (GstBuffer *buf, const char *feature)
       || g_strcmp0 (gst_dflash_device_memory_feature (mem), feature) != 0)
     return NULL;
   return mem;
+}
+
+gboolean
+gst_dflash_buffer_tensor (GstBuffer *buf, DflDevice *device, GstMapFlags flags, GstMapInfo *map,
+                          DflDtype dtype, gint64 rows, gint64 cols, DflTensor *out,
+                          GError **error)
+{
+  DflBackendId id = device ? dfl_device_backend (device) : DFL_BACKEND_CPU;
+  gsize bytes = (gsize) (rows * cols) * dfl_dtype_size (dtype);
+  GstMemory *mem = NULL;
+
+  memset (map, 0, sizeof *map);
+  if (id != DFL_BACKEND_CPU)
+    mem = gst_dflash_buffer_device_memory (buf, id == DFL_BACKEND_CUDA
+                                           ? GST_DFLASH_CAPS_FEATURE_CUDA
+                                           : GST_DFLASH_CAPS_FEATURE_VULKAN);
+  if (mem && gst_dflash_device_memory_device (mem) == device
+      && gst_memory_get_sizes (mem, NULL, NULL) == bytes) {
+    *out = dfl_tensor_2d (device, gst_dflash_device_memory_handle (mem), mem->offset, dtype,
+                          rows, cols);
+    return TRUE;
+  }
+  if (gst_buffer_get_size (buf) != bytes || gst_is_dflash_device_memory (
+          gst_buffer_peek_memory (buf, 0))) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "a buffer of %" G_GSIZE_FORMAT " bytes%s is not %" G_GINT64_FORMAT " rows of %"
+                 G_GINT64_FORMAT " %s values in system memory%s%s", gst_buffer_get_size (buf),
+                 mem ? " of another device" : "", rows, cols, dfl_dtype_name (dtype),
+                 device ? " or on " : "", device ? dfl_device_describe (device) : "");
+    return FALSE;
+  }
+  if (!gst_buffer_map (buf, map, flags)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "a buffer of %" G_GSIZE_FORMAT
+                 " bytes cannot be mapped", bytes);
+    return FALSE;
+  }
+  *out = dfl_tensor_2d (NULL, map->data, 0, dtype, rows, cols);
+  return TRUE;
 }

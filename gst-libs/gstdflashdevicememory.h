@@ -55,4 +55,14 @@ DflDevice *gst_dflash_device_memory_device (GstMemory *mem);
  * buffer of system memory, another back end's, or several memories). */
 GstMemory *gst_dflash_buffer_device_memory (GstBuffer *buf, const char *feature);
 
+/* The buffer's bytes as a [rows][cols] tensor of `dtype` for the core:
+ * its one allocation of `device`'s memory (a device tensor; NULL device:
+ * none), else its system memory mapped with `flags` (a host tensor; `map`
+ * then holds the mapping, which the caller unmaps where map->memory is
+ * set). FALSE with an error where the buffer is neither, or of another
+ * size. */
+gboolean gst_dflash_buffer_tensor (GstBuffer *buf, DflDevice *device, GstMapFlags flags,
+                                   GstMapInfo *map, DflDtype dtype, gint64 rows, gint64 cols,
+                                   DflTensor *out, GError **error);
+
 G_END_DECLS

@@ -9,29 +9,23 @@
 #include "gstdflashdevice.h"
 #include "gstdflashseq.h"
 
-#ifdef HAVE_CUDA
-#include "cuda-drafter.h"
-#endif
-#ifdef HAVE_VULKAN
-#include "dfl-vk-drafter.h"
-#endif
 
 struct _GstDflashModel {
   GstObject parent;
   DflTarget *target;
   DflTokenizer *tokenizer;
   char *drafter_path;
-  DflDrafter *drafter;       /* for its geometry, router and selector */
+  DflDrafterWeights *drafter;   /* opened once: geometry, router, selector */
+  DflDrafterWeights *drafter_cpu;   /* bound to the target on the CPU */
   /* the GPU engines, made on first use under engine_lock (an upload takes
    * a while) */
   GMutex engine_lock;
   GstDflashDevice *target_dev;
   DflTarget *device_target;  /* the target on target_dev */
-  DflCudaDrafter *cuda_drafter;
   gboolean target_f32;       /* its matrices (and the CUDA drafter's) widened to F32 */
-  GMutex cuda_drafter_lock;  /* its callers, one at a time */
+  DflDrafterWeights *cuda_drafter;   /* on target_dev */
   GstDflashDevice *vk_dev;
-  DflVkDrafter *vk_drafter;
+  DflDrafterWeights *vk_drafter;
 };
 
 G_DEFINE_TYPE (GstDflashModel, gst_dflash_model, GST_TYPE_OBJECT);
@@ -43,18 +37,14 @@ gst_dflash_model_finalize (GObject *object)
 
   /* each sequence holds the model: the sequences' GPU state went before
    * the engines it was made from */
-#ifdef HAVE_CUDA
-  g_clear_pointer (&m->cuda_drafter, dfl_cuda_drafter_free);
-#endif
-#ifdef HAVE_VULKAN
-  g_clear_pointer (&m->vk_drafter, dfl_vk_drafter_free);
-#endif
+  g_clear_pointer (&m->cuda_drafter, dfl_drafter_weights_unref);
+  g_clear_pointer (&m->vk_drafter, dfl_drafter_weights_unref);
   g_clear_pointer (&m->device_target, dfl_target_free);
   gst_clear_object (&m->target_dev);
   gst_clear_object (&m->vk_dev);
   g_mutex_clear (&m->engine_lock);
-  g_mutex_clear (&m->cuda_drafter_lock);
-  dfl_drafter_free (m->drafter);
+  g_clear_pointer (&m->drafter_cpu, dfl_drafter_weights_unref);
+  g_clear_pointer (&m->drafter, dfl_drafter_weights_unref);
   dfl_tokenizer_free (m->tokenizer);
   dfl_target_free (m->target);
   g_free (m->drafter_path);
@@ -71,7 +61,6 @@ static void
 gst_dflash_model_init (GstDflashModel *m)
 {
   g_mutex_init (&m->engine_lock);
-  g_mutex_init (&m->cuda_drafter_lock);
 }
 
 GstDflashModel *
@@ -95,9 +84,14 @@ gst_dflash_model_new (const char *target_dir, const char *drafter, gboolean no_d
       m->drafter_path = g_strdup (beside);
   }
   if (m->drafter_path) {
-    if (!(m->drafter = dfl_drafter_open (m->drafter_path, error))
-        || !dfl_drafter_check_target (m->drafter, dfl_target_tensors (m->target),
-                                      c->tie_word_embeddings, c->layers, c->hidden, c->vocab, error))
+    DflDraftTrunk trunk;
+    if (!(m->drafter = dfl_drafter_weights_open (m->drafter_path, error))
+        || !dfl_drafter_weights_check_target (m->drafter, dfl_target_tensors (m->target),
+                                              c->tie_word_embeddings, c->layers, c->hidden,
+                                              c->vocab, error)
+        || !dfl_draft_trunk_of_target (&trunk, m->target, error)
+        || !(m->drafter_cpu = dfl_drafter_weights_bind (m->drafter, NULL, &trunk, DFL_DTYPE_F32,
+                                                        error)))
       return NULL;
   }
   return g_steal_pointer (&m);
@@ -118,7 +112,7 @@ gst_dflash_model_tokenizer (GstDflashModel *m)
 const DflDrafterGeometry *
 gst_dflash_model_geometry (GstDflashModel *m)
 {
-  return m->drafter ? dfl_drafter_geometry (m->drafter) : NULL;
+  return m->drafter ? dfl_drafter_weights_geometry (m->drafter) : NULL;
 }
 
 const char *
@@ -127,7 +121,7 @@ gst_dflash_model_drafter_path (GstDflashModel *m)
   return m->drafter_path;
 }
 
-DflDrafter *
+DflDrafterWeights *
 gst_dflash_model_drafter (GstDflashModel *m)
 {
   return m->drafter;
@@ -136,7 +130,8 @@ gst_dflash_model_drafter (GstDflashModel *m)
 int
 gst_dflash_model_tap_width (GstDflashModel *m)
 {
-  return m->drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_geometry (m->drafter)) : 0;
+  return m->drafter ? dfl_drafter_geometry_tap_width (dfl_drafter_weights_geometry (m->drafter))
+      : 0;
 }
 
 char *
@@ -162,21 +157,6 @@ gst_dflash_model_key (GstElement *tapsource)
   return g_string_free (key, FALSE);
 }
 
-DflDrafter *
-gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **error)
-{
-  if (!seq->drafter) {
-    if (!m->drafter_path) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                   "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
-                   dfl_target_dir (m->target));
-      return NULL;
-    }
-    seq->drafter = dfl_drafter_open (m->drafter_path, error);
-  }
-  return seq->drafter;
-}
-
 /* The engines of a back end live on one device: FALSE where `dev` is not
  * the one they were made on. */
 static gboolean
@@ -192,18 +172,6 @@ same_device (GstDflashModel *m, GstDflashDevice *have, GstDflashDevice *dev, GEr
   return FALSE;
 }
 
-#if defined (HAVE_CUDA) || defined (HAVE_VULKAN)
-static gboolean
-need_drafter (GstDflashModel *m, GError **error)
-{
-  if (m->drafter)
-    return TRUE;
-  g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-               "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
-               dfl_target_dir (m->target));
-  return FALSE;
-}
-#endif
 
 const DflTarget *
 gst_dflash_model_device_target (GstDflashModel *m, GstDflashDevice *dev, gboolean f32,
@@ -230,18 +198,6 @@ gst_dflash_model_device_target (GstDflashModel *m, GstDflashDevice *dev, gboolea
   return t;
 }
 
-void
-gst_dflash_model_cuda_drafter_lock (GstDflashModel *m)
-{
-  g_mutex_lock (&m->cuda_drafter_lock);
-}
-
-void
-gst_dflash_model_cuda_drafter_unlock (GstDflashModel *m)
-{
-  g_mutex_unlock (&m->cuda_drafter_lock);
-}
-
 GstDflashDevice *
 gst_dflash_model_target_device (GstDflashModel *m)
 {
@@ -253,101 +209,90 @@ gst_dflash_model_target_device (GstDflashModel *m)
   return dev;
 }
 
-DflCudaDrafter *
-gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev, GError **error)
+/* The device target's embedding and head, for the drafter on the same
+ * device, and the matrices' type: the target's (F32, or as stored). Called
+ * under engine_lock. */
+static gboolean
+device_trunk (GstDflashModel *m, DflDraftTrunk *trunk, DflDtype *as, GError **error)
 {
-#ifdef HAVE_CUDA
-  DflCudaDrafter *d = NULL;
-
-  if (!need_drafter (m, error))
-    return NULL;
-  g_mutex_lock (&m->engine_lock);
   if (!m->device_target || dfl_target_backend (m->device_target) != DFL_BACKEND_CUDA) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                  "the CUDA drafter reads the target's embedding and head on the card, and the "
                  "target of %s is not on the card: run tapsource with backend=cuda",
                  dfl_target_dir (m->target));
-  } else if (same_device (m, m->target_dev, dev, error)) {
-    if (!m->cuda_drafter) {
-      const DflDrafter *dd = m->drafter;
-      DflTensor e = dfl_target_embedding_tensor (m->device_target);
-      DflTensor h = dfl_target_head_tensor (m->device_target);
-      DflCudaWeights embedding = { dfl_tensor_data (&e), e.dtype, e.ne[1], e.ne[0] };
-      DflCudaWeights head = { dfl_tensor_data (&h), h.dtype, h.ne[1], h.ne[0] };
-      m->cuda_drafter = dfl_cuda_drafter_new (gst_dflash_device_handle (dev), dd, &embedding,
-          &head, m->target_f32 ? DFL_DTYPE_F32 : dfl_cuda_drafter_stored_type (dd), error);
-      if (!m->cuda_drafter)
-        g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
-    }
-    d = m->cuda_drafter;
+    return FALSE;
   }
-  g_mutex_unlock (&m->engine_lock);
-  return d;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
-  return NULL;
-#endif
+  trunk->embed = dfl_target_embedding_tensor (m->device_target);
+  trunk->head = dfl_target_head_tensor (m->device_target);
+  *as = m->target_f32 ? DFL_DTYPE_F32 : dfl_drafter_weights_stored_dtype (m->drafter);
+  return TRUE;
 }
 
-DflVkDrafter *
-gst_dflash_model_vk_drafter (GstDflashModel *m, GstDflashDevice *dev, GError **error)
+/* The drafter bound on a GPU: on CUDA it reads the device target's
+ * embedding and head; on Vulkan the CPU target's, uploaded with it. */
+static DflDrafterWeights *
+bind_on_device (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
+                GError **error)
 {
-#ifdef HAVE_VULKAN
-  DflVkDrafter *d = NULL;
+  DflDraftTrunk trunk;
+  DflDtype as = DFL_DTYPE_F32;
 
-  g_return_val_if_fail (gst_dflash_device_backend (dev) == GST_DFLASH_BACKEND_VULKAN, NULL);
-  if (!need_drafter (m, error))
+  if (backend == GST_DFLASH_BACKEND_CUDA ? !device_trunk (m, &trunk, &as, error)
+      : !dfl_draft_trunk_of_target (&trunk, m->target, error))
     return NULL;
+  return dfl_drafter_weights_bind (m->drafter, gst_dflash_device_dfl (dev), &trunk, as, error);
+}
+
+DflDrafterWeights *
+gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
+                             GError **error)
+{
+  gboolean cuda = backend == GST_DFLASH_BACKEND_CUDA;
+  DflDrafterWeights *w = NULL, **slot = cuda ? &m->cuda_drafter : &m->vk_drafter;
+  /* the CUDA drafter's device is the device target's */
+  GstDflashDevice **dev_slot = cuda ? &m->target_dev : &m->vk_dev;
+
+  if (!m->drafter) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
+                 dfl_target_dir (m->target));
+    return NULL;
+  }
+  if (gst_dflash_backend_id (backend) == DFL_BACKEND_CPU)
+    return m->drafter_cpu;
   g_mutex_lock (&m->engine_lock);
-  if (same_device (m, m->vk_dev, dev, error)) {
-    if (!m->vk_drafter) {
-      m->vk_drafter = dfl_vk_drafter_new_for_target (gst_dflash_device_handle (dev), m->drafter,
-                                                     m->target, error);
-      if (m->vk_drafter)
-        m->vk_dev = gst_object_ref (dev);
-      else
+  if (same_device (m, *dev_slot, dev, error)) {
+    if (!*slot) {
+      if ((*slot = bind_on_device (m, backend, dev, error)) && !*dev_slot)
+        *dev_slot = gst_object_ref (dev);
+      else if (!*slot)
         g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
     }
-    d = m->vk_drafter;
+    w = *slot;
   }
   g_mutex_unlock (&m->engine_lock);
-  return d;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no Vulkan back end");
-  return NULL;
-#endif
+  return w;
 }
 
-DflCudaDraftCtx *
-gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflashDevice *dev,
-                                 GError **error)
+DflDraftCtx *
+gst_dflash_model_seq_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflashBackend backend,
+                            GstDflashDevice *dev, GError **error)
 {
-#ifdef HAVE_CUDA
-  DflCudaDrafter *d;
+  DflDrafterWeights *w;
 
-  if (!seq->cuda_draft && (d = gst_dflash_model_cuda_drafter (m, dev, error)))
-    seq->cuda_draft = dfl_cuda_draft_ctx_new (d, error);
-  return seq->cuda_draft;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no CUDA back end");
-  return NULL;
-#endif
-}
-
-DflVkDraftCtx *
-gst_dflash_model_seq_vk_draft (GstDflashModel *m, GstDflashSeq *seq, GstDflashDevice *dev,
-                               GError **error)
-{
-#ifdef HAVE_VULKAN
-  DflVkDrafter *d;
-
-  if (!seq->vk_draft && (d = gst_dflash_model_vk_drafter (m, dev, error)))
-    seq->vk_draft = dfl_vk_draft_ctx_new (d, error);
-  return seq->vk_draft;
-#else
-  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED, "this build has no Vulkan back end");
-  return NULL;
-#endif
+  if (seq->draft) {
+    DflDevice *have = dfl_draft_ctx_device (seq->draft);
+    DflBackendId id = have ? dfl_device_backend (have) : DFL_BACKEND_CPU;
+    if (id == gst_dflash_backend_id (backend))
+      return seq->draft;
+    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                 "sequence %u drafts on backend=%s already; it cannot also draft on backend=%s",
+                 seq->id, dfl_backend_name (id), dfl_backend_name (gst_dflash_backend_id (backend)));
+    return NULL;
+  }
+  if ((w = gst_dflash_model_drafter_on (m, backend, dev, error)))
+    seq->draft = dfl_draft_ctx_new (w, error);
+  return seq->draft;
 }
 
 GstContext *

@@ -23,6 +23,7 @@
 #include <gst/gst.h>
 
 #include "drafter.h"
+#include "gstdflashcaps.h"
 #include "sampler.h"
 #include "speculate.h"
 #include "target.h"
@@ -32,12 +33,6 @@ G_BEGIN_DECLS
 
 #define GST_DFLASH_MODEL_CONTEXT_TYPE "dflash.model"
 
-/* The drafter engines of the GPU back ends (cuda-drafter.h,
- * dfl-vk-drafter.h), named here so a build without them still compiles. */
-typedef struct _DflCudaDrafter DflCudaDrafter;
-typedef struct _DflCudaDraftCtx DflCudaDraftCtx;
-typedef struct _DflVkDrafter DflVkDrafter;
-typedef struct _DflVkDraftCtx DflVkDraftCtx;
 typedef struct _GstDflashDevice GstDflashDevice;
 /* gstdflashseq.h */
 typedef struct _GstDflashSeq GstDflashSeq;
@@ -56,13 +51,11 @@ const DflTokenizer *gst_dflash_model_tokenizer (GstDflashModel *m);
 /* NULL where the model has no drafter. */
 const DflDrafterGeometry *gst_dflash_model_geometry (GstDflashModel *m);
 const char *gst_dflash_model_drafter_path (GstDflashModel *m);
-/* The loaded drafter, for its router and selector (never its context). */
-DflDrafter *gst_dflash_model_drafter (GstDflashModel *m);
+/* The loaded drafter (its weights, opened once), for its router and
+ * selector. */
+DflDrafterWeights *gst_dflash_model_drafter (GstDflashModel *m);
 int gst_dflash_model_tap_width (GstDflashModel *m);
 
-/* This sequence's drafter, opened on first use (its weights are the
- * sidecar's mapping, shared; its context is the sequence's own). */
-DflDrafter *gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, GError **error);
 /* "model=… drafter=… no-drafter=… gpu-weights=… backend=…": the
  * properties of a tapsource (GST_DFLASH_MODEL_PROPERTIES) that choose the
  * model it runs, as its element would serialize them. Two tapsources with
@@ -71,34 +64,32 @@ DflDrafter *gst_dflash_model_seq_drafter (GstDflashModel *m, GstDflashSeq *seq, 
 #define GST_DFLASH_MODEL_PROPERTIES "model", "drafter", "no-drafter", "gpu-weights", "backend"
 char *gst_dflash_model_key (GstElement *tapsource);
 
-/* The engines on a GPU, made once per model (on first use, the weights
- * uploaded then) and shared by every sequence and element; each keeps
- * `dev`. One device per back end and model: asking with another fails.
- * device_target: the model's target on `dev` (`f32`: its matrices widened
- * to F32, for parity with the CPU; else as the checkpoint stores them; the
- * first call decides), where that back end runs one. cuda_drafter: the
- * drafter, reading the device target's embedding and head (so the target
- * must be on the card), its matrices as the target's (F32, or as stored).
- * vk_drafter: the drafter on Vulkan with the CPU target's embedding and
- * head. NULL with an error naming the model and the device. */
+/* The target on a device, made once per model (on first use, the weights
+ * uploaded then) and shared by every sequence and element; it keeps `dev`.
+ * One device per model: asking with another fails. `f32`: its matrices
+ * widened to F32, for parity with the CPU; else as the checkpoint stores
+ * them; the first call decides. NULL with an error naming the model and the
+ * device, or where that back end runs no target. */
 const DflTarget *gst_dflash_model_device_target (GstDflashModel *m, GstDflashDevice *dev,
                                                  gboolean f32, GError **error);
-DflCudaDrafter *gst_dflash_model_cuda_drafter (GstDflashModel *m, GstDflashDevice *dev,
-                                               GError **error);
-DflVkDrafter *gst_dflash_model_vk_drafter (GstDflashModel *m, GstDflashDevice *dev,
-                                           GError **error);
-/* The CUDA drafter serves one caller at a time (its contexts share its
- * scratch), and ctxsettle, dflashblock and selector run in threads of
- * their own: each holds this lock around its calls into it. */
-void gst_dflash_model_cuda_drafter_lock (GstDflashModel *m);
-void gst_dflash_model_cuda_drafter_unlock (GstDflashModel *m);
 /* The device the target runs on (NULL before the device target exists). */
 GstDflashDevice *gst_dflash_model_target_device (GstDflashModel *m);
-/* This sequence's drafter context on the device, made on first use. */
-DflCudaDraftCtx *gst_dflash_model_seq_cuda_draft (GstDflashModel *m, GstDflashSeq *seq,
-                                                  GstDflashDevice *dev, GError **error);
-DflVkDraftCtx *gst_dflash_model_seq_vk_draft (GstDflashModel *m, GstDflashSeq *seq,
-                                              GstDflashDevice *dev, GError **error);
+/* The drafter bound to the target for `backend` (CPU, CUDA or VULKAN; a
+ * GPU's on `dev`), made once per model and back end (on first use, the
+ * weights uploaded then) and shared by every sequence and element. On
+ * Vulkan it reads the CPU target's embedding and head (uploaded with it);
+ * on CUDA the device target's (so that must exist), its matrices as the
+ * target's (F32, or as stored). One device per back end and model: asking
+ * with another fails. NULL with an error naming the model and the device. */
+DflDrafterWeights *gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend,
+                                                GstDflashDevice *dev, GError **error);
+/* This sequence's drafter context for `backend`, made on first use from
+ * gst_dflash_model_drafter_on's weights; a sequence drafts on one back
+ * end (asking for another fails). */
+DflDraftCtx *gst_dflash_model_seq_draft (GstDflashModel *m, GstDflashSeq *seq,
+                                         GstDflashBackend backend, GstDflashDevice *dev,
+                                         GError **error);
+
 /* GstContext plumbing. */
 GstContext *gst_dflash_model_context_new (GstDflashModel *m);
 /* Answer a context query with `m` (TRUE where it was ours to answer). */

@@ -5,12 +5,6 @@
 
 #include "gstdflashseq.h"
 
-#ifdef HAVE_CUDA
-#include "cuda-drafter.h"
-#endif
-#ifdef HAVE_VULKAN
-#include "dfl-vk-drafter.h"
-#endif
 
 G_DEFINE_BOXED_TYPE (GstDflashSeq, gst_dflash_seq, gst_dflash_seq_ref, gst_dflash_seq_unref);
 
@@ -43,14 +37,8 @@ seq_free (GstDflashSeq *s)
     g_array_unref (s->tokens);
   g_free (s->taps);
   g_free (s->tip);
-  dfl_drafter_free (s->drafter);
+  g_clear_pointer (&s->draft, dfl_draft_ctx_free);
   gst_clear_buffer (&s->taps_buf);
-#ifdef HAVE_CUDA
-  g_clear_pointer (&s->cuda_draft, dfl_cuda_draft_ctx_free);
-#endif
-#ifdef HAVE_VULKAN
-  g_clear_pointer (&s->vk_draft, dfl_vk_draft_ctx_free);
-#endif
   /* the engines the state above was made from go after it */
   gst_object_unref (s->model);
   g_free (s);

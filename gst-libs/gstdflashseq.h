@@ -39,14 +39,13 @@ struct _GstDflashSeq {
   float *taps;               /* accepted rows' taps */
   int taps_rows;
   float *tip;
-  /* ctxsettle, dflashblock and selector: this sequence's drafter context */
-  DflDrafter *drafter;
+  /* ctxsettle, dflashblock and selector: this sequence's drafter context
+   * (on the back end they draft on) */
+  DflDraftCtx *draft;
   /* The GPU back ends' state of the sequence, made on first use, freed
    * with it. Where kv is on a device, taps_buf holds the accepted rows'
    * taps there instead of taps. */
   GstBuffer *taps_buf;
-  DflCudaDraftCtx *cuda_draft;
-  DflVkDraftCtx *vk_draft;
   /* the verifier's figures */
   int rounds;
   gint64 round_tokens;

@@ -40,6 +40,11 @@ typedef struct _DflDevice DflDevice;
  * device). Where the build lacks the back end or the machine the device:
  * NULL with a DFL_ERROR_UNSUPPORTED error saying which and why. */
 DflDevice *dfl_device_open (DflBackendId id, int index, GError **error);
+/* A DflDevice over a back end's device object opened elsewhere
+ * (DflCudaDevice *, DflVkDevice *; NULL for the CPU): it takes its own
+ * reference to it, so memory and engines of that object and of this device
+ * are one device's. */
+DflDevice *dfl_device_wrap (DflBackendId id, gpointer native, GError **error);
 DflDevice *dfl_device_ref (DflDevice *dev);
 void dfl_device_unref (DflDevice *dev);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflDevice, dfl_device_unref)

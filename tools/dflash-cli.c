@@ -48,22 +48,22 @@ dfl_cli_parse_tokens (const char *text, GArray *ids, GError **error)
   return dfl_token_list_parse (text, "--tokens", 0, NULL, ids, error);
 }
 
-DflDrafter *
+DflDrafterWeights *
 dfl_cli_open_drafter (const char *drafter_path, const DflTarget *target, GError **error)
 {
   const DflQwen3Config *c = dfl_target_config (target);
   g_autofree char *beside = g_build_filename (dfl_target_dir (target), "dflash.safetensors", NULL);
-  g_autoptr (DflDrafter) d = NULL;
+  g_autoptr (DflDrafterWeights) d = NULL;
 
   if (!drafter_path) {
     if (!g_file_test (beside, G_FILE_TEST_EXISTS))
       return NULL;
     drafter_path = beside;
   }
-  if (!(d = dfl_drafter_open (drafter_path, error)))
+  if (!(d = dfl_drafter_weights_open (drafter_path, error)))
     return NULL;
-  if (!dfl_drafter_check_target (d, dfl_target_tensors (target), c->tie_word_embeddings,
-                                 c->layers, c->hidden, c->vocab, error))
+  if (!dfl_drafter_weights_check_target (d, dfl_target_tensors (target), c->tie_word_embeddings,
+                                         c->layers, c->hidden, c->vocab, error))
     return NULL;
   return g_steal_pointer (&d);
 }

@@ -33,7 +33,7 @@ gboolean dfl_cli_check_tokens (GArray *ids, int vocab, const char *target_dir, G
 /* The drafter to use: `path` (--drafter), else dflash.safetensors in the
  * target's folder; checked against the target. NULL without an error where
  * there is none. */
-DflDrafter *dfl_cli_open_drafter (const char *path, const DflTarget *target, GError **error);
+DflDrafterWeights *dfl_cli_open_drafter (const char *path, const DflTarget *target, GError **error);
 
 /* The folder of the model `dflash` uses when none is named: $DFLASH_MODEL,
  * else the embedded default pair. */

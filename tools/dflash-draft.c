@@ -29,15 +29,19 @@ dfl_cmd_draft (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- one block, dumped");
   g_autoptr (GError) error = NULL;
   g_autoptr (DflTarget) target = NULL;
-  g_autoptr (DflDrafter) drafter = NULL;
+  g_autoptr (DflDrafterWeights) drafter = NULL, bound = NULL;
+  g_autoptr (DflDraftCtx) draft = NULL;
   g_autoptr (DflTargetSeq) seq = NULL;
   g_autoptr (GArray) ids = NULL;
   g_autoptr (DflSafetensorsWriter) w = NULL;
-  g_autofree float *target_logits = NULL, *taps = NULL, *h = NULL, *logits = NULL;
+  g_autofree float *target_logits = NULL, *taps = NULL, *block = NULL;
+  const float *h, *logits;
+  DflDraftTrunk trunk;
+  DflTensor out;
   g_autofree guint32 *chosen = NULL, *plain = NULL;
   const DflQwen3Config *c;
   const DflDrafterGeometry *g;
-  int n, tw, rows, mask;
+  int n, tw, rows;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!dfl_cli_parse (ctx, &argc, &argv))
@@ -63,7 +67,7 @@ dfl_cmd_draft (int argc, char **argv)
       return dfl_cli_fail_error (g_steal_pointer (&error));
     return dfl_cli_fail (DFL_EXIT_ERROR, "%s: no dflash.safetensors; name the drafter with --drafter", target_dir);
   }
-  g = dfl_drafter_geometry (drafter);
+  g = dfl_drafter_weights_geometry (drafter);
   n = ids->len;
   tw = dfl_drafter_geometry_tap_width (g);
   rows = g->block - 1;
@@ -77,21 +81,23 @@ dfl_cmd_draft (int argc, char **argv)
     if (!dfl_target_forward (target, seq, (int *) ids->data, n, &out, &error))
       return dfl_cli_fail_error (g_steal_pointer (&error));
   }
-  dfl_drafter_queue_context (drafter, 0, taps, n - 1);
-
-  h = g_new (float, (gsize) g->block * c->hidden);
-  mask = g->mask_token;
-  dfl_target_embed (target, &g_array_index (ids, int, n - 1), 1, h);
-  for (int r = 1; r < g->block; r++)
-    dfl_target_embed (target, &mask, 1, h + (gsize) r * c->hidden);
-  if (!dfl_drafter_block (drafter, n - 1, h, &error))
+  if (!dfl_draft_trunk_of_target (&trunk, target, &error)
+      || !(bound = dfl_drafter_weights_bind (drafter, NULL, &trunk, DFL_DTYPE_F32, &error))
+      || !(draft = dfl_draft_ctx_new (bound, &error))
+      || !dfl_draft_ctx_queue_host (draft, 0, taps, n - 1, &error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  logits = g_new (float, (gsize) rows * c->vocab);
-  dfl_target_head (target, h + c->hidden, rows, c->vocab, logits);
+
+  block = g_malloc (dfl_draft_ctx_block_bytes (draft, c->vocab));
+  out = dfl_tensor_2d (NULL, block, 0, DFL_DTYPE_F32, rows, c->hidden + c->vocab);
   chosen = g_new (guint32, rows);
   plain = g_new (guint32, rows);
-  dfl_drafter_select (drafter, h + c->hidden, rows, logits, c->vocab,
-                      g_array_index (ids, int, n - 1), chosen, plain);
+  if (!dfl_draft_ctx_block (draft, n - 1, g_array_index (ids, int, n - 1), c->vocab, &out, &error)
+      || !dfl_draft_ctx_select (draft, &out, c->vocab, g_array_index (ids, int, n - 1), chosen,
+                                plain, &error))
+    return dfl_cli_fail_error (g_steal_pointer (&error));
+  /* every row of the block, the anchor's too, then the drafting rows' logits */
+  h = dfl_draft_ctx_block_rows (draft);
+  logits = block + (gsize) rows * c->hidden;
 
   w = dfl_safetensors_writer_new ();
   {

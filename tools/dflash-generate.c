@@ -248,7 +248,7 @@ dfl_cmd_generate (int argc, char **argv)
   GstContext *context;
   const DflQwen3Config *c;
   const DflTokenizer *tok;
-  DflDrafter *drafter;
+  DflDrafterWeights *drafter;
   DflRoute route = DFL_ROUTE_BLOCK;
   Output out = { 0 };
   guint64 block_rounds = 0, chain_rounds = 0, prefill_ns = 0;
@@ -309,7 +309,7 @@ dfl_cmd_generate (int argc, char **argv)
                          "or --tokens)");
   {
     /* tapsource wants room for the prompt, every new token and one block */
-    int block = drafter ? dfl_drafter_geometry (drafter)->block : 1;
+    int block = drafter ? dfl_drafter_weights_geometry (drafter)->block : 1;
     gint64 room = (gint64) c->max_positions - block - ids->len;
 
     if (room < 1)
@@ -336,7 +336,7 @@ dfl_cmd_generate (int argc, char **argv)
        || route == DFL_ROUTE_COST) && !drafter)
     return dfl_cli_fail (DFL_EXIT_ERROR, "route '%s' needs a drafter, and %s has no dflash.safetensors "
                          "(name one with --drafter)", dfl_route_name (route), target_dir);
-  if (route == DFL_ROUTE_AUTO && !dfl_drafter_has_route (drafter))
+  if (route == DFL_ROUTE_AUTO && !dfl_drafter_weights_has_route (drafter))
     return dfl_cli_fail (DFL_EXIT_ERROR, "route 'auto' needs a fitted router, and %s has no dflash_route "
                          "(write one with 'dflash route-fit', or route block, chain or match)",
                          gst_dflash_model_drafter_path (model));

@@ -38,18 +38,19 @@ prefix_kept (const int *draft, int m, const int *truth, int left)
 /* The rounds of one prompt along its truth: tip rows into block_rows or
  * chain_rows by who would have kept more. */
 static gboolean
-record_prompt (const DflTarget *target, DflDrafter *drafter, const DflNgram *ngram,
+record_prompt (const DflTarget *target, DflDraftCtx *draft, const DflNgram *ngram,
                const int *prompt, int n_prompt, int max_new, GArray *block_rows,
                GArray *chain_rows, int *ties, GError **error)
 {
   const DflQwen3Config *c = dfl_target_config (target);
-  const DflDrafterGeometry *g = dfl_drafter_geometry (drafter);
+  const DflDrafterGeometry *g = dfl_drafter_weights_geometry (dfl_draft_ctx_weights (draft));
   int hs = c->hidden, tw = dfl_drafter_geometry_tap_width (g), rows = g->block - 1;
   DflSpecParams p;
   g_autoptr (DflSpec) plain = NULL;
   g_autoptr (GArray) out = g_array_new (FALSE, FALSE, sizeof (int));
   g_autoptr (DflTargetSeq) seq = dfl_target_seq_new (target);
-  g_autofree float *taps = NULL, *hidden = NULL, *emb = NULL, *logits = NULL;
+  g_autofree float *taps = NULL, *hidden = NULL, *block = NULL;
+  DflTensor out_block;
   g_autofree int *drafts = g_new (int, rows), *chain = g_new (int, rows);
   const int *truth;
   int n;
@@ -78,14 +79,14 @@ record_prompt (const DflTarget *target, DflDrafter *drafter, const DflNgram *ngr
     if (!dfl_target_forward (target, seq, truth, n, &fo, error))
       return FALSE;
   }
-  emb = g_new (float, (gsize) g->block * hs);
-  logits = g_new (float, (gsize) rows * c->vocab);
-  dfl_drafter_reset (drafter);
-  dfl_drafter_queue_context (drafter, 0, taps, n_prompt);
+  block = g_malloc (dfl_draft_ctx_block_bytes (draft, c->vocab));
+  out_block = dfl_tensor_2d (NULL, block, 0, DFL_DTYPE_F32, rows, hs + c->vocab);
+  dfl_draft_ctx_reset (draft);
+  if (!dfl_draft_ctx_queue_host (draft, 0, taps, n_prompt, error))
+    return FALSE;
   for (int a = n_prompt; a < n - 1;) {
     int kb, kc, mc, step;
-    if (dfl_block_propose (target, drafter, a, truth[a], TRUE, c->vocab, emb, logits, drafts,
-                           error) < 0)
+    if (dfl_block_propose (draft, a, truth[a], TRUE, c->vocab, &out_block, drafts, error) < 0)
       return FALSE;
     kb = prefix_kept (drafts, rows, truth + a + 1, n - a - 1);
     mc = dfl_ngram_propose (ngram, truth, a + 1, rows, chain, NULL);
@@ -99,7 +100,8 @@ record_prompt (const DflTarget *target, DflDrafter *drafter, const DflNgram *ngr
     /* along the better of the two, as a router that chose well would go */
     step = MAX (kb, kc) + 1;
     step = MIN (step, n - a);
-    dfl_drafter_queue_context (drafter, a, taps + (gsize) a * tw, step);
+    if (!dfl_draft_ctx_queue_host (draft, a, taps + (gsize) a * tw, step, error))
+      return FALSE;
     a += step;
   }
   return TRUE;
@@ -110,7 +112,7 @@ typedef struct {
 } Tau;
 
 static gboolean
-run_route (const DflTarget *target, DflDrafter *drafter, DflRoute route, GPtrArray *prompt_ids,
+run_route (const DflTarget *target, DflDrafterWeights *drafter, DflRoute route, GPtrArray *prompt_ids,
            int max_new, Tau *tau, GError **error)
 {
   DflSpecParams p;
@@ -151,7 +153,9 @@ dfl_cmd_route_fit (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- fit the sidecar's router on prompts");
   g_autoptr (GError) error = NULL;
   g_autoptr (DflTarget) target = NULL;
-  g_autoptr (DflDrafter) drafter = NULL, fitted = NULL;
+  g_autoptr (DflDrafterWeights) drafter = NULL, fitted = NULL, bound = NULL;
+  g_autoptr (DflDraftCtx) draft = NULL;
+  DflDraftTrunk trunk;
   g_autoptr (DflTokenizer) tok = NULL;
   g_autoptr (GPtrArray) prompts = NULL;
   g_autoptr (GPtrArray) prompt_ids = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
@@ -186,9 +190,13 @@ dfl_cmd_route_fit (int argc, char **argv)
       return dfl_cli_fail_error (g_steal_pointer (&error));
     return dfl_cli_fail (DFL_EXIT_ERROR, "%s: no dflash.safetensors; name the sidecar with --drafter", target_dir);
   }
-  if (dfl_drafter_is_v1 (drafter))
+  if (dfl_drafter_weights_is_v1 (drafter))
     return dfl_cli_fail (DFL_EXIT_ERROR, "%s: a released DFlash folder has no sidecar to hold a router",
-                         dfl_drafter_path (drafter));
+                         dfl_drafter_weights_path (drafter));
+  if (!dfl_draft_trunk_of_target (&trunk, target, &error)
+      || !(bound = dfl_drafter_weights_bind (drafter, NULL, &trunk, DFL_DTYPE_F32, &error))
+      || !(draft = dfl_draft_ctx_new (bound, &error)))
+    return dfl_cli_fail_error (g_steal_pointer (&error));
   tok_path = g_build_filename (target_dir, "tokenizer.json", NULL);
   if (!(tok = dfl_tokenizer_load (tok_path, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
@@ -207,7 +215,7 @@ dfl_cmd_route_fit (int argc, char **argv)
 
   for (guint i = 0; i < prompt_ids->len; i++) {
     GArray *ids = g_ptr_array_index (prompt_ids, i);
-    if (!record_prompt (target, drafter, &ngram, (int *) ids->data, ids->len, max_new,
+    if (!record_prompt (target, draft, &ngram, (int *) ids->data, ids->len, max_new,
                         block_rows, chain_rows, &ties, &error))
       return dfl_cli_fail (DFL_EXIT_ERROR, "%s: prompt %u: %s", prompts_path, i + 1, error->message);
     /* progress for a person watching; logs get only the result */
@@ -231,10 +239,12 @@ dfl_cmd_route_fit (int argc, char **argv)
     return dfl_cli_fail_error (g_steal_pointer (&error));
   record = dfl_route_record (bm, bb, cm, cb, c->hidden, r, nb, nc);
   if (!out_path)
-    out_path = g_strdup (dfl_drafter_path (drafter));
-  if (!dfl_safetensors_rewrite_metadata (dfl_drafter_path (drafter), out_path, "dflash_route", record, &error))
+    out_path = g_strdup (dfl_drafter_weights_path (drafter));
+  if (!dfl_safetensors_rewrite_metadata (dfl_drafter_weights_path (drafter), out_path, "dflash_route", record, &error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  g_clear_pointer (&drafter, dfl_drafter_free);
+  g_clear_pointer (&draft, dfl_draft_ctx_free);
+  g_clear_pointer (&bound, dfl_drafter_weights_unref);
+  g_clear_pointer (&drafter, dfl_drafter_weights_unref);
   if (!(fitted = dfl_cli_open_drafter (out_path, target, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
   printf ("%s: router of rank %d fitted on %d block and %d chain rounds (%d ties left out)\n",

@@ -66,9 +66,11 @@ main (int argc, char **argv)
   DflDtype type = DFL_DTYPE_BF16;
   GError *error = NULL;
   DflCudaDevice *dev;
-  DflCudaDrafter *cd;
-  DflCudaDraftCtx *ctx;
-  DflCudaWeights embed, head;
+  DflDevice *cuda;
+  DflDrafterWeights *cd;
+  DflDraftCtx *ctx;
+  DflDraftTrunk trunk;
+  DflTensor taps_16, taps_512, out;
   void *d_trunk;
   float *d_taps, *d_out;
   gsize trunk_bytes, tw;
@@ -113,7 +115,8 @@ main (int argc, char **argv)
       || steps > 10000)
     goto usage;
 
-  if (!(dev = dfl_cuda_device_open (ordinal, &error)))
+  if (!(dev = dfl_cuda_device_open (ordinal, &error))
+      || !(cuda = dfl_device_wrap (DFL_BACKEND_CUDA, dev, &error)))
     return die (error);
   printf ("device: %s\n", dfl_cuda_device_describe (dev));
   printf ("geometry: %s — hidden %d, %d layers, %d heads over %d, head_dim %d,"
@@ -130,23 +133,24 @@ main (int argc, char **argv)
   dfl_cuda_fill_random (dev, d_trunk, type, (gsize) g.vocab * g.hidden, 1, 1.0f);
   dfl_cuda_fill_random (dev, (guint8 *) d_trunk + trunk_bytes, type, (gsize) g.vocab * g.hidden,
                         2, 0.03f);
-  embed = (DflCudaWeights) { d_trunk, type, g.vocab, g.hidden };
-  head = (DflCudaWeights) { (guint8 *) d_trunk + trunk_bytes, type, g.vocab, g.hidden };
-  if (!(cd = dfl_cuda_drafter_new_random (dev, &g, TRUE, TRUE, type, &embed, &head, 7, &error))
-      || !(ctx = dfl_cuda_draft_ctx_new (cd, &error)))
+  trunk.embed = dfl_tensor_2d (cuda, d_trunk, 0, type, g.vocab, g.hidden);
+  trunk.head = dfl_tensor_2d (cuda, d_trunk, trunk_bytes, type, g.vocab, g.hidden);
+  if (!(cd = dfl_cuda_drafter_new_random (cuda, &g, TRUE, TRUE, type, &trunk, 7, &error))
+      || !(ctx = dfl_draft_ctx_new (cd, &error)))
     return die (error);
 
   /* the context's rows: random taps made on the card */
   tw = (gsize) dfl_drafter_geometry_tap_width (&g);
   if (!(d_taps = dfl_cuda_alloc (dev, (gsize) MAX (context, 512) * tw * sizeof (float), &error))
-      || !(d_out = dfl_cuda_alloc (dev, dfl_cuda_draft_block_floats (cd, width) * sizeof (float),
-                                   &error)))
+      || !(d_out = dfl_cuda_alloc (dev, dfl_draft_ctx_block_bytes (ctx, width), &error)))
     return die (error);
+  out = dfl_tensor_2d (cuda, d_out, 0, DFL_DTYPE_F32, g.block - 1, g.hidden + width);
+  taps_16 = dfl_tensor_2d (cuda, d_taps, 0, DFL_DTYPE_F32, 16, tw);
+  taps_512 = dfl_tensor_2d (cuda, d_taps, 0, DFL_DTYPE_F32, 512, tw);
   dfl_cuda_fill_random (dev, d_taps, DFL_DTYPE_F32, (gsize) MAX (context, 512) * tw, 3, 1.0f);
   for (int done = 0; done < context; done += 512) {
-    int n = MIN (512, context - done);
-    if (!dfl_cuda_draft_ctx_queue (ctx, done, d_taps, 0, n, &error)
-        || !dfl_cuda_draft_ctx_settle (ctx, &error))
+    DflTensor rows = dfl_tensor_2d (cuda, d_taps, 0, DFL_DTYPE_F32, MIN (512, context - done), tw);
+    if (!dfl_draft_ctx_queue (ctx, done, &rows, &error) || !dfl_draft_ctx_settle (ctx, &error))
       return die (error);
   }
   if (!dfl_cuda_sync (dev, &error))
@@ -167,7 +171,7 @@ main (int argc, char **argv)
     for (int i = -2; i < steps; i++) {
       double t0 = dfl_bench_now ();
       guint32 anchor = (guint32) (1000 + (i + 2) % 1000);
-      if (!dfl_cuda_draft_block (ctx, context, anchor, width, d_out, &error)
+      if (!dfl_draft_ctx_block (ctx, context, anchor, width, &out, &error)
           || !dfl_cuda_sync (dev, &error))
         return die (error);
       if (i >= 0)
@@ -183,7 +187,7 @@ main (int argc, char **argv)
   /* select: the ids back on the host */
   for (int i = -2; i < steps; i++) {
     double t0 = dfl_bench_now ();
-    if (!dfl_cuda_draft_select (cd, d_out, width, 1, chosen, NULL, &error))
+    if (!dfl_draft_ctx_select (ctx, &out, width, 1, chosen, NULL, &error))
       return die (error);
     if (i >= 0)
       t[i] = dfl_bench_now () - t0;
@@ -195,12 +199,12 @@ main (int argc, char **argv)
     int n = which == 0 ? 16 : 512;
     for (int i = -2; i < steps; i++) {
       double t0 = dfl_bench_now ();
-      if (!dfl_cuda_draft_ctx_queue (ctx, context, d_taps, 0, n, &error)
-          || !dfl_cuda_draft_ctx_settle (ctx, &error) || !dfl_cuda_sync (dev, &error))
+      if (!dfl_draft_ctx_queue (ctx, context, n == 16 ? &taps_16 : &taps_512, &error)
+          || !dfl_draft_ctx_settle (ctx, &error) || !dfl_cuda_sync (dev, &error))
         return die (error);
       if (i >= 0)
         t[i] = dfl_bench_now () - t0;
-      dfl_cuda_draft_ctx_truncate (ctx, context);
+      dfl_draft_ctx_truncate (ctx, context);
     }
     if (which == 0)
       settle16 = 16 / dfl_bench_median (t, steps);
@@ -227,9 +231,10 @@ main (int argc, char **argv)
   g_free (chosen);
   dfl_cuda_free (dev, d_taps);
   dfl_cuda_free (dev, d_out);
-  dfl_cuda_draft_ctx_free (ctx);
-  dfl_cuda_drafter_free (cd);
+  dfl_draft_ctx_free (ctx);
+  dfl_drafter_weights_unref (cd);
   dfl_cuda_free (dev, d_trunk);
+  dfl_device_unref (cuda);
   dfl_cuda_device_unref (dev);
   return 0;
 

@@ -53,12 +53,13 @@
 typedef struct {
   DflTarget *t;
   DflTargetSeq *seq;
-  DflCudaDrafter *cd;
-  DflCudaDraftCtx *ctx;
+  DflDraftCtx *ctx;
+  DflDevice *cuda;  /* the card */
   const DflDrafterGeometry *g;
   float *d_taps;    /* the verify pass's taps rows, [block][n_taps·hidden] */
   DflTensor taps;   /* the same as the target's forward writes them */
   float *d_out;     /* the block's rows and logits */
+  DflTensor out;
   int vocab;
 } Loop;
 
@@ -96,17 +97,18 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
   out.argmax = argmax;
 
   dfl_target_seq_truncate (L->seq, context);
-  dfl_cuda_draft_ctx_truncate (L->ctx, context);
+  dfl_draft_ctx_truncate (L->ctx, context);
   start = dfl_bench_now ();
   for (int r = 0; r < rounds; r++) {
     int a = pattern[r % n_pattern];
     double t0, t1, t2, t3;
+    DflTensor rows;
 
     /* draft: the block is enqueued, the selection brings the ids back (its
      * wait is the block's end) */
     t0 = dfl_bench_now ();
-    if (!dfl_cuda_draft_block (L->ctx, pos, anchor, L->vocab, L->d_out, error)
-        || !dfl_cuda_draft_select (L->cd, L->d_out, L->vocab, anchor, chosen, NULL, error))
+    if (!dfl_draft_ctx_block (L->ctx, pos, anchor, L->vocab, &L->out, error)
+        || !dfl_draft_ctx_select (L->ctx, &L->out, L->vocab, anchor, chosen, NULL, error))
       return FALSE;
     t1 = dfl_bench_now ();
 
@@ -126,8 +128,9 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
      * block's parameter upload waits for them, so their device time shows
      * in the next round's draft */
     dfl_target_seq_truncate (L->seq, (int) pos + a + 1);
-    if (!dfl_cuda_draft_ctx_queue (L->ctx, pos, L->d_taps, 0, (gsize) a + 1, error)
-        || !dfl_cuda_draft_ctx_settle (L->ctx, error))
+    rows = dfl_tensor_2d (L->cuda, L->d_taps, 0, DFL_DTYPE_F32, a + 1,
+                          dfl_drafter_geometry_tap_width (L->g));
+    if (!dfl_draft_ctx_queue (L->ctx, pos, &rows, error) || !dfl_draft_ctx_settle (L->ctx, error))
       return FALSE;
     t3 = dfl_bench_now ();
 
@@ -254,12 +257,11 @@ main (int argc, char **argv)
   g_autoptr (GRand) rng = g_rand_new_with_seed (11);
   g_autoptr (DflDevice) device = NULL;
   DflCudaDevice *dev = NULL;
-  DflTensor embedding, head;
-  DflCudaWeights embedding_w, head_w;
   g_autoptr (DflTarget) t = NULL;
   g_autoptr (DflTargetSeq) seq = NULL;
-  g_autoptr (DflCudaDrafter) cd = NULL;
-  g_autoptr (DflCudaDraftCtx) ctx = NULL;
+  g_autoptr (DflDrafterWeights) cd = NULL;
+  g_autoptr (DflDraftCtx) ctx = NULL;
+  DflDraftTrunk trunk;
   g_autoptr (GPtrArray) patterns = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GArray) lengths = g_array_new (FALSE, FALSE, sizeof (int));
   g_autofree int *prompt = NULL;
@@ -319,28 +321,25 @@ main (int argc, char **argv)
       || !dfl_target_seq_reserve (seq, context + g.block * rounds + g.block, &error))
     goto out;
   /* the drafter reads the target's own embedding and head on the card */
-  embedding = dfl_target_embedding_tensor (t);
-  head = dfl_target_head_tensor (t);
-  embedding_w = (DflCudaWeights) { dfl_tensor_data (&embedding), embedding.dtype,
-                                   embedding.ne[1], embedding.ne[0] };
-  head_w = (DflCudaWeights) { dfl_tensor_data (&head), head.dtype, head.ne[1], head.ne[0] };
-  if (!(cd = dfl_cuda_drafter_new_random (dev, &g, TRUE, TRUE, DFL_DTYPE_BF16, &embedding_w,
-                                          &head_w, 7, &error))
-      || !(ctx = dfl_cuda_draft_ctx_new (cd, &error)))
+  trunk.embed = dfl_target_embedding_tensor (t);
+  trunk.head = dfl_target_head_tensor (t);
+  if (!(cd = dfl_cuda_drafter_new_random (device, &g, TRUE, TRUE, DFL_DTYPE_BF16, &trunk, 7,
+                                          &error))
+      || !(ctx = dfl_draft_ctx_new (cd, &error)))
     goto out;
   tw = (gsize) dfl_drafter_geometry_tap_width (&g);
   if (!(L.d_taps = dfl_cuda_alloc (dev, (gsize) MAX (PREFILL_CHUNK, g.block) * tw * sizeof (float),
                                    &error))
-      || !(L.d_out = dfl_cuda_alloc (dev, dfl_cuda_draft_block_floats (cd, c.vocab)
-                                     * sizeof (float), &error)))
+      || !(L.d_out = dfl_cuda_alloc (dev, dfl_draft_ctx_block_bytes (ctx, c.vocab), &error)))
     goto out;
   L.taps = dfl_tensor_2d (device, L.d_taps, 0, DFL_DTYPE_F32, MAX (PREFILL_CHUNK, g.block), tw);
   L.t = t;
   L.seq = seq;
-  L.cd = cd;
   L.ctx = ctx;
-  L.g = dfl_cuda_drafter_geometry (cd);
+  L.cuda = device;
+  L.g = dfl_drafter_weights_geometry (cd);
   L.vocab = c.vocab;
+  L.out = dfl_tensor_2d (device, L.d_out, 0, DFL_DTYPE_F32, g.block - 1, g.hidden + c.vocab);
 
   /* the prefill, in chunks, each chunk's taps queued into the drafter's
    * context from the card; the last row's argmax is the first anchor */
@@ -351,15 +350,16 @@ main (int argc, char **argv)
     int n = MIN (PREFILL_CHUNK, context - done);
     gboolean last = done + n == context;
     DflForwardOut fo = { 0 };
+    DflTensor rows;
     int32_t argmax = 0;
     fo.tap_layers = g.taps;
     fo.n_tap_layers = g.n_taps;
     fo.device_taps = &L.taps;
     fo.logits_from = n - 1;
     fo.argmax = last ? &argmax : NULL;
+    rows = dfl_tensor_2d (device, L.d_taps, 0, DFL_DTYPE_F32, n, (gint64) tw);
     if (!dfl_target_forward (t, seq, prompt + done, n, &fo, &error)
-        || !dfl_cuda_draft_ctx_queue (ctx, done, L.d_taps, 0, n, &error)
-        || !dfl_cuda_draft_ctx_settle (ctx, &error))
+        || !dfl_draft_ctx_queue (ctx, done, &rows, &error) || !dfl_draft_ctx_settle (ctx, &error))
       goto out;
     if (last)
       first_anchor = (guint32) argmax;
@@ -390,7 +390,7 @@ main (int argc, char **argv)
   }
 
   target_bytes = dfl_target_weight_bytes (t);
-  drafter_bytes = dfl_cuda_drafter_weight_bytes (cd);
+  drafter_bytes = dfl_drafter_weights_bytes (cd);
   head_bytes = (guint64) c.vocab * c.hidden * dfl_dtype_size (DFL_DTYPE_BF16);
 
   printf ("device                     %s\n", dfl_cuda_device_describe (dev));

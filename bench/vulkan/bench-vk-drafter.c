@@ -11,13 +11,16 @@
  * head BF16 too; vectors F32, codebooks F16.
  *
  * Prints, for each path: settle throughput of a 512-row prompt, the block
- * (layers and last norm) and the whole draft (block, head over the full
- * vocabulary, selector; on the device only the ids come back), medians;
- * then the ratios CPU / Vulkan.
+ * (layers, last norm, and a head of selector_top rows only) and the whole
+ * draft (block, head over the full vocabulary, selector; on the device only
+ * the ids come back), medians; then the ratios CPU / Vulkan. Both paths
+ * are the same calls (drafter.h) on contexts bound to either back end.
  *
  *   bench-vk-drafter [--big] [--blocks N] [--device N]
  */
-#include "dfl-vk-drafter.h"
+#include "drafter.h"
+#include "dfl-kernels.h"
+#include "dfl-vk.h"
 #include "bench-common.h"
 #include "safetensors.h"
 
@@ -99,14 +102,14 @@ main (int argc, char **argv)
   gboolean big = FALSE;
   int n_blocks = 9, device = -1, ctx_rows = 512, tw, rows, hs;
   GError *error = NULL;
-  DflDrafter *d;
-  DflVkDevice *dev;
-  DflVkDrafter *vd;
-  DflVkDraftCtx *c;
-  DflVkBuffer *out;
+  DflDrafterWeights *d, *cpu_w, *vk_w;
+  DflDevice *dev;
+  DflDraftCtx *cpu, *vk;
+  DflDraftTrunk trunk;
+  DflTensor cpu_out, vk_out;
+  gpointer vk_mem;
   guint16 *embed, *head;
-  DflWeights we, wh;
-  float *taps, *h, *logits;
+  float *taps, *block;
   guint32 *chosen, *vchosen;
   double t0, t_fill, cpu_settle[3], vk_settle[3], cpu_block[64], cpu_draft[64], vk_block[64],
          vk_draft[64];
@@ -134,16 +137,16 @@ main (int argc, char **argv)
   rows = g.block;
   hs = g.hidden;
 
-  if (!(dev = dfl_vk_device_open (device, DFL_VK_DEVICE_DEFAULT, &error)))
+  if (!(dev = dfl_device_open (DFL_BACKEND_VULKAN, device, &error)))
     die (error);
   t0 = dfl_bench_now ();
-  if (!(d = dfl_drafter_new_blank_as (&g, TRUE, TRUE, DFL_DTYPE_BF16, &error)))
+  if (!(d = dfl_drafter_weights_new_blank_as (&g, TRUE, TRUE, DFL_DTYPE_BF16, &error)))
     die (error);
-  dfl_drafter_foreach_weight (d, fill, NULL);
+  dfl_drafter_weights_foreach (d, fill, NULL);
   embed = bf16_table ((gsize) g.vocab * hs, 1.0f);
   head = bf16_table ((gsize) g.vocab * hs, 0.05f);
-  we = (DflWeights) { embed, DFL_DTYPE_BF16, g.vocab, hs };
-  wh = (DflWeights) { head, DFL_DTYPE_BF16, g.vocab, hs };
+  trunk.embed = dfl_tensor_2d (NULL, embed, 0, DFL_DTYPE_BF16, g.vocab, hs);
+  trunk.head = dfl_tensor_2d (NULL, head, 0, DFL_DTYPE_BF16, g.vocab, hs);
   t_fill = dfl_bench_now () - t0;
   printf ("geometry: %s — hidden %d, %d layers, %d heads over %d, head_dim %d, intermediate %d,"
           " %d taps, block %d, conv kernel %d group %d, selector rank %d top %d, vocab %d\n",
@@ -151,68 +154,64 @@ main (int argc, char **argv)
           g.intermediate, g.n_taps, g.block, g.conv_kernel, g.conv_group, g.selector_rank,
           g.selector_top, g.vocab);
   printf ("weights: drafter %.3f GB, embedding and head %.3f GB (BF16), made in %.1f s\n",
-          dfl_drafter_weight_bytes (d) / 1e9, 2.0 * g.vocab * hs * 2 / 1e9, t_fill);
-  printf ("device: %s\n", dfl_vk_device_describe (dev));
+          dfl_drafter_weights_bytes (d) / 1e9, 2.0 * g.vocab * hs * 2 / 1e9, t_fill);
+  printf ("device: %s\n", dfl_device_describe (dev));
+  if (!(cpu_w = dfl_drafter_weights_bind (d, NULL, &trunk, DFL_DTYPE_F32, &error))
+      || !(cpu = dfl_draft_ctx_new (cpu_w, &error)))
+    die (error);
   t0 = dfl_bench_now ();
-  if (!(vd = dfl_vk_drafter_new (dev, d, &we, &wh, &error))
-      || !(c = dfl_vk_draft_ctx_new (vd, &error)))
+  if (!(vk_w = dfl_drafter_weights_bind (d, dev, &trunk, DFL_DTYPE_F32, &error))
+      || !(vk = dfl_draft_ctx_new (vk_w, &error)))
     die (error);
-  printf ("upload: %.3f GB in %.2f s\n", dfl_vk_drafter_device_bytes (vd) / 1e9,
+  printf ("upload: %.3f GB in %.2f s\n", dfl_drafter_weights_bytes (vk_w) / 1e9,
           dfl_bench_now () - t0);
-  out = dfl_vk_buffer_new (dev, dfl_vk_drafter_block_bytes (vd, g.vocab), DFL_VK_MEMORY_DEVICE,
-                           &error);
-  if (!out)
+  block = g_malloc (dfl_draft_ctx_block_bytes (cpu, g.vocab));
+  cpu_out = dfl_tensor_2d (NULL, block, 0, DFL_DTYPE_F32, rows - 1, hs + g.vocab);
+  if (!(vk_mem = dfl_device_alloc (dev, dfl_draft_ctx_block_bytes (vk, g.vocab), &error)))
     die (error);
+  vk_out = dfl_tensor_2d (dev, vk_mem, 0, DFL_DTYPE_F32, rows - 1, hs + g.vocab);
 
   /* settle: a 512-row prompt, both paths */
   taps = g_new (float, (gsize) ctx_rows * tw);
   for (gsize i = 0; i < (gsize) ctx_rows * tw; i++)
     taps[i] = rnd ();
   for (int i = 0; i < 3; i++) {
-    dfl_drafter_reset (d);
-    dfl_drafter_queue_context (d, 0, taps, ctx_rows);
-    t0 = dfl_bench_now ();
-    dfl_drafter_settle (d);
-    cpu_settle[i] = dfl_bench_now () - t0;
-    dfl_vk_draft_ctx_reset (c);
-    if (!dfl_vk_draft_ctx_queue (c, 0, taps, ctx_rows, &error))
-      die (error);
-    t0 = dfl_bench_now ();
-    if (!dfl_vk_draft_ctx_settle (c, &error))
-      die (error);
-    vk_settle[i] = dfl_bench_now () - t0;
+    DflDraftCtx *c[2] = { cpu, vk };
+    double *t[2] = { cpu_settle, vk_settle };
+    for (int k = 0; k < 2; k++) {
+      dfl_draft_ctx_reset (c[k]);
+      if (!dfl_draft_ctx_queue_host (c[k], 0, taps, ctx_rows, &error))
+        die (error);
+      t0 = dfl_bench_now ();
+      if (!dfl_draft_ctx_settle (c[k], &error))
+        die (error);
+      t[k][i] = dfl_bench_now () - t0;
+    }
   }
 
-  /* blocks over that context, anchors at its end; the first of each warms up */
-  h = g_new (float, (gsize) rows * hs);
-  logits = g_new (float, (gsize) (rows - 1) * g.vocab);
+  /* blocks over that context, anchors at its end; the first of each warms
+   * up. The block's head scores selector_top rows (the block's own cost);
+   * the draft's the whole vocabulary, then the selector */
   chosen = g_new (guint32, rows - 1);
   vchosen = g_new (guint32, rows - 1);
   for (int i = 0; i <= n_blocks; i++) {
     guint32 anchor = (guint32) (i * 7919) % (guint32) g.vocab;
-    double t1;
-    dfl_bf16_to_f32_n (embed + (gsize) anchor * hs, h, hs);
-    for (int r = 1; r < rows; r++)
-      dfl_bf16_to_f32_n (embed + (gsize) g.mask_token * hs, h + (gsize) r * hs, hs);
-    t0 = dfl_bench_now ();
-    if (!dfl_drafter_block (d, ctx_rows, h, &error))
-      die (error);
-    t1 = dfl_bench_now ();
-    dfl_matmul_w (&wh, h + hs, rows - 1, hs, logits, g.vocab, g.vocab, 0);
-    dfl_drafter_select (d, h + hs, rows - 1, logits, g.vocab, anchor, chosen, NULL);
-    if (i > 0) {
-      cpu_block[i - 1] = t1 - t0;
-      cpu_draft[i - 1] = dfl_bench_now () - t0;
-    }
-    t0 = dfl_bench_now ();
-    if (!dfl_vk_draft_ctx_block (c, ctx_rows, anchor, g.vocab, out, &error))
-      die (error);
-    t1 = dfl_bench_now ();
-    if (!dfl_vk_draft_ctx_draft (c, ctx_rows, anchor, g.vocab, out, vchosen, NULL, &error))
-      die (error);
-    if (i > 0) {
-      vk_block[i - 1] = t1 - t0;
-      vk_draft[i - 1] = dfl_bench_now () - t1;
+    DflDraftCtx *c[2] = { cpu, vk };
+    const DflTensor *out[2] = { &cpu_out, &vk_out };
+    guint32 *ids[2] = { chosen, vchosen };
+    double *tb[2] = { cpu_block, vk_block }, *td[2] = { cpu_draft, vk_draft };
+    for (int k = 0; k < 2; k++) {
+      double t1;
+      t0 = dfl_bench_now ();
+      if (!dfl_draft_ctx_block (c[k], ctx_rows, anchor, g.selector_top, out[k], &error))
+        die (error);
+      t1 = dfl_bench_now ();
+      if (!dfl_draft_ctx_draft (c[k], ctx_rows, anchor, g.vocab, out[k], ids[k], NULL, &error))
+        die (error);
+      if (i > 0) {
+        tb[k][i - 1] = t1 - t0;
+        td[k][i - 1] = dfl_bench_now () - t1;
+      }
     }
     same += memcmp (chosen, vchosen, sizeof (guint32) * (rows - 1)) == 0;
   }
@@ -233,16 +232,17 @@ main (int argc, char **argv)
   }
 
   g_free (taps);
-  g_free (h);
-  g_free (logits);
+  g_free (block);
   g_free (chosen);
   g_free (vchosen);
+  dfl_device_free (dev, vk_mem);
+  dfl_draft_ctx_free (cpu);
+  dfl_draft_ctx_free (vk);
+  dfl_drafter_weights_unref (cpu_w);
+  dfl_drafter_weights_unref (vk_w);
+  dfl_drafter_weights_unref (d);
   g_free (embed);
   g_free (head);
-  dfl_vk_buffer_free (out);
-  dfl_vk_draft_ctx_free (c);
-  dfl_vk_drafter_free (vd);
-  dfl_vk_device_unref (dev);
-  dfl_drafter_free (d);
+  dfl_device_unref (dev);
   return 0;
 }

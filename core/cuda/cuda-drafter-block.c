@@ -25,12 +25,6 @@
 #include <math.h>
 #include <string.h>
 
-gsize
-dfl_cuda_draft_block_floats (const DflCudaDrafter *cd, int width)
-{
-  return (gsize) (cd->g.block - 1) * (gsize) (cd->g.hidden + MAX (width, 0));
-}
-
 void
 dfl_cuda_draft_ctx_drop_graph (DflCudaDraftCtx *ctx)
 {
@@ -41,7 +35,7 @@ dfl_cuda_draft_ctx_drop_graph (DflCudaDraftCtx *ctx)
 static void
 fill_param (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor)
 {
-  const DflDrafterGeometry *g = &ctx->cd->g;
+  const DflDrafterGeometry *g = ctx->cd->g;
   guint8 *p = ctx->h_param;
   int32_t *ids = (int32_t *) (p + ctx->off_ids);
   int b = g->block;
@@ -52,14 +46,15 @@ fill_param (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor)
     ids[r] = (int32_t) g->mask_token;
   for (int l = 0; l < g->layers; l++) {
     const DflCudaLayerCtx *c = &ctx->layers[l];
+    const DflDraftLayerRows *rows = &ctx->base.rows[l];
     int32_t *lo = (int32_t *) (p + ctx->off_lo) + (gsize) l * b;
     int32_t *hi = (int32_t *) (p + ctx->off_hi) + (gsize) l * b;
     int w = dfl_drafter_geometry_window_of (g, l);
     gint64 base, clo, chi;
-    dfl_cuda_draft_ctx_layer_range (ctx, l, anchor_pos, &base, &clo, &chi);
+    dfl_draft_ctx_layer_range (&ctx->base, l, anchor_pos, &base, &clo, &chi);
     if (w == 0) {
       /* [block rows][context rows from base], the context's first at front */
-      g_assert (c->start == 0);
+      g_assert (rows->start == 0);
       for (int r = 0; r < b; r++) {
         lo[r] = 0;
         hi[r] = (int32_t) (c->front + (chi - base));
@@ -73,7 +68,7 @@ fill_param (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor)
       int32_t *gather = (int32_t *) (p + ctx->off_gather[l]);
       for (int s = 0; s < w; s++) {
         gint64 pos = chi - w + s;
-        gather[s] = pos >= base ? (int32_t) (c->start + (gsize) (pos - base)) : 0;
+        gather[s] = pos >= base ? (int32_t) (rows->start + (gsize) (pos - base)) : 0;
       }
       for (int r = 0; r < b; r++) {
         gint64 from = CLAMP (anchor_pos + r + 1 - w, clo, chi);
@@ -89,7 +84,7 @@ fill_param (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor)
 static float *
 conv_in (DflCudaDrafter *cd, const DflCudaDrafterLayer *L, int which, float *x, float *tmp)
 {
-  const DflDrafterGeometry *g = &cd->g;
+  const DflDrafterGeometry *g = cd->g;
   int hs = g->hidden, kn = g->conv_kernel, groups = hs / g->conv_group, kproj = 2 * kn * groups;
 
   if (!cd->conv)
@@ -106,7 +101,7 @@ static void
 conv_out_add (DflCudaDrafter *cd, const DflCudaDrafterLayer *L, int which, float *h,
               const float *x, float *tmp)
 {
-  const DflDrafterGeometry *g = &cd->g;
+  const DflDrafterGeometry *g = cd->g;
   int hs = g->hidden, kn = g->conv_kernel, groups = hs / g->conv_group, kproj = 2 * kn * groups;
 
   if (cd->conv) {
@@ -123,7 +118,7 @@ conv_out_add (DflCudaDrafter *cd, const DflCudaDrafterLayer *L, int which, float
 static int
 block_keys (const DflCudaDraftCtx *ctx, int l)
 {
-  const DflDrafterGeometry *g = &ctx->cd->g;
+  const DflDrafterGeometry *g = ctx->cd->g;
   int w = dfl_drafter_geometry_window_of (g, l);
 
   return w == 0 ? (int) (ctx->layers[l].front + ctx->layers[l].cap) : w + g->block;
@@ -135,7 +130,7 @@ enqueue_block (DflCudaDraftCtx *ctx, int width, float *d_out)
 {
   DflCudaDrafter *cd = ctx->cd;
   DflCudaDevice *dev = cd->dev;
-  const DflDrafterGeometry *g = &cd->g;
+  const DflDrafterGeometry *g = cd->g;
   int b = g->block, hs = g->hidden, hd = g->head_dim, ffn = g->intermediate;
   int qd = g->heads * hd, kd = g->kv_heads * hd;
   float eps = (float) g->eps, scale = 1.0f / sqrtf ((float) hd);
@@ -205,51 +200,31 @@ static gboolean block_locked (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 a
                               float *d_out, GError **error);
 
 gboolean
-dfl_cuda_draft_block (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
-                      float *d_out, GError **error)
+dfl_cuda_draft_ctx_block (DflDraftCtx *base, gint64 anchor_pos, guint32 anchor, int width,
+                          const DflTensor *out, GError **error)
 {
+  DflCudaDraftCtx *ctx = (DflCudaDraftCtx *) base;
   DflCudaDrafter *cd = ctx->cd;
-  const DflDrafterGeometry *g = &cd->g;
   gboolean ok;
 
-  g_return_val_if_fail (d_out != NULL, FALSE);
-  if (anchor >= (guint32) g->vocab) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: anchor token %u is outside the vocabulary of %d", cd->name, anchor, g->vocab);
-    return FALSE;
-  }
-  if (width < 1 || width > cd->head.rows) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: logits width %d; expected 1 to the head's %d rows", cd->name, width,
-                 cd->head.rows);
-    return FALSE;
-  }
-  if (anchor_pos + g->block >= G_MAXINT32) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
-                 "%s: a block at position %" G_GINT64_FORMAT " is past the positions the drafter"
-                 " indexes", cd->name, anchor_pos);
-    return FALSE;
-  }
-  if (!dfl_cuda_draft_ctx_check (ctx, anchor_pos, error))
-    return FALSE;
-  /* from the settle to the block's launch, the stream is this block's: a
-   * capture must record nothing of another thread's */
-  dfl_cuda_device_lock (cd->dev);
-  ok = block_locked (ctx, anchor_pos, anchor, width, d_out, error);
-  dfl_cuda_device_unlock (cd->dev);
+  /* the drafter's scratch is its contexts' in turn; from the parameters'
+   * upload to the block's launch the stream is this block's: a capture
+   * must record nothing of another thread's */
+  dfl_cuda_drafter_hold (cd);
+  ok = block_locked (ctx, anchor_pos, anchor, width, dfl_tensor_data (out), error);
+  dfl_cuda_drafter_release (cd);
   return ok;
 }
 
-/* The block once its arguments are checked, the device held. */
+/* The block once its arguments are checked and its context settled, the
+ * drafter and the device held. */
 static gboolean
 block_locked (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width, float *d_out,
               GError **error)
 {
   DflCudaDrafter *cd = ctx->cd;
-  const DflDrafterGeometry *g = &cd->g;
+  const DflDrafterGeometry *g = cd->g;
 
-  if (!dfl_cuda_draft_ctx_settle (ctx, error))
-    return FALSE;
   fill_param (ctx, anchor_pos, anchor);
   /* stream-ordered: the previous block has read its parameters by now */
   if (!dfl_cuda_upload (cd->dev, ctx->d_param, ctx->h_param, ctx->param_bytes, error))
@@ -277,7 +252,6 @@ block_locked (DflCudaDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width
     ctx->graph_scratch = dfl_cuda_attention_scratch_generation (cd->dev);
   }
   dfl_cuda_graph_launch (cd->dev, ctx->graph);
-  dfl_cuda_copy_d2d (cd->dev, d_out, cd->s_block,
-                     dfl_cuda_draft_block_floats (cd, width) * sizeof (float));
+  dfl_cuda_copy_d2d (cd->dev, d_out, cd->s_block, dfl_draft_ctx_block_bytes (&ctx->base, width));
   return dfl_cuda_check (cd->dev, "the drafter's block graph", error);
 }

@@ -1,11 +1,12 @@
 /* gst-dflash — the CUDA drafter's state, shared by its source files
  * (cuda-drafter.c: weights and selection; cuda-drafter-context.c: the
- * context; cuda-drafter-block.c: the block and its graph). Not installed.
+ * context's rows; cuda-drafter-block.c: the block and its graph). Not
+ * installed.
  */
 #pragma once
 
 #include "cuda-drafter.h"
-#include "drafter-private.h"
+#include "draft-context.h"
 
 G_BEGIN_DECLS
 
@@ -20,11 +21,14 @@ typedef struct {
   DflCudaWeights conv_proj[2];      /* [2·kernel·groups][hidden] */
 } DflCudaDrafterLayer;
 
-struct _DflCudaDrafter {
+/* The weights on the card: bound weights' native state. */
+typedef struct {
   DflCudaDevice *dev;
-  DflDrafterGeometry g;
-  char *name;                       /* for messages: the drafter's path */
+  const DflDrafterGeometry *g;      /* the bound weights' */
+  const char *name;                 /* for messages: the drafter's path */
   gboolean conv, selector, use_graph;
+  /* its contexts' calls, one at a time: they share the scratch */
+  GMutex lock;
   void *d_weights;                  /* every weight, one allocation */
   guint64 weight_bytes;
   DflCudaWeights fc, sel;
@@ -49,25 +53,25 @@ struct _DflCudaDrafter {
    * block's rows: [window + block][kv_heads·head_dim], K then V; NULL for
    * a layer that sees everything */
   float **s_win_k, **s_win_v;
-};
+} DflCudaDrafter;
 
+/* A layer's rows on the card; the module's rows say which are live. */
 typedef struct {
   float *d_k, *d_v;                 /* [front + cap][kv_heads·head_dim] */
-  gsize cap, start, held;           /* as DflLayerContext, in context rows */
-  gint64 dropped;
+  gsize cap;
   /* rows in front of the context: a layer that sees all its context keeps
    * the block's K/V there (block rows), right before its first row, so one
    * key range covers both; a windowed layer keeps none */
   gsize front;
 } DflCudaLayerCtx;
 
-struct _DflCudaDraftCtx {
+typedef struct {
+  DflDraftCtx base;
   DflCudaDrafter *cd;
   DflCudaLayerCtx *layers;
-  gint64 first, len;
   /* waiting taps rows, on the device; a second buffer to compact into */
   float *d_pending, *d_pending2;
-  gsize pending_rows, pending_cap;
+  gsize pending_cap;
   /* bumped whenever a context buffer moves: a graph made before is stale */
   guint64 generation;
 
@@ -84,17 +88,37 @@ struct _DflCudaDraftCtx {
   guint64 graph_generation;
   int graph_width;
   guint64 graph_scratch;   /* attention's scratch the graph reads */
-};
+} DflCudaDraftCtx;
 
-/* cuda-drafter-context.c */
-gboolean dfl_cuda_draft_ctx_settle_rows (DflCudaDraftCtx *ctx, const float *d_taps, gsize n,
-                                         GError **error);
-/* The position base and the context rows [lo, hi) a block at anchor_pos
- * reads in `layer` (the CPU drafter's arithmetic). */
-void dfl_cuda_draft_ctx_layer_range (const DflCudaDraftCtx *ctx, int layer, gint64 anchor_pos,
-                                     gint64 *base, gint64 *lo, gint64 *hi);
+/* The drafter's turn: its scratch is one context's at a time, and from
+ * the first enqueue to the last read the stream is the caller's (no other
+ * thread's work lands in a capture, nor takes its error). Every entry of a
+ * context that touches the card holds it. */
+static inline void
+dfl_cuda_drafter_hold (DflCudaDrafter *cd)
+{
+  g_mutex_lock (&cd->lock);
+  dfl_cuda_device_lock (cd->dev);
+}
+
+static inline void
+dfl_cuda_drafter_release (DflCudaDrafter *cd)
+{
+  dfl_cuda_device_unlock (cd->dev);
+  g_mutex_unlock (&cd->lock);
+}
+
+/* cuda-drafter-context.c: the context's rows */
+DflDraftCtx *dfl_cuda_draft_ctx_new (DflDrafterWeights *w, GError **error);
 
 /* cuda-drafter-block.c */
+gboolean dfl_cuda_draft_ctx_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor,
+                                   int width, const DflTensor *out, GError **error);
 void dfl_cuda_draft_ctx_drop_graph (DflCudaDraftCtx *ctx);
+
+/* cuda-drafter.c: the selection */
+gboolean dfl_cuda_draft_ctx_select (DflDraftCtx *ctx, const DflTensor *block, int width,
+                                    guint32 anchor, guint32 *chosen, guint32 *plain,
+                                    GError **error);
 
 G_END_DECLS

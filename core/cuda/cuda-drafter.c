@@ -17,12 +17,6 @@ cuda_type_of (DflDtype t)
   return t == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16 : t == DFL_DTYPE_F16 ? DFL_DTYPE_F16 : DFL_DTYPE_F32;
 }
 
-DflDtype
-dfl_cuda_drafter_stored_type (const DflDrafter *d)
-{
-  return cuda_type_of (d->fc.type);
-}
-
 /* --- laying the weights out in one allocation ---
  *
  * The same walk runs twice: once to count the bytes (base NULL), once to
@@ -179,10 +173,10 @@ put_book (Placer *P, const guint16 *src, gsize n)
 
 /* Every weight of the drafter: from `d` (NULL: random). */
 static void
-lay_out (Placer *P, const DflDrafter *d)
+lay_out (Placer *P, const DflDrafterWeights *d)
 {
   DflCudaDrafter *cd = P->cd;
-  const DflDrafterGeometry *g = &cd->g;
+  const DflDrafterGeometry *g = cd->g;
   int hs = g->hidden, hd = g->head_dim, ffn = g->intermediate;
   int qd = g->heads * hd, kd = g->kv_heads * hd, tw = dfl_drafter_geometry_tap_width (g);
   int kn = g->conv_kernel, kproj = 2 * kn * (cd->conv ? hs / g->conv_group : 0);
@@ -231,7 +225,7 @@ lay_out (Placer *P, const DflDrafter *d)
 static gboolean
 alloc_scratch (DflCudaDrafter *cd, GError **error)
 {
-  const DflDrafterGeometry *g = &cd->g;
+  const DflDrafterGeometry *g = cd->g;
   gsize b = g->block, hs = g->hidden, hd = g->head_dim, ffn = g->intermediate;
   gsize qd = (gsize) g->heads * hd, kd = (gsize) g->kv_heads * hd;
   gsize tw = (gsize) dfl_drafter_geometry_tap_width (g), sb = DFL_DRAFTER_SETTLE_BATCH;
@@ -245,7 +239,7 @@ alloc_scratch (DflCudaDrafter *cd, GError **error)
     { &cd->s_d, b * kproj * 4 }, { &cd->s_gate, b * ffn * 4 }, { &cd->s_up, b * ffn * 4 },
     { &cd->s_t, sb * hs * 4 }, { &cd->s_round, round * 2 }, { &cd->s_hp, b * rank * 4 },
     { &cd->s_vals, b * top * 4 }, { &cd->s_ids, b * (top + 1) * 4 },
-    { &cd->s_block, dfl_cuda_draft_block_floats (cd, cd->head.rows) * 4 },
+    { &cd->s_block, (b - 1) * (hs + (gsize) cd->head.rows) * 4 },
   };
   gsize total = 0, off = 0;
   guint8 *base;
@@ -283,91 +277,11 @@ alloc_scratch (DflCudaDrafter *cd, GError **error)
 
 /* --- creation --- */
 
-static gboolean
-check_trunk (const DflDrafterGeometry *g, const char *name, const DflCudaWeights *embed,
-             const DflCudaWeights *head, GError **error)
+static void
+cuda_drafter_free (gpointer native)
 {
-  if (!embed || !head || !embed->d_data || !head->d_data) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: the CUDA drafter needs the target's embedding and head on the device", name);
-    return FALSE;
-  }
-  if (embed->cols != g->hidden || head->cols != g->hidden || embed->rows < g->vocab
-      || head->rows < g->vocab) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
-                 "%s: the target's embedding is [%d, %d] and its head [%d, %d]; the drafter needs"
-                 " hidden %d and at least vocab %d rows", name, embed->rows, embed->cols,
-                 head->rows, head->cols, g->hidden, g->vocab);
-    return FALSE;
-  }
-  return TRUE;
-}
+  DflCudaDrafter *cd = native;
 
-static DflCudaDrafter *
-drafter_new (DflCudaDevice *dev, const DflDrafterGeometry *g, const char *name, gboolean conv,
-             gboolean selector, DflDtype as, const DflCudaWeights *embed,
-             const DflCudaWeights *head, const DflDrafter *src, guint64 seed, GError **error)
-{
-  DflCudaDrafter *cd;
-  Placer P;
-
-  g_return_val_if_fail (dev != NULL && g != NULL, NULL);
-  if (!dfl_drafter_geometry_check (g, name, error) || !check_trunk (g, name, embed, head, error))
-    return NULL;
-  if (as != DFL_DTYPE_F32 && as != DFL_DTYPE_F16 && as != DFL_DTYPE_BF16) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "%s: weight type %d is not F32, F16 or BF16",
-                 name, (int) as);
-    return NULL;
-  }
-  cd = g_new0 (DflCudaDrafter, 1);
-  cd->dev = dfl_cuda_device_ref (dev);
-  dfl_drafter_geometry_copy (&cd->g, g);
-  cd->name = g_strdup (name);
-  cd->conv = conv && g->conv_kernel > 0;
-  cd->selector = selector && g->selector_rank > 0;
-  cd->use_graph = TRUE;
-  cd->embed = *embed;
-  cd->head = *head;
-  cd->layers = g_new0 (DflCudaDrafterLayer, g->layers);
-
-  P = (Placer) { cd, NULL, 0, as, seed, error, FALSE };
-  lay_out (&P, src);
-  cd->weight_bytes = P.off;
-  if (!(cd->d_weights = dfl_cuda_alloc (dev, P.off, error)))
-    goto fail;
-  P.base = cd->d_weights;
-  P.off = 0;
-  lay_out (&P, src);
-  if (P.failed || !alloc_scratch (cd, error) || !dfl_cuda_sync (dev, error))
-    goto fail;
-  return cd;
-fail:
-  dfl_cuda_drafter_free (cd);
-  return NULL;
-}
-
-DflCudaDrafter *
-dfl_cuda_drafter_new (DflCudaDevice *dev, const DflDrafter *d, const DflCudaWeights *embed,
-                      const DflCudaWeights *head, DflDtype weights_as, GError **error)
-{
-  g_return_val_if_fail (d != NULL, NULL);
-  return drafter_new (dev, &d->g, d->path, d->conv, d->selector, weights_as, embed, head, d, 0,
-                      error);
-}
-
-DflCudaDrafter *
-dfl_cuda_drafter_new_random (DflCudaDevice *dev, const DflDrafterGeometry *g, gboolean conv,
-                             gboolean selector, DflDtype weights_as,
-                             const DflCudaWeights *embed, const DflCudaWeights *head,
-                             guint64 seed, GError **error)
-{
-  return drafter_new (dev, g, "random drafter", conv, selector, weights_as, embed, head, NULL,
-                      seed, error);
-}
-
-void
-dfl_cuda_drafter_free (DflCudaDrafter *cd)
-{
   if (!cd)
     return;
   /* the stream may still read the weights */
@@ -377,40 +291,99 @@ dfl_cuda_drafter_free (DflCudaDrafter *cd)
   g_free (cd->s_win_k);
   g_free (cd->s_win_v);
   g_free (cd->layers);
-  dfl_drafter_geometry_clear (&cd->g);
-  g_free (cd->name);
+  g_mutex_clear (&cd->lock);
   dfl_cuda_device_unref (cd->dev);
   g_free (cd);
 }
 
-const DflDrafterGeometry *
-dfl_cuda_drafter_geometry (const DflCudaDrafter *cd)
+static const DflDraftEngine cuda_engine = {
+  .ctx_new = dfl_cuda_draft_ctx_new,
+  .free = cuda_drafter_free,
+};
+
+/* A trunk matrix on the card, as the kernels take it. */
+static DflCudaWeights
+trunk_weights (const DflTensor *t)
 {
-  return &cd->g;
+  DflCudaWeights w = { dfl_tensor_data (t), t->dtype, (int) t->ne[1], (int) t->ne[0] };
+
+  return w;
 }
 
-DflCudaDevice *
-dfl_cuda_drafter_device (const DflCudaDrafter *cd)
+/* Bound weights on `device`: `src`'s weights (NULL: random, made on the
+ * card) reading `trunk`. */
+static DflDrafterWeights *
+drafter_new (DflDevice *device, DflDrafterWeights *src, const DflDrafterGeometry *g,
+             const char *name, gboolean conv, gboolean selector, DflDtype as,
+             const DflDraftTrunk *trunk, guint64 seed, GError **error)
 {
-  return cd->dev;
+  DflDrafterWeights *bound;
+  DflCudaDrafter *cd;
+  Placer P;
+
+  if (as != DFL_DTYPE_F32 && as != DFL_DTYPE_F16 && as != DFL_DTYPE_BF16) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "%s: weight type %d is not F32, F16 or BF16",
+                 name, (int) as);
+    return NULL;
+  }
+  bound = dfl_drafter_weights_new_bound (src, g, name, &cuda_engine, device, trunk);
+  bound->conv = conv && bound->g.conv_kernel > 0;
+  bound->selector = selector && bound->g.selector_rank > 0;
+  bound->native = cd = g_new0 (DflCudaDrafter, 1);
+  cd->dev = dfl_cuda_device_ref (dfl_device_native (device));
+  cd->g = &bound->g;
+  cd->name = bound->path;
+  cd->conv = bound->conv;
+  cd->selector = bound->selector;
+  cd->use_graph = TRUE;
+  g_mutex_init (&cd->lock);
+  cd->embed = trunk_weights (&trunk->embed);
+  cd->head = trunk_weights (&trunk->head);
+  cd->layers = g_new0 (DflCudaDrafterLayer, bound->g.layers);
+
+  P = (Placer) { cd, NULL, 0, as, seed, error, FALSE };
+  lay_out (&P, src ? dfl_drafter_weights_base (src) : NULL);
+  cd->weight_bytes = bound->device_bytes = P.off;
+  if (!(cd->d_weights = dfl_cuda_alloc (cd->dev, P.off, error)))
+    goto fail;
+  P.base = cd->d_weights;
+  P.off = 0;
+  lay_out (&P, src ? dfl_drafter_weights_base (src) : NULL);
+  if (P.failed || !alloc_scratch (cd, error) || !dfl_cuda_sync (cd->dev, error))
+    goto fail;
+  return bound;
+fail:
+  dfl_drafter_weights_unref (bound);
+  return NULL;
 }
 
-gboolean
-dfl_cuda_drafter_has_selector (const DflCudaDrafter *cd)
+DflDrafterWeights *
+dfl_cuda_drafter_bind (DflDrafterWeights *w, DflDevice *device, const DflDraftTrunk *trunk,
+                       DflDtype weights_as, GError **error)
 {
-  return cd->selector;
+  g_return_val_if_fail (w != NULL && device != NULL, NULL);
+  return drafter_new (device, w, NULL, NULL, w->conv, w->selector, weights_as, trunk, 0, error);
 }
 
-guint64
-dfl_cuda_drafter_weight_bytes (const DflCudaDrafter *cd)
+DflDrafterWeights *
+dfl_cuda_drafter_new_random (DflDevice *device, const DflDrafterGeometry *g, gboolean conv,
+                             gboolean selector, DflDtype weights_as, const DflDraftTrunk *trunk,
+                             guint64 seed, GError **error)
 {
-  return cd->weight_bytes;
+  const char *name = "random drafter";
+
+  g_return_val_if_fail (device != NULL && g != NULL && trunk != NULL, NULL);
+  if (!dfl_drafter_geometry_check (g, name, error)
+      || !dfl_draft_trunk_check (trunk, device, TRUE, name, g, selector, error))
+    return NULL;
+  return drafter_new (device, NULL, g, name, conv, selector, weights_as, trunk, seed, error);
 }
 
 void
-dfl_cuda_drafter_set_use_graph (DflCudaDrafter *cd, gboolean use_graph)
+dfl_cuda_drafter_set_use_graph (DflDrafterWeights *bound, gboolean use_graph)
 {
-  cd->use_graph = use_graph;
+  g_return_if_fail (bound->engine == &cuda_engine);
+  ((DflCudaDrafter *) bound->native)->use_graph = use_graph;
 }
 
 /* --- the target's trunk from its tensors --- */
@@ -442,10 +415,11 @@ put_trunk_tensor (DflCudaDevice *dev, const DflStoredTensor *t, DflDtype as, gui
 }
 
 gboolean
-dfl_cuda_upload_target_trunk (DflCudaDevice *dev, const DflSafetensors *target, gboolean tied,
-                              int vocab, int hidden, DflDtype as, DflCudaWeights *embed,
-                              DflCudaWeights *head, void **d_mem, GError **error)
+dfl_cuda_upload_target_trunk (DflDevice *device, const DflSafetensors *target, gboolean tied,
+                              int vocab, int hidden, DflDtype as, DflDraftTrunk *trunk,
+                              void **d_mem, GError **error)
 {
+  DflCudaDevice *dev = dfl_device_native (device);
   const char *names[2] = { "model.embed_tokens.weight", "lm_head.weight" };
   const DflStoredTensor *t[2] = { NULL, NULL };
   gsize bytes = (gsize) vocab * hidden * dfl_dtype_size (as);
@@ -466,8 +440,8 @@ dfl_cuda_upload_target_trunk (DflCudaDevice *dev, const DflSafetensors *target, 
       dfl_cuda_free (dev, d);
       return FALSE;
     }
-  *embed = (DflCudaWeights) { d, as, vocab, hidden };
-  *head = (DflCudaWeights) { d + slot * (n - 1), as, vocab, hidden };
+  trunk->embed = dfl_tensor_2d (device, d, 0, as, vocab, hidden);
+  trunk->head = dfl_tensor_2d (device, d, slot * (n - 1), as, vocab, hidden);
   *d_mem = d;
   return TRUE;
 }
@@ -475,29 +449,20 @@ dfl_cuda_upload_target_trunk (DflCudaDevice *dev, const DflSafetensors *target, 
 /* --- selection --- */
 
 gboolean
-dfl_cuda_draft_select (DflCudaDrafter *cd, const float *d_block, int width, guint32 anchor,
-                       guint32 *chosen, guint32 *plain, GError **error)
+dfl_cuda_draft_ctx_select (DflDraftCtx *ctx, const DflTensor *block, int width, guint32 anchor,
+                           guint32 *chosen, guint32 *plain, GError **error)
 {
-  const DflDrafterGeometry *g = &cd->g;
+  DflCudaDrafter *cd = ((DflCudaDraftCtx *) ctx)->cd;
+  const DflDrafterGeometry *g = cd->g;
   int n = g->block - 1, hs = g->hidden, top = cd->selector ? g->selector_top : 1;
+  const float *d_block = dfl_tensor_data (block);
   const float *logits = d_block + (gsize) n * hs;
   int32_t *ids;
   gsize n_ids;
   gboolean ok;
 
-  if (width < top || width > cd->head.rows) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: logits width %d; expected %d to the head's %d rows", cd->name, width, top,
-                 cd->head.rows);
-    return FALSE;
-  }
-  if (anchor >= (guint32) g->vocab) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: anchor token %u is outside the vocabulary of %d", cd->name, anchor, g->vocab);
-    return FALSE;
-  }
-  /* the launches and the ids back are the stream's in turn */
-  dfl_cuda_device_lock (cd->dev);
+  /* the launches and the ids back are the stream's */
+  dfl_cuda_drafter_hold (cd);
   if (cd->selector) {
     /* s_ids: [n] chosen, then [n][top] candidates (their first is the plain argmax) */
     dfl_cuda_matmul (cd->dev, &cd->sel, d_block, n, hs, cd->s_hp, g->selector_rank,
@@ -514,7 +479,7 @@ dfl_cuda_draft_select (DflCudaDrafter *cd, const float *d_block, int width, guin
   ids = g_new (int32_t, n_ids);
   ok = dfl_cuda_download (cd->dev, ids, cd->s_ids, n_ids * sizeof (int32_t), error)
       && dfl_cuda_sync (cd->dev, error);
-  dfl_cuda_device_unlock (cd->dev);
+  dfl_cuda_drafter_release (cd);
   if (ok) {
     for (int r = 0; r < n; r++) {
       if (chosen)

@@ -4,7 +4,6 @@
  * the projection, the re-scoring chain) with only the ids coming back.
  */
 #include "vk-drafter-private.h"
-#include "drafter-private.h"
 #include "dfl-error.h"
 
 #include <math.h>
@@ -79,48 +78,57 @@ upload_pieces (DflVkDrafter *vd, GArray *pieces, GError **error)
   return TRUE;
 }
 
-static gboolean
-check_table (const DflVkDrafter *vd, const DflWeights *w, const char *what, int min_rows,
-             GError **error)
+static void
+vk_drafter_free (gpointer native)
 {
-  if (!w || !w->data || w->cols != vd->g.hidden || w->rows < min_rows) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
-                 "%s: the target's %s is [%d, %d]; the drafter needs [≥ %d, %d]", vd->path, what,
-                 w ? w->rows : 0, w ? w->cols : 0, min_rows, vd->g.hidden);
-    return FALSE;
-  }
-  return TRUE;
+  DflVkDrafter *vd = native;
+
+  if (!vd)
+    return;
+  if (vd->buffers)
+    g_ptr_array_free (vd->buffers, TRUE);
+  g_free (vd->layers);
+  dfl_vk_device_unref (vd->dev);
+  g_free (vd);
 }
 
-DflVkDrafter *
-dfl_vk_drafter_new (DflVkDevice *dev, const DflDrafter *d, const DflWeights *embedding,
-                    const DflWeights *head, GError **error)
-{
-  const DflDrafterGeometry *g = dfl_drafter_geometry (d);
-  DflVkDrafter *vd = g_new0 (DflVkDrafter, 1);
-  GArray *pieces = g_array_new (FALSE, FALSE, sizeof (Piece));
-  gsize hs = g->hidden, kn = g->conv_kernel;
-  gboolean ok = FALSE;
+static const DflDraftEngine vk_engine = {
+  .ctx_new = dfl_vk_draft_ctx_new,
+  .free = vk_drafter_free,
+};
 
-  vd->dev = dfl_vk_device_ref (dev);
-  vd->path = g_strdup (dfl_drafter_path (d));
-  dfl_drafter_geometry_copy (&vd->g, g);
-  vd->conv = d->conv;
-  vd->selector = d->selector;
-  vd->buffers = g_ptr_array_new_with_free_func ((GDestroyNotify) dfl_vk_buffer_free);
-  vd->inv_freq = g_memdup2 (d->inv_freq, sizeof (float) * (g->head_dim / 2));
-  vd->layers = g_new0 (DflVkLayer, g->layers);
+DflDrafterWeights *
+dfl_vk_drafter_bind (DflDrafterWeights *w, DflDevice *device, const DflDraftTrunk *trunk,
+                     GError **error)
+{
+  const DflDrafterWeights *d = dfl_drafter_weights_base (w);
+  const DflDrafterGeometry *g = &d->g;
+  DflWeights embedding = dfl_draft_trunk_weights (&trunk->embed);
+  DflWeights head = dfl_draft_trunk_weights (&trunk->head);
+  DflDrafterWeights *bound = NULL;
+  DflVkDrafter *vd;
+  GArray *pieces;
+  gsize hs = g->hidden, kn = g->conv_kernel;
+  gboolean tied = head.data == embedding.data && head.type == embedding.type;
 
   if (g->head_dim > 256 || (d->selector && g->selector_top > 256)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                  "%s: head_dim %d and selector_top %d; the Vulkan kernels take at most 256 of each",
-                 vd->path, g->head_dim, d->selector ? g->selector_top : 1);
-    goto out;
+                 d->path, g->head_dim, d->selector ? g->selector_top : 1);
+    return NULL;
   }
-  if (!check_table (vd, embedding, "embedding", g->vocab, error)
-      || !check_table (vd, head, "LM head", d->selector ? g->selector_top : 1, error))
-    goto out;
+  bound = dfl_drafter_weights_new_bound (w, NULL, NULL, &vk_engine, device, trunk);
+  bound->native = vd = g_new0 (DflVkDrafter, 1);
+  vd->dev = dfl_vk_device_ref (dfl_device_native (device));
+  vd->path = bound->path;
+  vd->g = &bound->g;
+  vd->conv = d->conv;
+  vd->selector = d->selector;
+  vd->buffers = g_ptr_array_new_with_free_func ((GDestroyNotify) dfl_vk_buffer_free);
+  vd->inv_freq = d->inv_freq;
+  vd->layers = g_new0 (DflVkLayer, g->layers);
 
+  pieces = g_array_new (FALSE, FALSE, sizeof (Piece));
   add_matrix (pieces, &d->fc, &vd->fc);
   add_piece (pieces, d->hidden_norm, hs * sizeof (float), &vd->hidden_norm);
   add_piece (pieces, d->norm, hs * sizeof (float), &vd->norm);
@@ -151,94 +159,18 @@ dfl_vk_drafter_new (DflVkDevice *dev, const DflDrafter *d, const DflWeights *emb
     add_piece (pieces, d->books[0], book, &vd->books[0]);
     add_piece (pieces, d->books[1], book, &vd->books[1]);
   }
-  add_matrix (pieces, embedding, &vd->embed);
+  add_matrix (pieces, &embedding, &vd->embed);
   /* a tied head is the embedding: one copy on the device */
-  if (head->data != embedding->data || head->type != embedding->type)
-    add_matrix (pieces, head, &vd->head);
+  if (!tied)
+    add_matrix (pieces, &head, &vd->head);
   if (!upload_pieces (vd, pieces, error))
-    goto out;
-  if (head->data == embedding->data && head->type == embedding->type)
+    g_clear_pointer (&bound, dfl_drafter_weights_unref);
+  else if (tied)
     vd->head = vd->embed;
-  ok = TRUE;
-out:
+  if (bound)
+    bound->device_bytes = vd->bytes;
   g_array_free (pieces, TRUE);
-  if (!ok)
-    g_clear_pointer (&vd, dfl_vk_drafter_free);
-  return vd;
-}
-
-static gboolean
-target_matrix (const DflTarget *t, const char *name, DflWeights *w, GError **error)
-{
-  const DflStoredTensor *x = dfl_safetensors_find (dfl_target_tensors (t), name);
-
-  if (!x || x->n_dims != 2
-      || (x->dtype != DFL_DTYPE_F32 && x->dtype != DFL_DTYPE_F16 && x->dtype != DFL_DTYPE_BF16)) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: %s is missing or not a 2-D F32, F16 or BF16 matrix", dfl_target_dir (t),
-                 name);
-    return FALSE;
-  }
-  w->data = x->data;
-  w->type = x->dtype == DFL_DTYPE_F16 ? DFL_DTYPE_F16
-            : x->dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16 : DFL_DTYPE_F32;
-  w->rows = (int) x->shape[0];
-  w->cols = (int) x->shape[1];
-  return TRUE;
-}
-
-DflVkDrafter *
-dfl_vk_drafter_new_for_target (DflVkDevice *dev, const DflDrafter *d, const DflTarget *target,
-                               GError **error)
-{
-  DflWeights embed, head;
-
-  if (!target_matrix (target, "model.embed_tokens.weight", &embed, error))
-    return NULL;
-  if (dfl_target_config (target)->tie_word_embeddings)
-    head = embed;
-  else if (!target_matrix (target, "lm_head.weight", &head, error))
-    return NULL;
-  return dfl_vk_drafter_new (dev, d, &embed, &head, error);
-}
-
-void
-dfl_vk_drafter_free (DflVkDrafter *vd)
-{
-  if (!vd)
-    return;
-  if (vd->buffers)
-    g_ptr_array_free (vd->buffers, TRUE);
-  dfl_drafter_geometry_clear (&vd->g);
-  g_free (vd->layers);
-  g_free (vd->inv_freq);
-  g_free (vd->path);
-  dfl_vk_device_unref (vd->dev);
-  g_free (vd);
-}
-
-DflVkDevice *
-dfl_vk_drafter_device (DflVkDrafter *vd)
-{
-  return vd->dev;
-}
-
-const DflDrafterGeometry *
-dfl_vk_drafter_geometry (const DflVkDrafter *vd)
-{
-  return &vd->g;
-}
-
-guint64
-dfl_vk_drafter_device_bytes (const DflVkDrafter *vd)
-{
-  return vd->bytes;
-}
-
-gsize
-dfl_vk_drafter_block_bytes (const DflVkDrafter *vd, int width)
-{
-  return (gsize) (vd->g.block - 1) * (vd->g.hidden + MAX (width, 0)) * sizeof (float);
+  return bound;
 }
 
 /* --- the block --- */
@@ -246,7 +178,7 @@ dfl_vk_drafter_block_bytes (const DflVkDrafter *vd, int width)
 static gboolean
 ensure_block_scratch (DflVkDraftCtx *c, gsize scores, GError **error)
 {
-  const DflDrafterGeometry *g = &c->vd->g;
+  const DflDrafterGeometry *g = c->vd->g;
   DflVkDevice *dev = c->vd->dev;
   gsize b = g->block, hs = g->hidden, hd = g->head_dim, f = sizeof (float);
   gsize qd = (gsize) g->heads * hd, kd = (gsize) g->kv_heads * hd;
@@ -295,7 +227,7 @@ ensure_block_scratch (DflVkDraftCtx *c, gsize scores, GError **error)
 static VkDeviceAddress
 conv_in (DflVkDraftCtx *c, const DflVkConv *cv, VkDeviceAddress x, VkDeviceAddress tmp)
 {
-  const DflDrafterGeometry *g = &c->vd->g;
+  const DflDrafterGeometry *g = c->vd->g;
   int hs = g->hidden, kn = g->conv_kernel, groups = hs / g->conv_group, kd = 2 * kn * groups;
 
   if (!c->vd->conv)
@@ -310,7 +242,7 @@ static void
 conv_out_add (DflVkDraftCtx *c, const DflVkConv *cv, VkDeviceAddress h, VkDeviceAddress x,
               VkDeviceAddress tmp)
 {
-  const DflDrafterGeometry *g = &c->vd->g;
+  const DflDrafterGeometry *g = c->vd->g;
   int hs = g->hidden, kn = g->conv_kernel, groups = hs / g->conv_group, kd = 2 * kn * groups;
 
   if (c->vd->conv) {
@@ -321,64 +253,27 @@ conv_out_add (DflVkDraftCtx *c, const DflVkConv *cv, VkDeviceAddress h, VkDevice
   dfl_vk_add (c->s, h, x, (gsize) g->block * hs);
 }
 
-static gboolean
-check_width (const DflVkDraftCtx *c, int width, DflVkBuffer *out, GError **error)
+/* Where a tensor of the context's device starts. */
+static VkDeviceAddress
+tensor_address (const DflTensor *t)
 {
-  const DflVkDrafter *vd = c->vd;
-  int top = vd->selector ? vd->g.selector_top : 1;
-
-  if (width < top || width > vd->g.vocab || width > vd->head.rows) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: a head width of %d; it must be from selector_top %d to vocab %d"
-                 " (the head has %d rows)",
-                 vd->path, width, top, vd->g.vocab, vd->head.rows);
-    return FALSE;
-  }
-  if (!out || dfl_vk_buffer_size (out) < dfl_vk_drafter_block_bytes (vd, width)) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: a block's output at width %d takes %" G_GSIZE_FORMAT
-                 " bytes; the buffer has %" G_GSIZE_FORMAT, vd->path, width,
-                 dfl_vk_drafter_block_bytes (vd, width), out ? dfl_vk_buffer_size (out) : 0);
-    return FALSE;
-  }
-  return TRUE;
+  return dfl_vk_buffer_address (t->handle) + t->offset;
 }
 
+/* Record the block into the stream (not submitted); its context checked
+ * and settled. */
 static gboolean
-check_token (const DflVkDraftCtx *c, guint32 anchor, GError **error)
-{
-  if (anchor >= (guint32) c->vd->g.vocab) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: the anchor token %u is outside the vocabulary of %d", c->vd->path, anchor,
-                 c->vd->g.vocab);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* Check, settle, and record the block into the stream (not submitted). */
-static gboolean
-record_block (DflVkDraftCtx *c, gint64 anchor_pos, guint32 anchor, int width, DflVkBuffer *out,
-              GError **error)
+record_block (DflVkDraftCtx *c, gint64 anchor_pos, guint32 anchor, int width,
+              const DflTensor *out, GError **error)
 {
   DflVkDrafter *vd = c->vd;
-  const DflDrafterGeometry *g = &vd->g;
+  const DflDrafterGeometry *g = vd->g;
   int rows = g->block, hs = g->hidden, hd = g->head_dim, nh = g->heads, kv = g->kv_heads;
   int qd = nh * hd, kd = kv * hd, ffn = g->intermediate;
   float eps = (float) g->eps, scale = 1.0f / sqrtf ((float) hd);
-  VkDeviceAddress h, x, x2, o, y, q, kb, vb, cs;
-  gsize scores = 0;
+  VkDeviceAddress h, x, x2, o, y, q, kb, vb, cs, dst = tensor_address (out);
+  gsize scores = (gsize) rows * nh * (dfl_draft_ctx_widest_range (&c->base, anchor_pos) + rows);
 
-  if (!check_token (c, anchor, error) || !check_width (c, width, out, error)
-      || !dfl_vk_draft_ctx_check (c, anchor_pos, error) || !dfl_vk_draft_ctx_settle (c, error))
-    return FALSE;
-  for (int l = 0; l < g->layers; l++) {
-    gint64 base = c->first + c->ring[l].dropped;
-    gint64 hi = MAX (MIN (anchor_pos, c->first + c->len), base);
-    gint64 lo = dfl_drafter_geometry_window_of (g, l) > 0
-                ? CLAMP (anchor_pos + 1 - dfl_drafter_geometry_window_of (g, l), base, hi) : base;
-    scores = MAX (scores, (gsize) rows * nh * (gsize) (hi - lo + rows));
-  }
   if (!ensure_block_scratch (c, scores, error))
     return FALSE;
   h = ADDR (c->h), x = ADDR (c->x), x2 = ADDR (c->x2), o = ADDR (c->o), y = ADDR (c->y);
@@ -392,12 +287,13 @@ record_block (DflVkDraftCtx *c, gint64 anchor_pos, guint32 anchor, int width, Df
     const DflVkLayer *L = &vd->layers[l];
     const DflVkRing *r = &c->ring[l];
     int window = dfl_drafter_geometry_window_of (g, l);
-    gint64 base = c->first + r->dropped;
-    gint64 hi = MAX (MIN (anchor_pos, c->first + c->len), base);
-    gint64 lo = window > 0 ? CLAMP (anchor_pos + 1 - window, base, hi) : base;
-    int n = (int) (hi - lo);
-    int ring_off = r->cap ? (int) ((r->start + (gsize) (lo - base)) % r->cap) : 0;
+    gint64 base, lo, hi;
+    int n, ring_off;
     VkDeviceAddress xin;
+
+    dfl_draft_ctx_layer_range (&c->base, l, anchor_pos, &base, &lo, &hi);
+    n = (int) (hi - lo);
+    ring_off = r->cap ? (int) ((c->base.rows[l].start + (gsize) (lo - base)) % r->cap) : 0;
 
     /* attention */
     dfl_vk_rmsnorm (c->s, x, h, rows, hs, L->in_norm, eps);
@@ -427,27 +323,27 @@ record_block (DflVkDraftCtx *c, gint64 anchor_pos, guint32 anchor, int width, Df
     conv_out_add (c, &L->mlp_conv, h, o, x);
   }
   /* the drafting rows after the last norm, then their logits */
-  dfl_vk_rmsnorm (c->s, ADDR (out), h + F (hs), rows - 1, hs, vd->norm, eps);
-  dfl_vk_matmul (c->s, &vd->head, ADDR (out), rows - 1, hs,
-                 ADDR (out) + F ((gsize) (rows - 1) * hs), width, width, FALSE);
+  dfl_vk_rmsnorm (c->s, dst, h + F (hs), rows - 1, hs, vd->norm, eps);
+  dfl_vk_matmul (c->s, &vd->head, dst, rows - 1, hs, dst + F ((gsize) (rows - 1) * hs), width,
+                 width, FALSE);
   return TRUE;
 }
 
-/* Record the selector over a block in `out` (not submitted). */
+/* Record the selector over a block in `block` (not submitted). */
 static gboolean
-record_select (DflVkDraftCtx *c, DflVkBuffer *out, int width, guint32 anchor, GError **error)
+record_select (DflVkDraftCtx *c, const DflTensor *block, int width, guint32 anchor,
+               GError **error)
 {
   DflVkDrafter *vd = c->vd;
-  const DflDrafterGeometry *g = &vd->g;
+  const DflDrafterGeometry *g = vd->g;
   int n = g->block - 1, top = vd->selector ? g->selector_top : 1, rank = g->selector_rank;
-  VkDeviceAddress logits = ADDR (out) + F ((gsize) n * g->hidden);
+  VkDeviceAddress hidden = tensor_address (block), logits = hidden + F ((gsize) n * g->hidden);
 
-  if (!check_token (c, anchor, error) || !check_width (c, width, out, error)
-      || !ensure_block_scratch (c, 0, error))
+  if (!ensure_block_scratch (c, 0, error))
     return FALSE;
   dfl_vk_top_k (c->s, logits, n, width, width, top, ADDR (c->vals), ADDR (c->idx));
   if (vd->selector)
-    dfl_vk_matmul (c->s, &vd->sel, ADDR (out), n, g->hidden, ADDR (c->hp), rank, rank, FALSE);
+    dfl_vk_matmul (c->s, &vd->sel, hidden, n, g->hidden, ADDR (c->hp), rank, rank, FALSE);
   dfl_vk_select_rescore (c->s, ADDR (c->vals), ADDR (c->idx), n, top, ADDR (c->hp),
                          vd->selector ? rank : 0, vd->selector ? vd->books[0] : 0,
                          vd->selector ? vd->books[1] : 0, anchor, ADDR (c->ids_d));
@@ -458,7 +354,7 @@ record_select (DflVkDraftCtx *c, DflVkBuffer *out, int width, guint32 anchor, GE
 static void
 read_ids (DflVkDraftCtx *c, guint32 *chosen, guint32 *plain)
 {
-  int n = c->vd->g.block - 1;
+  int n = c->vd->g->block - 1;
   const gint32 *ids = dfl_vk_buffer_map (c->ids_h);
 
   for (int j = 0; j < n; j++) {
@@ -470,27 +366,33 @@ read_ids (DflVkDraftCtx *c, guint32 *chosen, guint32 *plain)
 }
 
 gboolean
-dfl_vk_draft_ctx_block (DflVkDraftCtx *c, gint64 anchor_pos, guint32 anchor, int width,
-                        DflVkBuffer *out, GError **error)
+dfl_vk_draft_ctx_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
+                        const DflTensor *out, GError **error)
 {
+  DflVkDraftCtx *c = (DflVkDraftCtx *) ctx;
+
   return record_block (c, anchor_pos, anchor, width, out, error)
          && dfl_vk_stream_finish (c->s, error);
 }
 
 gboolean
-dfl_vk_draft_ctx_select (DflVkDraftCtx *c, DflVkBuffer *out, int width, guint32 anchor,
+dfl_vk_draft_ctx_select (DflDraftCtx *ctx, const DflTensor *block, int width, guint32 anchor,
                          guint32 *chosen, guint32 *plain, GError **error)
 {
-  if (!record_select (c, out, width, anchor, error) || !dfl_vk_stream_finish (c->s, error))
+  DflVkDraftCtx *c = (DflVkDraftCtx *) ctx;
+
+  if (!record_select (c, block, width, anchor, error) || !dfl_vk_stream_finish (c->s, error))
     return FALSE;
   read_ids (c, chosen, plain);
   return TRUE;
 }
 
 gboolean
-dfl_vk_draft_ctx_draft (DflVkDraftCtx *c, gint64 anchor_pos, guint32 anchor, int width,
-                        DflVkBuffer *out, guint32 *chosen, guint32 *plain, GError **error)
+dfl_vk_draft_ctx_draft (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
+                        const DflTensor *out, guint32 *chosen, guint32 *plain, GError **error)
 {
+  DflVkDraftCtx *c = (DflVkDraftCtx *) ctx;
+
   if (!record_block (c, anchor_pos, anchor, width, out, error)
       || !record_select (c, out, width, anchor, error) || !dfl_vk_stream_finish (c->s, error))
     return FALSE;

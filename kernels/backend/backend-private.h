@@ -27,6 +27,8 @@ typedef struct {
                       gsize bytes, GError **error);
   gboolean (*download) (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
                         GError **error);
+  /* another reference to a device object opened elsewhere, described */
+  gpointer (*adopt) (gpointer native, char **description);
   const DflBackendOps *ops;
 } DflBackendDeviceOps;
 

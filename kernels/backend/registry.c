@@ -69,8 +69,15 @@ cpu_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize b
   return TRUE;
 }
 
+static gpointer
+cpu_adopt (gpointer native, char **description)
+{
+  *description = g_strdup ("CPU: host memory");
+  return NULL;
+}
+
 static const DflBackendDeviceOps cpu_ops = {
-  "cpu", TRUE, cpu_open, cpu_close, cpu_alloc, cpu_free, cpu_upload, cpu_download,
+  "cpu", TRUE, cpu_open, cpu_close, cpu_alloc, cpu_free, cpu_upload, cpu_download, cpu_adopt,
   &dfl_backend_cpu_ops,
 };
 
@@ -119,9 +126,16 @@ cuda_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize 
   return dfl_cuda_download (native, dst, (const char *) handle + offset, bytes, error);
 }
 
+static gpointer
+cuda_adopt (gpointer native, char **description)
+{
+  *description = g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (native));
+  return dfl_cuda_device_ref (native);
+}
+
 static const DflBackendDeviceOps cuda_ops = {
   "cuda", TRUE, cuda_open, cuda_close, cuda_alloc, cuda_free, cuda_upload, cuda_download,
-  &dfl_backend_cuda_ops,
+  cuda_adopt, &dfl_backend_cuda_ops,
 };
 #else
 static const DflBackendDeviceOps cuda_ops = { "cuda", FALSE };
@@ -172,8 +186,15 @@ vk_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize by
   return dfl_vk_download (native, dst, handle, offset, bytes, error);
 }
 
+static gpointer
+vk_adopt (gpointer native, char **description)
+{
+  *description = g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (native));
+  return dfl_vk_device_ref (native);
+}
+
 static const DflBackendDeviceOps vulkan_ops = {
-  "vulkan", TRUE, vk_open, vk_close, vk_alloc, vk_free, vk_upload, vk_download,
+  "vulkan", TRUE, vk_open, vk_close, vk_alloc, vk_free, vk_upload, vk_download, vk_adopt,
   &dfl_backend_vulkan_ops,
 };
 #else
@@ -198,22 +219,13 @@ dfl_backend_built (DflBackendId id)
   return (guint) id < DFL_N_BACKENDS && backends[id]->built;
 }
 
-DflDevice *
-dfl_device_open (DflBackendId id, int index, GError **error)
+/* A device object around `native` (the back end's own, referenced by the
+ * caller's open or adopt), with the operations' state made for it. */
+static DflDevice *
+device_new (DflBackendId id, gpointer native, char *description, GError **error)
 {
-  DflDevice *dev;
-  char *description = NULL;
-  gpointer native;
+  DflDevice *dev = g_new0 (DflDevice, 1);
 
-  if (!dfl_backend_built (id)) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                 "backend=%s is not available in this build", dfl_backend_name (id));
-    return NULL;
-  }
-  native = backends[id]->open (index, &description, error);
-  if (!description)
-    return NULL;
-  dev = g_new0 (DflDevice, 1);
   dev->refcount = 1;
   dev->id = id;
   dev->backend = backends[id];
@@ -226,6 +238,41 @@ dfl_device_open (DflBackendId id, int index, GError **error)
     return NULL;
   }
   return dev;
+}
+
+static gboolean
+check_built (DflBackendId id, GError **error)
+{
+  if (dfl_backend_built (id))
+    return TRUE;
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+               "backend=%s is not available in this build", dfl_backend_name (id));
+  return FALSE;
+}
+
+DflDevice *
+dfl_device_open (DflBackendId id, int index, GError **error)
+{
+  char *description = NULL;
+  gpointer native;
+
+  if (!check_built (id, error))
+    return NULL;
+  native = backends[id]->open (index, &description, error);
+  if (!description)
+    return NULL;
+  return device_new (id, native, description, error);
+}
+
+DflDevice *
+dfl_device_wrap (DflBackendId id, gpointer native, GError **error)
+{
+  char *description = NULL;
+
+  if (!check_built (id, error))
+    return NULL;
+  native = backends[id]->adopt (native, &description);
+  return device_new (id, native, description, error);
 }
 
 DflDevice *

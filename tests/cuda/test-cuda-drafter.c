@@ -1,4 +1,5 @@
-/* gst-dflash — the CUDA drafter against the CPU drafter.
+/* gst-dflash — the CUDA drafter against the CPU drafter: two contexts of
+ * the same weights, one bound on the CPU, one on the card, the same calls.
  *
  *   test-cuda-drafter [--tap] [MODEL_DIR]
  *
@@ -42,6 +43,7 @@
 #endif
 
 static DflCudaDevice *device;
+static DflDevice *cuda;          /* the same device, as the back-end interface sees it */
 static const char *model_dir = DFL_MODEL_SOURCE_DIR;
 
 /* --- numbers --- */
@@ -182,14 +184,14 @@ fill_weight (const char *name, DflDtype dtype, gsize n, void *data, gboolean wri
 /* --- one drafter on both sides --- */
 
 typedef struct {
-  DflDrafter *cpu;
+  DflDrafterWeights *cpu;       /* the host weights */
+  DflDrafterWeights *cpu_w, *gpu_w;
+  DflDraftCtx *cpu_ctx, *ctx;
   DflTarget *target;            /* the model's, else NULL: E and H below */
   const DflDrafterGeometry *g;
   float *embed, *head;          /* host F32 [vocab][hidden] (random drafters) */
-  DflCudaWeights d_embed, d_head;
+  DflDraftTrunk trunk, d_trunk_t;   /* the host trunk, the card's */
   void *d_trunk;
-  DflCudaDrafter *cd;
-  DflCudaDraftCtx *ctx;
   float *d_out, *d_out2, *d_taps;   /* d_out2: a replay's other destination */
   int width;
   double tol, worst_rows, worst_logits;
@@ -197,20 +199,30 @@ typedef struct {
   const char *label;
 } Pair;
 
+static DflTensor
+out_tensor (const Pair *p, float *d_out)
+{
+  return dfl_tensor_2d (cuda, d_out, 0, DFL_DTYPE_F32, p->g->block - 1, p->g->hidden + p->width);
+}
+
 static void
 pair_open_gpu (Pair *p, DflDtype as)
 {
   g_autoptr (GError) error = NULL;
+  gsize bytes;
 
-  p->cd = dfl_cuda_drafter_new (device, p->cpu, &p->d_embed, &p->d_head, as, &error);
+  p->cpu_w = dfl_drafter_weights_bind (p->cpu, NULL, &p->trunk, DFL_DTYPE_F32, &error);
   g_assert_no_error (error);
-  p->ctx = dfl_cuda_draft_ctx_new (p->cd, &error);
+  p->cpu_ctx = dfl_draft_ctx_new (p->cpu_w, &error);
   g_assert_no_error (error);
-  p->d_out = dfl_cuda_alloc (device, dfl_cuda_draft_block_floats (p->cd, p->g->vocab)
-                             * sizeof (float), &error);
+  p->gpu_w = dfl_drafter_weights_bind (p->cpu, cuda, &p->d_trunk_t, as, &error);
   g_assert_no_error (error);
-  p->d_out2 = dfl_cuda_alloc (device, dfl_cuda_draft_block_floats (p->cd, p->g->vocab)
-                              * sizeof (float), &error);
+  p->ctx = dfl_draft_ctx_new (p->gpu_w, &error);
+  g_assert_no_error (error);
+  bytes = dfl_draft_ctx_block_bytes (p->ctx, p->g->vocab);
+  p->d_out = dfl_cuda_alloc (device, bytes, &error);
+  g_assert_no_error (error);
+  p->d_out2 = dfl_cuda_alloc (device, bytes, &error);
   g_assert_no_error (error);
 }
 
@@ -224,10 +236,12 @@ pair_close (Pair *p)
   dfl_cuda_free (device, p->d_out);
   dfl_cuda_free (device, p->d_out2);
   dfl_cuda_free (device, p->d_taps);
-  dfl_cuda_draft_ctx_free (p->ctx);
-  dfl_cuda_drafter_free (p->cd);
+  dfl_draft_ctx_free (p->ctx);
+  dfl_draft_ctx_free (p->cpu_ctx);
+  dfl_drafter_weights_unref (p->gpu_w);
+  dfl_drafter_weights_unref (p->cpu_w);
   dfl_cuda_free (device, p->d_trunk);
-  dfl_drafter_free (p->cpu);
+  dfl_drafter_weights_unref (p->cpu);
   if (p->target)
     dfl_target_free (p->target);
   g_free (p->embed);
@@ -244,12 +258,13 @@ pair_random (Pair *p, const Shape *s, gboolean stored)
 
   memset (p, 0, sizeof *p);
   shape_geometry (s, &g);
-  p->cpu = dfl_drafter_new_blank_as (&g, s->conv_kernel > 0, s->rank > 0, s->dtype, &error);
+  p->cpu = dfl_drafter_weights_new_blank_as (&g, s->conv_kernel > 0, s->rank > 0, s->dtype,
+                                             &error);
   g_assert_no_error (error);
   dfl_drafter_geometry_clear (&g);
-  p->g = dfl_drafter_geometry (p->cpu);
+  p->g = dfl_drafter_weights_geometry (p->cpu);
   F.g = p->g;
-  dfl_drafter_foreach_weight (p->cpu, fill_weight, &F);
+  dfl_drafter_weights_foreach (p->cpu, fill_weight, &F);
   n = (gsize) p->g->vocab * p->g->hidden;
   p->embed = g_new (float, n);
   p->head = g_new (float, n);
@@ -257,17 +272,20 @@ pair_random (Pair *p, const Shape *s, gboolean stored)
     p->embed[i] = uniform (77, i);
     p->head[i] = 3.0f * sqrtf (3.0f / p->g->hidden) * uniform (78, i);
   }
+  p->trunk.embed = dfl_tensor_2d (NULL, p->embed, 0, DFL_DTYPE_F32, p->g->vocab, p->g->hidden);
+  p->trunk.head = dfl_tensor_2d (NULL, p->head, 0, DFL_DTYPE_F32, p->g->vocab, p->g->hidden);
   p->d_trunk = dfl_cuda_alloc (device, 2 * n * sizeof (float), &error);
   g_assert_no_error (error);
   g_assert_true (dfl_cuda_upload (device, p->d_trunk, p->embed, n * 4, &error));
   g_assert_true (dfl_cuda_upload (device, (float *) p->d_trunk + n, p->head, n * 4, &error));
-  p->d_embed = (DflCudaWeights) { p->d_trunk, DFL_DTYPE_F32, p->g->vocab, p->g->hidden };
-  p->d_head = (DflCudaWeights) { (float *) p->d_trunk + n, DFL_DTYPE_F32, p->g->vocab,
-                                 p->g->hidden };
+  p->d_trunk_t.embed = dfl_tensor_2d (cuda, p->d_trunk, 0, DFL_DTYPE_F32, p->g->vocab,
+                                      p->g->hidden);
+  p->d_trunk_t.head = dfl_tensor_2d (cuda, p->d_trunk, n * sizeof (float), DFL_DTYPE_F32,
+                                     p->g->vocab, p->g->hidden);
   p->width = p->g->vocab;
   p->label = s->name;
   p->tol = !stored || s->dtype == DFL_DTYPE_F32 ? 1e-3 : s->dtype == DFL_DTYPE_F16 ? 1e-2 : 5e-2;
-  pair_open_gpu (p, stored ? dfl_cuda_drafter_stored_type (p->cpu) : DFL_DTYPE_F32);
+  pair_open_gpu (p, stored ? dfl_drafter_weights_stored_dtype (p->cpu) : DFL_DTYPE_F32);
 }
 
 /* The CPU's block rows and logits, and its drafts. */
@@ -276,33 +294,16 @@ cpu_block (Pair *p, gint64 pos, guint32 anchor, float *rows, float *logits, guin
            guint32 *plain, GError **error)
 {
   const DflDrafterGeometry *g = p->g;
-  int b = g->block, hs = g->hidden;
-  float *h = g_new (float, (gsize) b * hs);
-  int *ids = g_new (int, b);
-  gboolean ok;
+  int n = g->block - 1, hs = g->hidden;
+  float *out = g_new (float, (gsize) n * (hs + p->width));
+  DflTensor t = dfl_tensor_2d (NULL, out, 0, DFL_DTYPE_F32, n, hs + p->width);
+  gboolean ok = dfl_draft_ctx_draft (p->cpu_ctx, pos, anchor, p->width, &t, chosen, plain, error);
 
-  ids[0] = (int) anchor;
-  for (int r = 1; r < b; r++)
-    ids[r] = (int) g->mask_token;
-  if (p->target) {
-    dfl_target_embed (p->target, ids, b, h);
-  } else {
-    for (int r = 0; r < b; r++)
-      memcpy (h + (gsize) r * hs, p->embed + (gsize) ids[r] * hs, hs * sizeof (float));
-  }
-  ok = dfl_drafter_block (p->cpu, pos, h, error);
   if (ok) {
-    memcpy (rows, h + hs, (gsize) (b - 1) * hs * sizeof (float));
-    if (p->target) {
-      dfl_target_head (p->target, rows, b - 1, p->width, logits);
-    } else {
-      DflWeights H = { p->head, DFL_DTYPE_F32, g->vocab, hs };
-      dfl_matmul_w (&H, rows, b - 1, hs, logits, p->width, p->width, 0);
-    }
-    dfl_drafter_select (p->cpu, rows, b - 1, logits, p->width, anchor, chosen, plain);
+    memcpy (rows, out, (gsize) n * hs * sizeof (float));
+    memcpy (logits, out + (gsize) n * hs, (gsize) n * p->width * sizeof (float));
   }
-  g_free (h);
-  g_free (ids);
+  g_free (out);
   return ok;
 }
 
@@ -314,26 +315,27 @@ both_block (Pair *p, gint64 pos, guint32 anchor)
   g_autoptr (GError) error = NULL;
   const DflDrafterGeometry *g = p->g;
   int n = g->block - 1, hs = g->hidden;
-  gsize nf = dfl_cuda_draft_block_floats (p->cd, p->width);
+  gsize nf = dfl_draft_ctx_block_bytes (p->ctx, p->width) / sizeof (float);
   float *rows = g_new (float, (gsize) n * hs), *logits = g_new (float, (gsize) n * p->width);
   float *out = g_new (float, nf), *direct = g_new (float, nf);
   guint32 *cc = g_new (guint32, n), *cp = g_new (guint32, n);
   guint32 *gc = g_new (guint32, n), *gp = g_new (guint32, n);
+  DflTensor t_out = out_tensor (p, p->d_out), t_out2 = out_tensor (p, p->d_out2);
   double e_rows, e_logits;
 
   g_assert_true (cpu_block (p, pos, anchor, rows, logits, cc, cp, &error));
   g_assert_no_error (error);
 
-  dfl_cuda_drafter_set_use_graph (p->cd, FALSE);
-  g_assert_true (dfl_cuda_draft_block (p->ctx, pos, anchor, p->width, p->d_out, &error));
+  dfl_cuda_drafter_set_use_graph (p->gpu_w, FALSE);
+  g_assert_true (dfl_draft_ctx_block (p->ctx, pos, anchor, p->width, &t_out, &error));
   g_assert_no_error (error);
   g_assert_true (dfl_cuda_download (device, direct, p->d_out, nf * sizeof (float), &error));
-  dfl_cuda_drafter_set_use_graph (p->cd, TRUE);
+  dfl_cuda_drafter_set_use_graph (p->gpu_w, TRUE);
   /* twice: the first captures, the second replays into another buffer
    * (a pipeline's pool hands out whichever tensor came back) */
   for (int i = 0; i < 2; i++) {
-    g_assert_true (dfl_cuda_draft_block (p->ctx, pos, anchor, p->width,
-                                         i ? p->d_out2 : p->d_out, &error));
+    g_assert_true (dfl_draft_ctx_block (p->ctx, pos, anchor, p->width, i ? &t_out2 : &t_out,
+                                        &error));
     g_assert_no_error (error);
   }
   g_assert_true (dfl_cuda_download (device, out, p->d_out2, nf * sizeof (float), &error));
@@ -352,7 +354,7 @@ both_block (Pair *p, gint64 pos, guint32 anchor)
   g_assert_cmpfloat (e_rows, <=, p->tol);
   g_assert_cmpfloat (e_logits, <=, p->tol);
 
-  g_assert_true (dfl_cuda_draft_select (p->cd, p->d_out, p->width, anchor, gc, gp, &error));
+  g_assert_true (dfl_draft_ctx_select (p->ctx, &t_out, p->width, anchor, gc, gp, &error));
   g_assert_no_error (error);
   p->blocks++;
   for (int r = 0; r < n; r++) {
@@ -382,11 +384,12 @@ both_queue (Pair *p, gint64 pos, const float *taps, gsize n, gboolean on_device)
   g_autoptr (GError) error = NULL;
   gsize tw = (gsize) dfl_drafter_geometry_tap_width (p->g), ld = tw + 8;
 
-  dfl_drafter_queue_context (p->cpu, pos, taps, n);
+  g_assert_true (dfl_draft_ctx_queue_host (p->cpu_ctx, pos, taps, n, &error));
   if (!on_device) {
-    g_assert_true (dfl_cuda_draft_ctx_queue_host (p->ctx, pos, taps, n, &error));
+    g_assert_true (dfl_draft_ctx_queue_host (p->ctx, pos, taps, n, &error));
     g_assert_no_error (error);
   } else {
+    DflTensor t = dfl_tensor_2d (cuda, NULL, 0, DFL_DTYPE_F32, n, tw);
     float *padded = g_new0 (float, n * ld);
     for (gsize r = 0; r < n; r++)
       memcpy (padded + r * ld, taps + r * tw, tw * sizeof (float));
@@ -394,20 +397,25 @@ both_queue (Pair *p, gint64 pos, const float *taps, gsize n, gboolean on_device)
     p->d_taps = dfl_cuda_alloc (device, MAX (n, 1) * ld * sizeof (float), &error);
     g_assert_no_error (error);
     g_assert_true (dfl_cuda_upload (device, p->d_taps, padded, n * ld * sizeof (float), &error));
-    g_assert_true (dfl_cuda_draft_ctx_queue (p->ctx, pos, p->d_taps, ld, n, &error));
+    /* rows of `ld` floats: a strided copy */
+    t.handle = p->d_taps;
+    t.nb[1] = ld * sizeof (float);
+    t.nb[2] = t.nb[3] = n * ld * sizeof (float);
+    g_assert_true (dfl_draft_ctx_queue (p->ctx, pos, &t, &error));
     g_assert_no_error (error);
     g_free (padded);
   }
   {
     gint64 a, b, c, d;
-    dfl_drafter_span (p->cpu, &a, &b);
-    dfl_cuda_draft_ctx_span (p->ctx, &c, &d);
+    dfl_draft_ctx_span (p->cpu_ctx, &a, &b);
+    dfl_draft_ctx_span (p->ctx, &c, &d);
     g_assert_cmpint (a, ==, c);
     g_assert_cmpint (b, ==, d);
   }
 }
 
-/* Every layer's settled keys and values against the CPU's. */
+/* Every layer's settled keys and values against the CPU's, each KV head's
+ * rows of every layer. */
 static void
 both_context (Pair *p)
 {
@@ -415,28 +423,26 @@ both_context (Pair *p)
   const DflDrafterGeometry *g = p->g;
   int hd = g->head_dim, kv = g->kv_heads;
 
-  dfl_drafter_settle (p->cpu);
-  g_assert_true (dfl_cuda_draft_ctx_settle (p->ctx, &error));
+  g_assert_true (dfl_draft_ctx_settle (p->cpu_ctx, &error));
+  g_assert_true (dfl_draft_ctx_settle (p->ctx, &error));
   for (int l = 0; l < g->layers; l++)
-    for (int which = 0; which < 2; which++) {
+    for (int h = 0; h < kv; h++) {
+      float *k, *v, *ck, *cv;
       gsize rows, crows;
       gint64 from, cfrom;
-      float *kv_dev = dfl_cuda_draft_ctx_download_kv (p->ctx, l, which, &rows, &from, &error);
-      float *want;
+      g_assert_true (dfl_draft_ctx_read_kv (p->ctx, l, h, &k, &v, &rows, &from, &error));
       g_assert_no_error (error);
-      want = g_new (float, MAX (rows, 1) * kv * hd);
-      for (int h = 0; h < kv; h++) {
-        const float *k, *v;
-        dfl_drafter_context_kv (p->cpu, l, h, &k, &v, &crows, &cfrom);
-        g_assert_cmpuint (crows, ==, rows);
-        g_assert_cmpint (cfrom, ==, from);
-        for (gsize r = 0; r < rows; r++)
-          memcpy (want + (r * kv + h) * hd, (which ? v : k) + r * hd, hd * sizeof (float));
+      g_assert_true (dfl_draft_ctx_read_kv (p->cpu_ctx, l, h, &ck, &cv, &crows, &cfrom, &error));
+      g_assert_cmpuint (crows, ==, rows);
+      g_assert_cmpint (cfrom, ==, from);
+      if (rows) {
+        g_assert_cmpfloat (row_rel_error (k, ck, (int) rows, hd), <=, p->tol);
+        g_assert_cmpfloat (row_rel_error (v, cv, (int) rows, hd), <=, p->tol);
       }
-      if (rows)
-        g_assert_cmpfloat (row_rel_error (kv_dev, want, (int) rows, (gsize) kv * hd), <=, p->tol);
-      g_free (want);
-      g_free (kv_dev);
+      g_free (k);
+      g_free (v);
+      g_free (ck);
+      g_free (cv);
     }
 }
 
@@ -471,8 +477,8 @@ run_script (Pair *p)
   both_context (p);
   both_block (p, 70, token (p, 0));
   /* a rewind, then the rows again (the same ones: an accepted draft) */
-  dfl_drafter_truncate (p->cpu, 66);
-  dfl_cuda_draft_ctx_truncate (p->ctx, 66);
+  dfl_draft_ctx_truncate (p->cpu_ctx, 66);
+  dfl_draft_ctx_truncate (p->ctx, 66);
   both_block (p, 66, token (p, 1));
   both_queue (p, 66, taps + 66 * tw, 9, TRUE);
   both_block (p, 75, token (p, 2));
@@ -487,8 +493,8 @@ run_script (Pair *p)
     both_queue (p, end, taps + end * tw, 40, i % 2);
     both_block (p, end + 40, token (p, 5 + i));
     /* reject a few: rewind into the rows just queued */
-    dfl_drafter_truncate (p->cpu, end + 40 - 3);
-    dfl_cuda_draft_ctx_truncate (p->ctx, end + 40 - 3);
+    dfl_draft_ctx_truncate (p->cpu_ctx, end + 40 - 3);
+    dfl_draft_ctx_truncate (p->ctx, end + 40 - 3);
     both_block (p, end + 37, token (p, 20 + i));
     both_queue (p, end + 37, taps + (end + 37) * tw, 3, FALSE);
   }
@@ -500,18 +506,20 @@ run_script (Pair *p)
     gboolean windowed = FALSE;
     for (int l = 0; l < g->layers; l++)
       windowed |= dfl_drafter_geometry_window_of (g, l) > 0;
-    dfl_drafter_truncate (p->cpu, deep);
-    dfl_cuda_draft_ctx_truncate (p->ctx, deep);
-    g_assert_cmpint (dfl_drafter_context_check (p->cpu, deep, &cpu_err), ==,
-                     dfl_cuda_draft_ctx_check (p->ctx, deep, &error));
+    dfl_draft_ctx_truncate (p->cpu_ctx, deep);
+    dfl_draft_ctx_truncate (p->ctx, deep);
+    g_assert_cmpint (dfl_draft_ctx_check (p->cpu_ctx, deep, &cpu_err), ==,
+                     dfl_draft_ctx_check (p->ctx, deep, &error));
     if (windowed) {
       g_assert_nonnull (cpu_err);
       g_assert_nonnull (error);
       /* the same text, the drafter's name aside */
       g_assert_cmpstr (strchr (cpu_err->message, ':'), ==, strchr (error->message, ':'));
       g_clear_error (&error);
-      g_assert_false (dfl_cuda_draft_block (p->ctx, deep, token (p, 30), p->width, p->d_out,
-                                            &error));
+      {
+        DflTensor t = out_tensor (p, p->d_out);
+        g_assert_false (dfl_draft_ctx_block (p->ctx, deep, token (p, 30), p->width, &t, &error));
+      }
       g_assert_error (error, DFL_ERROR, DFL_ERROR_LIMIT);
       g_clear_error (&error);
     } else {
@@ -522,8 +530,8 @@ run_script (Pair *p)
   both_queue (p, 1300, taps + 1300 * tw, 60, TRUE);
   both_block (p, 1360, token (p, 31));
   /* a reset, and a short prompt from 0 */
-  dfl_drafter_reset (p->cpu);
-  dfl_cuda_draft_ctx_reset (p->ctx);
+  dfl_draft_ctx_reset (p->cpu_ctx);
+  dfl_draft_ctx_reset (p->ctx);
   both_queue (p, 0, taps, 5, FALSE);
   both_block (p, 5, token (p, 32));
   both_block (p, 3, token (p, 33));
@@ -574,21 +582,22 @@ test_model (gconstpointer data)
   memset (&p, 0, sizeof p);
   p.target = dfl_target_load (model_dir, &error);
   g_assert_no_error (error);
-  p.cpu = dfl_drafter_open (model_dir, &error);
+  p.cpu = dfl_drafter_weights_open (model_dir, &error);
   g_assert_no_error (error);
-  p.g = dfl_drafter_geometry (p.cpu);
+  p.g = dfl_drafter_weights_geometry (p.cpu);
+  g_assert_true (dfl_draft_trunk_of_target (&p.trunk, p.target, &error));
   p.label = model_dir;
   c = dfl_target_config (p.target);
   p.width = c->vocab;
   /* as stored: BF16 matrices, x rounded to BF16 (see the top) */
   p.tol = stored ? 5e-2 : 1e-3;
-  g_assert_true (dfl_cuda_upload_target_trunk (device, dfl_target_tensors (p.target),
+  g_assert_true (dfl_cuda_upload_target_trunk (cuda, dfl_target_tensors (p.target),
                                                c->tie_word_embeddings, c->vocab, c->hidden,
-                                               stored ? dfl_cuda_drafter_stored_type (p.cpu)
+                                               stored ? dfl_drafter_weights_stored_dtype (p.cpu)
                                                : DFL_DTYPE_F32,
-                                               &p.d_embed, &p.d_head, &p.d_trunk, &error));
+                                               &p.d_trunk_t, &p.d_trunk, &error));
   g_assert_no_error (error);
-  pair_open_gpu (&p, stored ? dfl_cuda_drafter_stored_type (p.cpu) : DFL_DTYPE_F32);
+  pair_open_gpu (&p, stored ? dfl_drafter_weights_stored_dtype (p.cpu) : DFL_DTYPE_F32);
 
   /* the prompt's taps from the CPU target */
   tw = (gsize) dfl_drafter_geometry_tap_width (p.g);
@@ -608,13 +617,13 @@ test_model (gconstpointer data)
   both_queue (&p, 0, taps, 64, FALSE);
   both_context (&p);
   both_block (&p, 64, (guint32) ids[64]);
-  dfl_drafter_truncate (p.cpu, 60);
-  dfl_cuda_draft_ctx_truncate (p.ctx, 60);
+  dfl_draft_ctx_truncate (p.cpu_ctx, 60);
+  dfl_draft_ctx_truncate (p.ctx, 60);
   both_block (&p, 60, (guint32) ids[60]);
   both_queue (&p, 60, taps + 60 * tw, 30, TRUE);
   both_block (&p, 90, (guint32) ids[90]);
-  dfl_drafter_truncate (p.cpu, 80);
-  dfl_cuda_draft_ctx_truncate (p.ctx, 80);
+  dfl_draft_ctx_truncate (p.cpu_ctx, 80);
+  dfl_draft_ctx_truncate (p.ctx, 80);
   both_queue (&p, 80, taps + 80 * tw, 16, FALSE);
   both_context (&p);
   both_block (&p, 96, (guint32) ids[95]);
@@ -631,35 +640,40 @@ static void
 test_bad_input (void)
 {
   g_autoptr (GError) error = NULL;
+  DflTensor out, narrow;
   Pair p;
 
   pair_random (&p, &shapes[0], FALSE);
+  out = out_tensor (&p, p.d_out);
   /* a block with no context before it */
-  g_assert_false (dfl_cuda_draft_block (p.ctx, 10, 1, p.width, p.d_out, &error));
+  g_assert_false (dfl_draft_ctx_block (p.ctx, 10, 1, p.width, &out, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_LIMIT);
   g_assert_nonnull (strstr (error->message, "the context ends before position 0"));
   g_clear_error (&error);
   /* an anchor outside the vocabulary, a width past the head */
-  g_assert_false (dfl_cuda_draft_block (p.ctx, 0, (guint32) p.g->vocab, p.width, p.d_out, &error));
+  g_assert_false (dfl_draft_ctx_block (p.ctx, 0, (guint32) p.g->vocab, p.width, &out, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message, "anchor token 320"));
   g_clear_error (&error);
-  g_assert_false (dfl_cuda_draft_block (p.ctx, 0, 1, p.g->vocab + 1, p.d_out, &error));
+  g_assert_false (dfl_draft_ctx_block (p.ctx, 0, 1, p.g->vocab + 1, &out, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
-  g_assert_nonnull (strstr (error->message, "width 321"));
+  g_assert_nonnull (strstr (error->message, "width of 321"));
   g_clear_error (&error);
-  g_assert_false (dfl_cuda_draft_select (p.cd, p.d_out, 2, 1, NULL, NULL, &error));
+  g_assert_false (dfl_draft_ctx_select (p.ctx, &out, 2, 1, NULL, NULL, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_clear_error (&error);
   /* rows of a stride narrower than a row */
-  g_assert_false (dfl_cuda_draft_ctx_queue (p.ctx, 0, p.d_out, 5, 1, &error));
+  narrow = dfl_tensor_2d (cuda, p.d_out, 0, DFL_DTYPE_F32, 1,
+                          dfl_drafter_geometry_tap_width (p.g));
+  narrow.nb[1] = 5 * sizeof (float);
+  g_assert_false (dfl_draft_ctx_queue (p.ctx, 0, &narrow, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_clear_error (&error);
   /* a head of the wrong width */
   {
-    DflCudaWeights bad = p.d_head;
-    bad.cols = p.g->hidden + 1;
-    g_assert_null (dfl_cuda_drafter_new (device, p.cpu, &p.d_embed, &bad, DFL_DTYPE_F32, &error));
+    DflDraftTrunk bad = p.d_trunk_t;
+    bad.head.ne[0] = p.g->hidden + 1;
+    g_assert_null (dfl_drafter_weights_bind (p.cpu, cuda, &bad, DFL_DTYPE_F32, &error));
     g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
     g_clear_error (&error);
   }
@@ -683,6 +697,8 @@ main (int argc, char **argv)
     return 0;
   }
   g_test_message ("device: %s", dfl_cuda_device_describe (device));
+  cuda = dfl_device_wrap (DFL_BACKEND_CUDA, device, &error);
+  g_assert_no_error (error);
   for (guint i = 0; i < G_N_ELEMENTS (shapes); i++) {
     char *f32 = g_strdup_printf ("f32/%s", shapes[i].name);
     char *stored = g_strdup_printf ("stored/%s", shapes[i].name);
@@ -695,6 +711,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/cuda-drafter/model/stored", GINT_TO_POINTER (TRUE), test_model);
   g_test_add_func ("/cuda-drafter/bad-input", test_bad_input);
   status = g_test_run ();
+  dfl_device_unref (cuda);
   dfl_cuda_device_unref (device);
   return status;
 }

@@ -793,7 +793,7 @@ test_top_k (void)
 }
 
 /* The selector's chain. Reference one: the CPU's float operations in its
- * order (dfl_drafter_select_with), which the kernel must equal bit for bit,
+ * order (dfl_drafter_weights_select_with), which the kernel must equal bit for bit,
  * choices and ties. Reference two, independent: along the kernel's chain,
  * each choice's double score is the double maximum up to F32 rounding. */
 static void

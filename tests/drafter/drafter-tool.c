@@ -22,7 +22,8 @@
 #include <string.h>
 
 typedef struct {
-  DflDrafter *d;
+  DflDrafterWeights *d;
+  DflDraftCtx *ctx;
   const DflDrafterGeometry *g;
   float *embed, *head;
   int head_rows;
@@ -74,23 +75,25 @@ op_block (Run *R, const cJSON *op, GError **error)
   const char *name = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (op, "name"));
   int pos = json_int (op, "pos"), token = json_int (op, "token"), width = json_int (op, "width");
   int rows = g->block, hs = g->hidden, n = rows - 1;
-  float *h = g_new (float, (gsize) rows * hs), *logits = g_new (float, (gsize) n * width);
+  float *logits = g_new (float, (gsize) n * width);
+  float *out = g_malloc (dfl_draft_ctx_block_bytes (R->ctx, width));
+  DflTensor t = dfl_tensor_2d (NULL, out, 0, DFL_DTYPE_F32, n, hs + width);
   guint32 *chosen = g_new (guint32, n), *plain = g_new (guint32, n);
+  const float *h;
   char key[128];
   gint64 shape[2];
 
   g_assert (name && width <= R->head_rows && token < g->vocab);
-  /* [anchor, MASK × (block − 1)] in the target's embedding */
-  for (int r = 0; r < rows; r++)
-    memcpy (h + (gsize) r * hs, R->embed + (gsize) (r ? (int) g->mask_token : token) * hs,
-            hs * sizeof (float));
-  if (!dfl_drafter_block (R->d, pos, h, error))
+  /* [anchor, MASK × (block − 1)] in the target's embedding, the layers */
+  if (!dfl_draft_ctx_block (R->ctx, pos, (guint32) token, width, &t, error))
     return FALSE;
-  /* logits of the rows after the anchor over the head's first `width` rows,
-   * through OpenBLAS: a product independent of the drafter's own kernel */
+  /* every row of the block, the anchor's too; the logits of the rows after
+   * the anchor over the head's first `width` rows through OpenBLAS: a
+   * product independent of the drafter's own kernel */
+  h = dfl_draft_ctx_block_rows (R->ctx);
   cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, n, width, hs, 1.0f, h + hs, hs,
                R->head, hs, 0.0f, logits, width);
-  dfl_drafter_select (R->d, h + hs, n, logits, width, (guint32) token, chosen, plain);
+  dfl_drafter_weights_select (R->d, h + hs, n, logits, width, (guint32) token, chosen, plain);
   shape[0] = rows, shape[1] = hs;
   g_snprintf (key, sizeof key, "%s.rows", name);
   out_f32 (R, key, 2, shape, h);
@@ -101,7 +104,7 @@ op_block (Run *R, const cJSON *op, GError **error)
   out_i32 (R, key, n, (gint32 *) chosen);
   g_snprintf (key, sizeof key, "%s.plain", name);
   out_i32 (R, key, n, (gint32 *) plain);
-  g_free (h);
+  g_free (out);
   g_free (logits);
   g_free (chosen);
   g_free (plain);
@@ -118,22 +121,26 @@ op_dump_ctx (Run *R, const cJSON *op)
   int kv = g->kv_heads, hd = g->head_dim;
   GError *error = NULL;
 
-  dfl_drafter_settle (R->d);
+  if (!dfl_draft_ctx_settle (R->ctx, &error))
+    g_error ("%s", error->message);
   for (int l = 0; l < g->layers; l++) {
     gsize rows = 0;
     gint64 from = 0, one = 1, shape[3];
     float *k, *v;
     char key[128];
-    dfl_drafter_context_kv (R->d, l, 0, NULL, NULL, &rows, &from);
+    dfl_draft_ctx_read_kv (R->ctx, l, 0, NULL, NULL, &rows, &from, NULL);
     k = g_new0 (float, MAX (rows, 1) * kv * hd);
     v = g_new0 (float, MAX (rows, 1) * kv * hd);
     for (int h = 0; h < kv; h++) {
-      const float *kh, *vh;
-      dfl_drafter_context_kv (R->d, l, h, &kh, &vh, NULL, NULL);
+      float *kh, *vh;
+      if (!dfl_draft_ctx_read_kv (R->ctx, l, h, &kh, &vh, NULL, NULL, &error))
+        g_error ("%s", error->message);
       for (gsize r = 0; r < rows; r++) {
         memcpy (k + (r * kv + h) * hd, kh + r * hd, hd * sizeof (float));
         memcpy (v + (r * kv + h) * hd, vh + r * hd, hd * sizeof (float));
       }
+      g_free (kh);
+      g_free (vh);
     }
     shape[0] = (gint64) rows, shape[1] = kv, shape[2] = hd;
     g_snprintf (key, sizeof key, "%s.l%d.k", name, l);
@@ -155,9 +162,9 @@ op_margin (Run *R, const cJSON *op)
   float *m = g_new (float, MAX (R->n_tip, 1));
   gint64 n = R->n_tip;
 
-  g_assert (dfl_drafter_has_route (R->d));
+  g_assert (dfl_drafter_weights_has_route (R->d));
   for (gint64 i = 0; i < R->n_tip; i++)
-    m[i] = dfl_drafter_route_margin (R->d, R->tip + i * R->g->hidden);
+    m[i] = dfl_drafter_weights_route_margin (R->d, R->tip + i * R->g->hidden);
   out_f32 (R, name, 1, &n, m);
   g_free (m);
 }
@@ -176,19 +183,21 @@ static int
 cmd_run (const char *drafter, const char *target_dir, const char *inputs, const char *out)
 {
   GError *error = NULL;
-  g_autoptr (DflDrafter) d = NULL;
+  g_autoptr (DflDrafterWeights) d = NULL, bound = NULL;
+  g_autoptr (DflDraftCtx) ctx = NULL;
   g_autoptr (DflSafetensors) target = NULL, in = NULL;
   const DflStoredTensor *taps, *tip;
+  DflDraftTrunk trunk;
   const char *script_json;
   cJSON *script, *op;
   Run R = { 0 };
   int rc = 0;
 
-  if (!(d = dfl_drafter_open (drafter, &error)) || !(target = dfl_safetensors_open (target_dir, &error))
+  if (!(d = dfl_drafter_weights_open (drafter, &error)) || !(target = dfl_safetensors_open (target_dir, &error))
       || !(in = dfl_safetensors_open (inputs, &error)))
     return die (error);
   R.d = d;
-  R.g = dfl_drafter_geometry (d);
+  R.g = dfl_drafter_weights_geometry (d);
   R.head_rows = R.g->vocab;
   R.embed = target_matrix (target, "model.embed_tokens.weight", R.g->vocab, R.g->hidden);
   R.head = target_matrix (target, "lm_head.weight", R.g->vocab, R.g->hidden);
@@ -202,6 +211,12 @@ cmd_run (const char *drafter, const char *target_dir, const char *inputs, const 
     fprintf (stderr, "%s or %s is not what the tests make\n", target_dir, inputs);
     return 1;
   }
+  trunk.embed = dfl_tensor_2d (NULL, R.embed, 0, DFL_DTYPE_F32, R.g->vocab, R.g->hidden);
+  trunk.head = dfl_tensor_2d (NULL, R.head, 0, DFL_DTYPE_F32, R.head_rows, R.g->hidden);
+  if (!(bound = dfl_drafter_weights_bind (d, NULL, &trunk, DFL_DTYPE_F32, &error))
+      || !(ctx = dfl_draft_ctx_new (bound, &error)))
+    return die (error);
+  R.ctx = ctx;
   /* the inputs may sit unaligned in the mapping: copies */
   R.taps = dfl_tensor_dup_f32 (taps);
   R.n_taps = taps->shape[0];
@@ -214,14 +229,21 @@ cmd_run (const char *drafter, const char *target_dir, const char *inputs, const 
     if (g_strcmp0 (kind, "queue") == 0) {
       int src = json_int (op, "src"), n = json_int (op, "n");
       g_assert (src + n <= R.n_taps);
-      dfl_drafter_queue_context (d, json_int (op, "pos"),
-                                 R.taps + (gsize) src * dfl_drafter_geometry_tap_width (R.g), n);
+      if (!dfl_draft_ctx_queue_host (ctx, json_int (op, "pos"),
+                                     R.taps + (gsize) src * dfl_drafter_geometry_tap_width (R.g),
+                                     n, &error)) {
+        rc = die (error);
+        break;
+      }
     } else if (g_strcmp0 (kind, "truncate") == 0) {
-      dfl_drafter_truncate (d, json_int (op, "pos"));
+      dfl_draft_ctx_truncate (ctx, json_int (op, "pos"));
     } else if (g_strcmp0 (kind, "reset") == 0) {
-      dfl_drafter_reset (d);
+      dfl_draft_ctx_reset (ctx);
     } else if (g_strcmp0 (kind, "settle") == 0) {
-      dfl_drafter_settle (d);
+      if (!dfl_draft_ctx_settle (ctx, &error)) {
+        rc = die (error);
+        break;
+      }
     } else if (g_strcmp0 (kind, "block") == 0) {
       if (!op_block (&R, op, &error)) {
         rc = die (error);
@@ -243,6 +265,8 @@ cmd_run (const char *drafter, const char *target_dir, const char *inputs, const 
   dfl_safetensors_writer_free (R.w);
   g_free ((float *) R.taps);
   g_free ((float *) R.tip);
+  g_clear_pointer (&ctx, dfl_draft_ctx_free);
+  g_clear_pointer (&bound, dfl_drafter_weights_unref);
   g_free (R.embed);
   g_free (R.head);
   return rc;
@@ -252,7 +276,7 @@ static int
 cmd_check (const char *drafter, const char *target_dir)
 {
   GError *error = NULL;
-  g_autoptr (DflDrafter) d = NULL;
+  g_autoptr (DflDrafterWeights) d = NULL;
   g_autoptr (DflSafetensors) target = NULL;
   g_autofree char *cfg_path = g_build_filename (target_dir, "config.json", NULL);
   g_autofree char *json = NULL;
@@ -260,7 +284,7 @@ cmd_check (const char *drafter, const char *target_dir)
   int layers, hidden, vocab;
   gboolean tied, ok;
 
-  if (!(d = dfl_drafter_open (drafter, &error)) || !(target = dfl_safetensors_open (target_dir, &error))
+  if (!(d = dfl_drafter_weights_open (drafter, &error)) || !(target = dfl_safetensors_open (target_dir, &error))
       || !g_file_get_contents (cfg_path, &json, NULL, &error))
     return die (error);
   cfg = cJSON_Parse (json);
@@ -269,7 +293,7 @@ cmd_check (const char *drafter, const char *target_dir)
   vocab = cJSON_GetObjectItem (cfg, "vocab_size")->valueint;
   tied = cJSON_IsTrue (cJSON_GetObjectItem (cfg, "tie_word_embeddings"));
   cJSON_Delete (cfg);
-  ok = dfl_drafter_check_target (d, target, tied, layers, hidden, vocab, &error);
+  ok = dfl_drafter_weights_check_target (d, target, tied, layers, hidden, vocab, &error);
   return ok ? 0 : die (error);
 }
 
@@ -281,7 +305,7 @@ main (int argc, char **argv)
   if (argc == 6 && strcmp (argv[1], "run") == 0)
     return cmd_run (argv[2], argv[3], argv[4], argv[5]);
   if (argc == 3 && strcmp (argv[1], "load") == 0) {
-    g_autoptr (DflDrafter) d = dfl_drafter_open (argv[2], &error);
+    g_autoptr (DflDrafterWeights) d = dfl_drafter_weights_open (argv[2], &error);
     return d ? 0 : die (error);
   }
   if (argc == 4 && strcmp (argv[1], "check") == 0)

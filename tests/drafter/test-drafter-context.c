@@ -53,16 +53,62 @@ fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, 
   g_rand_free (rng);
 }
 
-static DflDrafter *
+/* The target's embedding and (tied) head: random, made once. */
+static float trunk_table[50 * 32];
+
+static DflDraftCtx *
 drafter_new (void)
 {
   DflDrafterGeometry g = geometry ();
   GError *error = NULL;
-  DflDrafter *d = dfl_drafter_new_blank (&g, TRUE, TRUE, &error);
+  g_autoptr (DflDrafterWeights) d = dfl_drafter_weights_new_blank (&g, TRUE, TRUE, &error);
+  g_autoptr (DflDrafterWeights) bound = NULL;
+  DflDraftTrunk trunk;
+  DflDraftCtx *ctx;
 
   g_assert_no_error (error);
-  dfl_drafter_foreach_weight (d, fill, NULL);
-  return d;
+  dfl_drafter_weights_foreach (d, fill, NULL);
+  if (trunk_table[0] == 0.0f) {
+    GRand *rng = g_rand_new_with_seed (5);
+    for (guint i = 0; i < G_N_ELEMENTS (trunk_table); i++)
+      trunk_table[i] = (float) g_rand_double_range (rng, -1, 1);
+    g_rand_free (rng);
+  }
+  trunk.embed = dfl_tensor_2d (NULL, trunk_table, 0, DFL_DTYPE_F32, g.vocab, g.hidden);
+  trunk.head = trunk.embed;
+  bound = dfl_drafter_weights_bind (d, NULL, &trunk, DFL_DTYPE_F32, &error);
+  g_assert_no_error (error);
+  ctx = dfl_draft_ctx_new (bound, &error);
+  g_assert_no_error (error);
+  return ctx;
+}
+
+static void
+queue (DflDraftCtx *ctx, gint64 pos, const float *taps, gsize n)
+{
+  GError *error = NULL;
+
+  g_assert_true (dfl_draft_ctx_queue_host (ctx, pos, taps, n, &error));
+  g_assert_no_error (error);
+}
+
+static void
+settle (DflDraftCtx *ctx)
+{
+  GError *error = NULL;
+
+  g_assert_true (dfl_draft_ctx_settle (ctx, &error));
+  g_assert_no_error (error);
+}
+
+/* A layer's rows and the first position it holds. */
+static gsize
+held_rows (DflDraftCtx *ctx, int layer, gint64 *from)
+{
+  gsize rows;
+
+  g_assert_true (dfl_draft_ctx_read_kv (ctx, layer, 0, NULL, NULL, &rows, from, NULL));
+  return rows;
 }
 
 /* The test's model of the context: the tap row of each position from first. */
@@ -98,15 +144,23 @@ model_truncate (Model *m, gint64 pos)
   g_array_set_size (m->rows, keep * m->tw);
 }
 
-static void
-embed (float *h, gint64 seed)
+/* The anchor token of a block at `pos`: another row of the embedding at
+ * each position. */
+static guint32
+anchor_token (gint64 pos)
 {
   DflDrafterGeometry g = geometry ();
-  GRand *rng = g_rand_new_with_seed ((guint32) seed);
 
-  for (int i = 0; i < g.block * g.hidden; i++)
-    h[i] = (float) g_rand_double_range (rng, -1, 1);
-  g_rand_free (rng);
+  return (guint32) (pos * 7 % g.vocab);
+}
+
+/* A block's rows and logits over the whole head. */
+static DflTensor
+block_out (float *buf)
+{
+  DflDrafterGeometry g = geometry ();
+
+  return dfl_tensor_2d (NULL, buf, 0, DFL_DTYPE_F32, g.block - 1, g.hidden + g.vocab);
 }
 
 static double
@@ -124,33 +178,32 @@ rel_err (const float *a, const float *b, int n)
 static double worst_kv;
 
 /* A's block at its context's end against a fresh drafter given the model's
- * context in one go. */
+ * context in one go: the rows and the logits. */
 static double
-compare_fresh (DflDrafter *a, const Model *m, gint64 anchor)
+compare_fresh (DflDraftCtx *a, const Model *m, gint64 anchor)
 {
   DflDrafterGeometry g = geometry ();
-  g_autoptr (DflDrafter) b = drafter_new ();
-  int n = g.block * g.hidden;
+  g_autoptr (DflDraftCtx) b = drafter_new ();
+  int n = (g.block - 1) * (g.hidden + g.vocab);
   float *ha = g_new (float, n), *hb = g_new (float, n);
+  DflTensor ta = block_out (ha), tb = block_out (hb);
   GError *error = NULL;
   double e;
 
-  dfl_drafter_queue_context (b, m->first, (const float *) m->rows->data, m->rows->len / m->tw);
-  embed (ha, anchor);
-  embed (hb, anchor);
-  g_assert_true (dfl_drafter_block (a, anchor, ha, &error));
+  queue (b, m->first, (const float *) m->rows->data, m->rows->len / m->tw);
+  g_assert_true (dfl_draft_ctx_block (a, anchor, anchor_token (anchor), g.vocab, &ta, &error));
   g_assert_no_error (error);
-  g_assert_true (dfl_drafter_block (b, anchor, hb, &error));
+  g_assert_true (dfl_draft_ctx_block (b, anchor, anchor_token (anchor), g.vocab, &tb, &error));
   g_assert_no_error (error);
   e = rel_err (ha, hb, n);
   /* the rows A holds are the fresh drafter's rows of the same positions */
   for (int l = 0; l < g.layers; l++) {
     for (int kh = 0; kh < g.kv_heads; kh++) {
-      const float *ka, *kb, *va, *vb;
+      g_autofree float *ka = NULL, *kb = NULL, *va = NULL, *vb = NULL;
       gsize ra, rb;
       gint64 fa, fb;
-      dfl_drafter_context_kv (a, l, kh, &ka, &va, &ra, &fa);
-      dfl_drafter_context_kv (b, l, kh, &kb, &vb, &rb, &fb);
+      g_assert_true (dfl_draft_ctx_read_kv (a, l, kh, &ka, &va, &ra, &fa, NULL));
+      g_assert_true (dfl_draft_ctx_read_kv (b, l, kh, &kb, &vb, &rb, &fb, NULL));
       g_assert_cmpint (fa + (gint64) ra, ==, anchor);
       g_assert_cmpint (fb + (gint64) rb, ==, anchor);
       if (fa + (gint64) ra > MAX (fa, fb)) {
@@ -185,7 +238,7 @@ test_random_sequences (void)
 {
   DflDrafterGeometry g = geometry ();
   int tw = dfl_drafter_geometry_tap_width (&g);
-  g_autoptr (DflDrafter) a = drafter_new ();
+  g_autoptr (DflDraftCtx) a = drafter_new ();
   Model m = { 0, g_array_new (FALSE, FALSE, sizeof (float)), tw };
   GRand *rng = g_rand_new_with_seed (7);
   gint64 high = 0;
@@ -207,14 +260,14 @@ test_random_sequences (void)
       n = g_rand_int_range (rng, 1, 20);
     } else if (kind < 75) {          /* a truncate within the slack */
       pos = MAX (m.first, MAX (high - DFL_DRAFTER_BLOCK_SLACK, 0) + g_rand_int_range (rng, 0, 100));
-      dfl_drafter_truncate (a, pos);
+      dfl_draft_ctx_truncate (a, pos);
       model_truncate (&m, pos);
       continue;
     } else if (kind < 80) {
-      dfl_drafter_settle (a);
+      settle (a);
       continue;
     } else if (kind < 81) {          /* reset */
-      dfl_drafter_reset (a);
+      dfl_draft_ctx_reset (a);
       m.first = 0;
       g_array_set_size (m.rows, 0);
       high = 0;
@@ -230,26 +283,26 @@ test_random_sequences (void)
     } else {                         /* a block at the end */
       gint64 first, aend;
       GError *error = NULL;
-      dfl_drafter_span (a, &first, &aend);
+      dfl_draft_ctx_span (a, &first, &aend);
       g_assert_cmpint (first, ==, m.first);
       g_assert_cmpint (aend, ==, end);
-      if (!dfl_drafter_context_check (a, end, &error))
+      if (!dfl_draft_ctx_check (a, end, &error))
         g_error ("step %d: a rewind within the slack was reported short: %s", step, error->message);
       worst = MAX (worst, compare_fresh (a, &m, end));
       blocks++;
       for (int l = 0; l < g.layers; l++) {
         gint64 from;
-        dfl_drafter_context_kv (a, l, 0, NULL, NULL, NULL, &from);
+        held_rows (a, l, &from);
         drops_seen += from > m.first;
       }
       continue;
     }
     t = random_taps (rng, n, tw);
-    dfl_drafter_queue_context (a, pos, t, n);
+    queue (a, pos, t, n);
     model_queue (&m, pos, t, n);
     g_free (t);
     high = MAX (high, model_end (&m));
-    g_assert_cmpint (dfl_drafter_next_position (a), ==, model_end (&m));
+    g_assert_cmpint (dfl_draft_ctx_next_position (a), ==, model_end (&m));
   }
   g_test_message ("%d blocks compared, worst relative difference: blocks %.2e, K/V %.2e;"
                   " %d layer-blocks after drops", blocks, worst, worst_kv, drops_seen);
@@ -267,43 +320,43 @@ test_pending (void)
 {
   DflDrafterGeometry g = geometry ();
   int tw = dfl_drafter_geometry_tap_width (&g);
-  g_autoptr (DflDrafter) a = drafter_new ();
+  g_autoptr (DflDraftCtx) a = drafter_new ();
   GRand *rng = g_rand_new_with_seed (3);
   float *t = random_taps (rng, 600, tw);
   gsize rows;
 
-  dfl_drafter_queue_context (a, 0, t, 300);
-  dfl_drafter_context_kv (a, 1, 0, NULL, NULL, &rows, NULL);
+  queue (a, 0, t, 300);
+  rows = held_rows (a, 1, NULL);
   g_assert_cmpuint (rows, ==, 0);
-  dfl_drafter_queue_context (a, 300, t + 300 * tw, 300);
+  queue (a, 300, t + 300 * tw, 300);
   /* 600 wait: 88 over the limit, rounded up to 128 */
-  dfl_drafter_context_kv (a, 1, 0, NULL, NULL, &rows, NULL);
+  rows = held_rows (a, 1, NULL);
   g_assert_cmpuint (rows, ==, 128);
-  g_assert_cmpint (dfl_drafter_next_position (a), ==, 600);
+  g_assert_cmpint (dfl_draft_ctx_next_position (a), ==, 600);
   /* a rewind into the waiting rows drops only them */
-  dfl_drafter_truncate (a, 500);
-  g_assert_cmpint (dfl_drafter_next_position (a), ==, 500);
-  dfl_drafter_settle (a);
-  dfl_drafter_context_kv (a, 1, 0, NULL, NULL, &rows, NULL);
+  dfl_draft_ctx_truncate (a, 500);
+  g_assert_cmpint (dfl_draft_ctx_next_position (a), ==, 500);
+  settle (a);
+  rows = held_rows (a, 1, NULL);
   g_assert_cmpuint (rows, ==, 500);
   g_free (t);
   g_rand_free (rng);
 }
 
 static void
-expect_short (DflDrafter *a, gint64 anchor, const char *what)
+expect_short (DflDraftCtx *a, gint64 anchor, const char *what)
 {
   DflDrafterGeometry g = geometry ();
-  float *h = g_new (float, g.block * g.hidden);
+  float *h = g_new (float, (g.block - 1) * (g.hidden + g.vocab));
+  DflTensor t = block_out (h);
   GError *error = NULL;
 
-  g_assert_false (dfl_drafter_context_check (a, anchor, &error));
+  g_assert_false (dfl_draft_ctx_check (a, anchor, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_LIMIT);
   if (!strstr (error->message, what))
     g_error ("\"%s\" does not say \"%s\"", error->message, what);
   g_clear_error (&error);
-  embed (h, 1);
-  g_assert_false (dfl_drafter_block (a, anchor, h, &error));
+  g_assert_false (dfl_draft_ctx_block (a, anchor, anchor_token (anchor), g.vocab, &t, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_LIMIT);
   g_clear_error (&error);
   g_free (h);
@@ -316,44 +369,45 @@ test_deep_rewind (void)
 {
   DflDrafterGeometry g = geometry ();
   int tw = dfl_drafter_geometry_tap_width (&g);
-  g_autoptr (DflDrafter) a = drafter_new ();
+  g_autoptr (DflDraftCtx) a = drafter_new ();
   GRand *rng = g_rand_new_with_seed (11);
   float *t = random_taps (rng, 1400, tw);
   Model m = { 0, g_array_new (FALSE, FALSE, sizeof (float)), tw };
   gint64 from;
 
-  dfl_drafter_push_context (a, 0, t, 1200);
+  queue (a, 0, t, 1200);
+  settle (a);
   model_queue (&m, 0, t, 1200);
   /* layer 0 (window 6) dropped all but 6 + 256 rows */
-  dfl_drafter_context_kv (a, 0, 0, NULL, NULL, NULL, &from);
+  held_rows (a, 0, &from);
   g_assert_cmpint (from, ==, 1200 - 6 - DFL_DRAFTER_BLOCK_SLACK);
-  dfl_drafter_context_kv (a, 1, 0, NULL, NULL, NULL, &from);
+  held_rows (a, 1, &from);
   g_assert_cmpint (from, ==, 0);
   /* inside the slack: exact */
-  dfl_drafter_truncate (a, 1200 - DFL_DRAFTER_BLOCK_SLACK);
+  dfl_draft_ctx_truncate (a, 1200 - DFL_DRAFTER_BLOCK_SLACK);
   model_truncate (&m, 1200 - DFL_DRAFTER_BLOCK_SLACK);
   g_assert_cmpfloat (compare_fresh (a, &m, 1200 - DFL_DRAFTER_BLOCK_SLACK), <=, TOL);
   /* deeper: short, whether or not rows follow */
-  dfl_drafter_truncate (a, 700);
+  dfl_draft_ctx_truncate (a, 700);
   expect_short (a, 700, "the context is short: layer 0 (window 6)");
-  dfl_drafter_queue_context (a, 700, t + 1200 * tw, 3);
+  queue (a, 700, t + 1200 * tw, 3);
   expect_short (a, 703, "reads it from 698");
   /* new rows that fill the windows again make it whole: windowed layers
    * read only their last rows, the full-attention layer kept everything */
-  dfl_drafter_queue_context (a, 703, t + 1203 * tw, 20);
+  queue (a, 703, t + 1203 * tw, 20);
   model_truncate (&m, 700);
   model_queue (&m, 700, t + 1200 * tw, 23);
   g_assert_cmpfloat (compare_fresh (a, &m, 723), <=, TOL);
   /* restarted from the start, as the message says, it drafts again */
-  dfl_drafter_truncate (a, 703);
+  dfl_draft_ctx_truncate (a, 703);
   model_truncate (&m, 703);
-  dfl_drafter_reset (a);
-  dfl_drafter_queue_context (a, 0, (const float *) m.rows->data, 703);
+  dfl_draft_ctx_reset (a);
+  queue (a, 0, (const float *) m.rows->data, 703);
   g_assert_cmpfloat (compare_fresh (a, &m, 703), <=, TOL);
   /* past the end, before the start */
   expect_short (a, 708, "needs the target's rows of 703 to 707");
-  dfl_drafter_queue_context (a, 900, t, 10);
-  g_assert_cmpint (dfl_drafter_next_position (a), ==, 910);
+  queue (a, 900, t, 10);
+  g_assert_cmpint (dfl_draft_ctx_next_position (a), ==, 910);
   expect_short (a, 899, "is before the context, which starts at 900");
   g_array_unref (m.rows);
   g_free (t);

@@ -203,7 +203,7 @@ test_select (void)
 {
   DflDrafterGeometry g = small_geometry ();
   GError *error = NULL;
-  g_autoptr (DflDrafter) d = dfl_drafter_new_blank (&g, TRUE, TRUE, &error);
+  g_autoptr (DflDrafterWeights) d = dfl_drafter_weights_new_blank (&g, TRUE, TRUE, &error);
   /* P[prev] = (1, 1) for every prev; hp = (1, 0): the bonus of a candidate is C[cand][0] */
   static const float P[6][2] = { { 1, 1 }, { 1, 1 }, { 1, 1 }, { 1, 1 }, { 1, 1 }, { 1, 1 } };
   static const float C[6][2] = { { 0, 0 }, { 0, 0 }, { 1, 0 }, { 0, 0 }, { 3, 0 }, { 0, 0 } };
@@ -218,8 +218,8 @@ test_select (void)
   guint32 chosen[3], plain[3];
 
   g_assert_no_error (error);
-  dfl_drafter_foreach_weight (d, set_books, &b);
-  dfl_drafter_select_with (d, hp, 3, logits, 6, 0, chosen, plain);
+  dfl_drafter_weights_foreach (d, set_books, &b);
+  dfl_drafter_weights_select_with (d, hp, 3, logits, 6, 0, chosen, plain);
   g_assert_cmpuint (plain[0], ==, 1);
   g_assert_cmpuint (chosen[0], ==, 1);
   g_assert_cmpuint (plain[1], ==, 3);
@@ -229,7 +229,7 @@ test_select (void)
   /* a shortlist: the head's first 4 rows only */
   {
     const float short_logits[] = { 1.0f, 3.0f, 2.0f, 0.5f };
-    dfl_drafter_select_with (d, hp, 1, short_logits, 4, 0, chosen, plain);
+    dfl_drafter_weights_select_with (d, hp, 1, short_logits, 4, 0, chosen, plain);
     g_assert_cmpuint (chosen[0], ==, 1);
   }
 }

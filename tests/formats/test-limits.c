@@ -253,7 +253,7 @@ test_prompt_past_context (void)
 
 /* Run to the end; the tokens emitted. */
 static GArray *
-run_to_end (const DflTarget *t, DflDrafter *d, DflRoute route, const int *ids, int n, int max_new,
+run_to_end (const DflTarget *t, DflDrafterWeights *d, DflRoute route, const int *ids, int n, int max_new,
             DflSpecEnd *end, char **message)
 {
   GArray *out = g_array_new (FALSE, FALSE, sizeof (int));
@@ -286,7 +286,7 @@ test_sequence_reaches_context (void)
   g_autoptr (DflTarget) t = load_target ();
   g_autofree char *dir = g_build_filename (g_getenv ("DFL_FIXTURES"), "qwen3", "bf16-tied", NULL);
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflDrafter) d = dfl_drafter_open (dir, &error);
+  g_autoptr (DflDrafterWeights) d = dfl_drafter_weights_open (dir, &error);
   const DflQwen3Config *c = dfl_target_config (t);
   int ctx = c->max_positions, n = ctx - 20;
   g_autofree int *ids = prompt_of (n);
@@ -295,7 +295,7 @@ test_sequence_reaches_context (void)
   g_autoptr (GArray) plain = NULL;
 
   g_assert_no_error (error);
-  g_assert_true (dfl_drafter_check_target (d, dfl_target_tensors (t), c->tie_word_embeddings,
+  g_assert_true (dfl_drafter_weights_check_target (d, dfl_target_tensors (t), c->tie_word_embeddings,
                                            c->layers, c->hidden, c->vocab, &error));
   for (guint r = 0; r < G_N_ELEMENTS (routes); r++) {
     g_autofree char *message = NULL;

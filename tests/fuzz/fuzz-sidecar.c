@@ -3,7 +3,7 @@
  * The input, cut at NULs, is the "dflash" geometry record, the
  * "base_binding" record and the "dflash_route" record (a part left out is a
  * record left out). The records are parsed as they are, then written into a
- * sidecar file that dfl_drafter_open reads (it holds no weights, so it is
+ * sidecar file that dfl_drafter_weights_open reads (it holds no weights, so it is
  * refused at the first one once the records have been read).
  */
 #include "fuzz-common.h"
@@ -28,7 +28,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   g_autoptr (DflSafetensorsWriter) w = dfl_safetensors_writer_new ();
   g_autofree char *path = g_build_filename (fuzz_scratch (), "dflash.safetensors", NULL);
   DflDrafterGeometry g;
-  DflDrafter *d;
+  DflDrafterWeights *d;
   gboolean ok;
 
   ok = dfl_drafter_geometry_parse (&g, parts[0], "dflash.safetensors", &e1);
@@ -53,7 +53,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     dfl_safetensors_writer_set_metadata (w, keys[i], parts[i]);
   if (!dfl_safetensors_writer_write (w, path, NULL))
     g_error ("fuzz: cannot write %s", path);
-  d = dfl_drafter_open (path, &e3);
+  d = dfl_drafter_weights_open (path, &e3);
   check_error (d != NULL, e3);
   g_assert (d == NULL);   /* no weights: never a drafter */
   return 0;

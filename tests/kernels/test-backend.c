@@ -711,7 +711,7 @@ test_top_k (gconstpointer data)
   }
 }
 
-/* top_k then select_rescore: the drafter's dfl_drafter_select_with. */
+/* top_k then select_rescore: the drafter's dfl_drafter_weights_select_with. */
 static void
 test_select_rescore (gconstpointer data)
 {
@@ -731,7 +731,7 @@ test_select_rescore (gconstpointer data)
     g_autofree gint32 *cand = g_new (gint32, (gsize) rows * k), *got = g_new (gint32, rows);
     g_autofree guint32 *want = g_new (guint32, rows);
     guint32 anchor = 41;
-    DflDrafter d = { 0 };
+    DflDrafterWeights d = { 0 };
     DflTensor tc, tl, th, tp, ts, to;
 
     for (gsize i = 0; i < (gsize) 2 * vocab * rank; i++)
@@ -746,7 +746,7 @@ test_select_rescore (gconstpointer data)
     d.g.selector_top = k;
     d.books[0] = books;
     d.books[1] = books + (gsize) vocab * rank;
-    dfl_drafter_select_with (&d, hp, rows, logits, vocab, anchor, want, NULL);
+    dfl_drafter_weights_select_with (&d, hp, rows, logits, vocab, anchor, want, NULL);
 
     run_top_k (dev, logits, rows, vocab, k, vals, cand);
     tc = put (dev, DFL_DTYPE_I32, k, rows, 1, cand);

@@ -105,7 +105,7 @@ test_record_and_margin (void)
   float bmean[DIM] = { 0 }, cmean[DIM] = { 0 }, bd[RANK * DIM], cd[RANK * DIM];
   float bm[DIM], bb[RANK * DIM], cm[DIM], cb[RANK * DIM];
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflDrafter) d = NULL;
+  g_autoptr (DflDrafterWeights) d = NULL;
   g_autofree char *record = NULL;
   int right = 0;
 
@@ -120,13 +120,13 @@ test_record_and_margin (void)
   record = dfl_route_record (bm, bb, cm, cb, DIM, RANK, 100, 100);
   g_assert_true (dfl_safetensors_rewrite_metadata (src, dst, "dflash_route", record, &error));
   g_assert_no_error (error);
-  d = dfl_drafter_open (dst, &error);
+  d = dfl_drafter_weights_open (dst, &error);
   g_assert_no_error (error);
-  g_assert_true (dfl_drafter_has_route (d));
-  g_assert_nonnull (dfl_drafter_binding (d));
+  g_assert_true (dfl_drafter_weights_has_route (d));
+  g_assert_nonnull (dfl_drafter_weights_binding (d));
   for (int i = 0; i < 100; i++) {
-    right += dfl_drafter_route_margin (d, brows + (gsize) i * DIM) > 0;
-    right += dfl_drafter_route_margin (d, crows + (gsize) i * DIM) < 0;
+    right += dfl_drafter_weights_route_margin (d, brows + (gsize) i * DIM) > 0;
+    right += dfl_drafter_weights_route_margin (d, crows + (gsize) i * DIM) < 0;
   }
   g_assert_cmpint (right, >=, 195);
   g_unlink (dst);

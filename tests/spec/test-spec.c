@@ -100,7 +100,7 @@ test_ngram (void)
 }
 
 static GArray *
-run (const DflTarget *t, DflDrafter *d, DflRoute route, const DflSampler *smp, int chain_max,
+run (const DflTarget *t, DflDrafterWeights *d, DflRoute route, const DflSampler *smp, int chain_max,
      const int *prompt, int n, int max_new, DflSpecStats *stats_out)
 {
   DflSpecParams p;
@@ -161,16 +161,16 @@ test_lossless_chain (gconstpointer data)
   g_assert_cmpint (accepted, >, 0);
 }
 
-static DflDrafter *
+static DflDrafterWeights *
 fixture_drafter (const DflTarget *t)
 {
   g_autofree char *path = g_build_filename (dfl_target_dir (t), "dflash.safetensors", NULL);
   const DflQwen3Config *c = dfl_target_config (t);
   g_autoptr (GError) error = NULL;
-  DflDrafter *d = dfl_drafter_open (path, &error);
+  DflDrafterWeights *d = dfl_drafter_weights_open (path, &error);
 
   g_assert_no_error (error);
-  g_assert_true (dfl_drafter_check_target (d, dfl_target_tensors (t), c->tie_word_embeddings,
+  g_assert_true (dfl_drafter_weights_check_target (d, dfl_target_tensors (t), c->tie_word_embeddings,
                                            c->layers, c->hidden, c->vocab, &error));
   return d;
 }
@@ -181,7 +181,7 @@ static void
 test_lossless_block (void)
 {
   g_autoptr (DflTarget) t = load_fixture ("bf16-tied");
-  g_autoptr (DflDrafter) d = fixture_drafter (t);
+  g_autoptr (DflDrafterWeights) d = fixture_drafter (t);
   const DflSampler samplers[] = {
     { .temperature = 0 }, { .temperature = 0.9f, .top_p = 0.95f, .seed = 3 },
   };

@@ -1,6 +1,6 @@
 /* gst-dflash — the Vulkan drafter against the CPU drafter, call for call:
- * the same queue / truncate / reset / block sequence goes to a DflDrafter
- * and to a DflVkDraftCtx, and every block's rows (after the last norm) and
+ * the same queue / truncate / reset / block sequence goes to a context
+ * bound on the CPU and to one bound on the Vulkan device, and every block's rows (after the last norm) and
  * logits, and after it every layer's context keys and values, must agree
  * within 1e-3 (max |vk − cpu| / max |cpu| per block, per layer and head),
  * the chosen and the plain drafts must be identical, and a block the CPU
@@ -19,8 +19,9 @@
  * where it writes.
  */
 #include "vk-test.h"
-#include "dfl-vk-drafter.h"
+#include "drafter.h"
 #include "dfl-json.h"
+#include "dfl-kernels.h"
 #include "target.h"
 
 #include <cjson/cJSON.h>
@@ -31,11 +32,12 @@
 
 typedef struct {
   const char *name;
-  DflDrafter *d;
+  DflDrafterWeights *d;
   const DflTarget *target;      /* where the embedding and head are a target's */
-  DflWeights embed, head;
-  DflVkDrafter *vd;
-  DflVkDraftCtx *c;
+  DflDraftTrunk trunk;
+  DflDevice *dev;
+  DflDrafterWeights *cpu_w, *vk_w;
+  DflDraftCtx *cpu, *c;
   DflVkBuffer *out, *out_host;
   const float *taps;
   gsize taps_rows;
@@ -89,16 +91,25 @@ static void
 pair_start (Pair *p)
 {
   GError *error = NULL;
-  const DflDrafterGeometry *g = dfl_drafter_geometry (p->d);
+  const DflDrafterGeometry *g = dfl_drafter_weights_geometry (p->d);
   gsize bytes;
 
   p->tw = dfl_drafter_geometry_tap_width (g);
-  p->vd = p->target ? dfl_vk_drafter_new_for_target (vk_test_dev, p->d, p->target, &error)
-                    : dfl_vk_drafter_new (vk_test_dev, p->d, &p->embed, &p->head, &error);
+  if (p->target) {
+    g_assert_true (dfl_draft_trunk_of_target (&p->trunk, p->target, &error));
+    g_assert_no_error (error);
+  }
+  p->dev = dfl_device_wrap (DFL_BACKEND_VULKAN, vk_test_dev, &error);
   g_assert_no_error (error);
-  p->c = dfl_vk_draft_ctx_new (p->vd, &error);
+  p->cpu_w = dfl_drafter_weights_bind (p->d, NULL, &p->trunk, DFL_DTYPE_F32, &error);
   g_assert_no_error (error);
-  bytes = dfl_vk_drafter_block_bytes (p->vd, g->vocab);
+  p->vk_w = dfl_drafter_weights_bind (p->d, p->dev, &p->trunk, DFL_DTYPE_F32, &error);
+  g_assert_no_error (error);
+  p->cpu = dfl_draft_ctx_new (p->cpu_w, &error);
+  g_assert_no_error (error);
+  p->c = dfl_draft_ctx_new (p->vk_w, &error);
+  g_assert_no_error (error);
+  bytes = dfl_draft_ctx_block_bytes (p->c, g->vocab);
   p->out = dfl_vk_buffer_new (vk_test_dev, bytes, DFL_VK_MEMORY_DEVICE, &error);
   g_assert_no_error (error);
   p->out_host = dfl_vk_buffer_new (vk_test_dev, bytes, DFL_VK_MEMORY_HOST, &error);
@@ -113,27 +124,12 @@ pair_end (Pair *p)
   g_assert_cmpint (p->blocks, >, 0);
   dfl_vk_buffer_free (p->out);
   dfl_vk_buffer_free (p->out_host);
-  dfl_vk_draft_ctx_free (p->c);
-  dfl_vk_drafter_free (p->vd);
+  dfl_draft_ctx_free (p->c);
+  dfl_draft_ctx_free (p->cpu);
+  dfl_drafter_weights_unref (p->vk_w);
+  dfl_drafter_weights_unref (p->cpu_w);
+  dfl_device_unref (p->dev);
   vk_test_assert_clean ();
-}
-
-static void
-embed_row (const Pair *p, guint32 id, float *dst)
-{
-  int hs = dfl_drafter_geometry (p->d)->hidden;
-
-  if (p->target) {
-    int i = (int) id;
-    dfl_target_embed (p->target, &i, 1, dst);
-    return;
-  }
-  if (p->embed.type == DFL_DTYPE_F32)
-    memcpy (dst, (const float *) p->embed.data + (gsize) id * hs, hs * sizeof (float));
-  else if (p->embed.type == DFL_DTYPE_F16)
-    dfl_f16_to_f32_n ((const guint16 *) p->embed.data + (gsize) id * hs, dst, hs);
-  else
-    dfl_bf16_to_f32_n ((const guint16 *) p->embed.data + (gsize) id * hs, dst, hs);
 }
 
 static void
@@ -141,8 +137,8 @@ check_span (Pair *p)
 {
   gint64 a, b, x, y;
 
-  dfl_drafter_span (p->d, &a, &b);
-  dfl_vk_draft_ctx_span (p->c, &x, &y);
+  dfl_draft_ctx_span (p->cpu, &a, &b);
+  dfl_draft_ctx_span (p->c, &x, &y);
   g_assert_cmpint (a, ==, x);
   g_assert_cmpint (b, ==, y);
 }
@@ -151,18 +147,17 @@ check_span (Pair *p)
 static void
 check_kv (Pair *p)
 {
-  const DflDrafterGeometry *g = dfl_drafter_geometry (p->d);
+  const DflDrafterGeometry *g = dfl_drafter_weights_geometry (p->d);
   GError *error = NULL;
 
   for (int l = 0; l < g->layers; l++) {
     for (int h = 0; h < g->kv_heads; h++) {
-      const float *ck, *cv;
-      float *vk, *vv;
+      float *ck, *cv, *vk, *vv;
       gsize crows, vrows;
       gint64 cfrom, vfrom;
       double *want;
-      dfl_drafter_context_kv (p->d, l, h, &ck, &cv, &crows, &cfrom);
-      g_assert_true (dfl_vk_draft_ctx_read_kv (p->c, l, h, &vk, &vv, &vrows, &vfrom, &error));
+      g_assert_true (dfl_draft_ctx_read_kv (p->cpu, l, h, &ck, &cv, &crows, &cfrom, &error));
+      g_assert_true (dfl_draft_ctx_read_kv (p->c, l, h, &vk, &vv, &vrows, &vfrom, &error));
       g_assert_no_error (error);
       g_assert_cmpuint (crows, ==, vrows);
       g_assert_cmpint (cfrom, ==, vfrom);
@@ -177,6 +172,8 @@ check_kv (Pair *p)
         g_error ("%s: layer %d head %d: the context's keys or values differ by %g", p->name, l, h,
                  p->worst_kv);
       g_free (want);
+      g_free (ck);
+      g_free (cv);
       g_free (vk);
       g_free (vv);
     }
@@ -189,8 +186,8 @@ op_queue (Pair *p, gint64 pos, gsize src, gsize n)
   GError *error = NULL;
 
   g_assert_cmpuint (src + n, <=, p->taps_rows);
-  dfl_drafter_queue_context (p->d, pos, p->taps + src * p->tw, n);
-  g_assert_true (dfl_vk_draft_ctx_queue (p->c, pos, p->taps + src * p->tw, n, &error));
+  g_assert_true (dfl_draft_ctx_queue_host (p->cpu, pos, p->taps + src * p->tw, n, &error));
+  g_assert_true (dfl_draft_ctx_queue_host (p->c, pos, p->taps + src * p->tw, n, &error));
   g_assert_no_error (error);
   check_span (p);
 }
@@ -198,8 +195,8 @@ op_queue (Pair *p, gint64 pos, gsize src, gsize n)
 static void
 op_truncate (Pair *p, gint64 pos)
 {
-  dfl_drafter_truncate (p->d, pos);
-  dfl_vk_draft_ctx_truncate (p->c, pos);
+  dfl_draft_ctx_truncate (p->cpu, pos);
+  dfl_draft_ctx_truncate (p->c, pos);
   check_span (p);
 }
 
@@ -208,26 +205,25 @@ op_truncate (Pair *p, gint64 pos)
 static void
 op_block (Pair *p, gint64 pos, guint32 token, int width, int how)
 {
-  const DflDrafterGeometry *g = dfl_drafter_geometry (p->d);
+  const DflDrafterGeometry *g = dfl_drafter_weights_geometry (p->d);
   int hs = g->hidden, n = g->block - 1;
-  float *h = g_new (float, (gsize) g->block * hs), *logits = g_new (float, (gsize) n * width);
+  float *cpu_out = g_new (float, (gsize) n * (hs + width));
   float *got = g_new (float, (gsize) n * (hs + width));
   guint32 *chosen = g_new (guint32, n), *plain = g_new (guint32, n);
   guint32 *vchosen = g_new (guint32, n), *vplain = g_new (guint32, n);
   double *want = g_new (double, (gsize) n * MAX (hs, width));
-  DflVkBuffer *out = how == 2 ? p->out_host : p->out;
+  DflTensor ct = dfl_tensor_2d (NULL, cpu_out, 0, DFL_DTYPE_F32, n, hs + width);
+  DflTensor out = dfl_tensor_2d (p->dev, how == 2 ? p->out_host : p->out, 0, DFL_DTYPE_F32, n,
+                                 hs + width);
   GError *cpu_error = NULL, *vk_error = NULL;
   gboolean cpu_ok, vk_ok;
 
-  embed_row (p, token, h);
-  for (int r = 1; r < g->block; r++)
-    embed_row (p, g->mask_token, h + (gsize) r * hs);
-  cpu_ok = dfl_drafter_block (p->d, pos, h, &cpu_error);
+  cpu_ok = dfl_draft_ctx_draft (p->cpu, pos, token, width, &ct, chosen, plain, &cpu_error);
   if (how == 1)
-    vk_ok = dfl_vk_draft_ctx_block (p->c, pos, token, width, out, &vk_error)
-            && dfl_vk_draft_ctx_select (p->c, out, width, token, vchosen, vplain, &vk_error);
+    vk_ok = dfl_draft_ctx_block (p->c, pos, token, width, &out, &vk_error)
+            && dfl_draft_ctx_select (p->c, &out, width, token, vchosen, vplain, &vk_error);
   else
-    vk_ok = dfl_vk_draft_ctx_draft (p->c, pos, token, width, out, vchosen, vplain, &vk_error);
+    vk_ok = dfl_draft_ctx_draft (p->c, pos, token, width, &out, vchosen, vplain, &vk_error);
   check_span (p);
   if (!cpu_ok) {
     /* refused alike, with the same words */
@@ -242,21 +238,16 @@ op_block (Pair *p, gint64 pos, guint32 token, int width, int how)
   if (!vk_ok)
     g_error ("%s: a block at %" G_GINT64_FORMAT ": %s", p->name, pos, vk_error->message);
   check_kv (p);
-  if (p->target)
-    dfl_target_head (p->target, h + hs, n, width, logits);
-  else
-    dfl_matmul_w (&p->head, h + hs, n, hs, logits, width, width, 0);
-  dfl_drafter_select (p->d, h + hs, n, logits, width, token, chosen, plain);
-  g_assert_true (dfl_vk_download (vk_test_dev, got, out, 0, sizeof (float) * n * (hs + width),
-                                  &vk_error));
+  g_assert_true (dfl_vk_download (vk_test_dev, got, out.handle, 0,
+                                  sizeof (float) * n * (hs + width), &vk_error));
   g_assert_no_error (vk_error);
   {
     double e_rows, e_logits;
     for (gsize i = 0; i < (gsize) n * hs; i++)
-      want[i] = h[hs + i];
+      want[i] = cpu_out[i];
     e_rows = vk_test_rel (got, want, (gsize) n * hs);
     for (gsize i = 0; i < (gsize) n * width; i++)
-      want[i] = logits[i];
+      want[i] = cpu_out[(gsize) n * hs + i];
     e_logits = vk_test_rel (got + (gsize) n * hs, want, (gsize) n * width);
     p->worst_rows = MAX (p->worst_rows, e_rows);
     p->worst_logits = MAX (p->worst_logits, e_logits);
@@ -274,8 +265,7 @@ op_block (Pair *p, gint64 pos, guint32 token, int width, int how)
 out:
   g_clear_error (&cpu_error);
   g_clear_error (&vk_error);
-  g_free (h);
-  g_free (logits);
+  g_free (cpu_out);
   g_free (got);
   g_free (chosen);
   g_free (plain);
@@ -293,9 +283,9 @@ out:
 static void
 run_script (Pair *p, gint64 n0, gboolean full)
 {
-  const DflDrafterGeometry *g = dfl_drafter_geometry (p->d);
+  const DflDrafterGeometry *g = dfl_drafter_weights_geometry (p->d);
   GRand *rng = g_rand_new_with_seed ((guint32) n0 + g->hidden);
-  int v = g->vocab, top = dfl_drafter_has_selector (p->d) ? g->selector_top : 1;
+  int v = g->vocab, top = dfl_drafter_weights_has_selector (p->d) ? g->selector_top : 1;
   int how = 0;
 #define TOK() ((guint32) g_rand_int_range (rng, 0, v))
 #define BLOCK(pos, width) op_block (p, (pos), TOK (), (width), how++ % 3)
@@ -320,8 +310,8 @@ run_script (Pair *p, gint64 n0, gboolean full)
   BLOCK (n0 + 600, v);                      /* before the end */
   op_truncate (p, n0 + 50);                 /* deeper than the slack */
   BLOCK (n0 + 50, v);
-  dfl_drafter_reset (p->d);
-  dfl_vk_draft_ctx_reset (p->c);
+  dfl_draft_ctx_reset (p->cpu);
+  dfl_draft_ctx_reset (p->c);
   check_span (p);
   op_queue (p, 0, 30, n0);
   BLOCK (n0, v);
@@ -354,14 +344,14 @@ test_made (gconstpointer data)
   float *taps;
   void *embed, *head;
 
-  p.d = dfl_drafter_new_blank_as (&m->g, m->conv, m->selector, m->matrices, &error);
+  p.d = dfl_drafter_weights_new_blank_as (&m->g, m->conv, m->selector, m->matrices, &error);
   g_assert_no_error (error);
-  dfl_drafter_foreach_weight (p.d, fill, GUINT_TO_POINTER (g_str_hash (m->name)));
+  dfl_drafter_weights_foreach (p.d, fill, GUINT_TO_POINTER (g_str_hash (m->name)));
   embed = random_table (rng, m->g.vocab, m->g.hidden, m->table, 1.0);
   head = m->tied ? embed
                  : random_table (rng, m->g.vocab, m->g.hidden, m->table, 3.0 / sqrt (m->g.hidden));
-  p.embed = (DflWeights) { embed, m->table, m->g.vocab, m->g.hidden };
-  p.head = (DflWeights) { head, m->table, m->g.vocab, m->g.hidden };
+  p.trunk.embed = dfl_tensor_2d (NULL, embed, 0, m->table, m->g.vocab, m->g.hidden);
+  p.trunk.head = dfl_tensor_2d (NULL, head, 0, m->table, m->g.vocab, m->g.hidden);
   taps = g_new (float, rows * dfl_drafter_geometry_tap_width (&m->g));
   for (gsize i = 0; i < rows * dfl_drafter_geometry_tap_width (&m->g); i++)
     taps[i] = (float) g_rand_double_range (rng, -2, 2);
@@ -374,7 +364,7 @@ test_made (gconstpointer data)
     g_free (head);
   g_free (embed);
   g_free (taps);
-  dfl_drafter_free (p.d);
+  dfl_drafter_weights_unref (p.d);
   g_rand_free (rng);
 }
 
@@ -414,13 +404,11 @@ make_sidecars (void)
   g_free (err);
 }
 
-static DflWeights
-weights_of (const DflStoredTensor *t)
+static DflTensor
+table_of (const DflStoredTensor *t)
 {
-  DflWeights w = { t->data, DFL_DTYPE_F32, (int) t->shape[0], (int) t->shape[1] };
-
   g_assert_true (t->dtype == DFL_DTYPE_F32 && t->n_dims == 2);
-  return w;
+  return dfl_tensor_2d (NULL, (gpointer) t->data, 0, DFL_DTYPE_F32, t->shape[0], t->shape[1]);
 }
 
 static void
@@ -445,7 +433,7 @@ test_sidecar (gconstpointer data)
     drafter = g_build_filename (sidecar_dir, variant, "dflash.safetensors", NULL);
   target = g_build_filename (sidecar_dir, variant, "target", "model.safetensors", NULL);
   inputs = g_build_filename (sidecar_dir, variant, "inputs.safetensors", NULL);
-  p.d = dfl_drafter_open (drafter, &error);
+  p.d = dfl_drafter_weights_open (drafter, &error);
   g_assert_no_error (error);
   tst = dfl_safetensors_open (target, &error);
   g_assert_no_error (error);
@@ -453,8 +441,8 @@ test_sidecar (gconstpointer data)
   g_assert_no_error (error);
   e = dfl_safetensors_find (tst, "model.embed_tokens.weight");
   hd = dfl_safetensors_find (tst, "lm_head.weight");
-  p.embed = weights_of (e);
-  p.head = weights_of (hd ? hd : e);
+  p.trunk.embed = table_of (e);
+  p.trunk.head = table_of (hd ? hd : e);
   taps = dfl_safetensors_find (ist, "taps");
   rows = dfl_tensor_dup_f32 (taps);
   p.taps = rows;
@@ -480,7 +468,7 @@ test_sidecar (gconstpointer data)
   g_free (rows);
   dfl_safetensors_free (tst);
   dfl_safetensors_free (ist);
-  dfl_drafter_free (p.d);
+  dfl_drafter_weights_unref (p.d);
   g_free (drafter);
   g_free (target);
   g_free (inputs);
@@ -508,10 +496,10 @@ test_default_model (void)
   }
   t = dfl_target_load (dir, &error);
   g_assert_no_error (error);
-  p.d = dfl_drafter_open (dir, &error);
+  p.d = dfl_drafter_weights_open (dir, &error);
   g_assert_no_error (error);
   p.target = t;
-  g = dfl_drafter_geometry (p.d);
+  g = dfl_drafter_weights_geometry (p.d);
   tw = dfl_drafter_geometry_tap_width (g);
   ids = g_new (int, n);
   for (int i = 0; i < n; i++)
@@ -533,7 +521,7 @@ test_default_model (void)
   dfl_target_seq_free (seq);
   g_free (ids);
   g_free (taps);
-  dfl_drafter_free (p.d);
+  dfl_drafter_weights_unref (p.d);
   dfl_target_free (t);
   g_rand_free (rng);
 }
@@ -551,47 +539,52 @@ test_errors (void)
     .rope_theta = 10000.0, .eps = 1e-6,
   };
   GError *error = NULL;
-  DflDrafter *d = dfl_drafter_new_blank (&g, TRUE, TRUE, &error);
+  DflDrafterWeights *d = dfl_drafter_weights_new_blank (&g, TRUE, TRUE, &error), *vw;
+  DflDevice *dev = dfl_device_wrap (DFL_BACKEND_VULKAN, vk_test_dev, NULL);
   float *table = g_new0 (float, 20 * 16), row[16] = { 0 };
-  DflWeights embed = { table, DFL_DTYPE_F32, 20, 16 }, narrow = { table, DFL_DTYPE_F32, 20, 15 };
-  DflVkDrafter *vd;
-  DflVkDraftCtx *c;
+  DflDraftTrunk trunk = { dfl_tensor_2d (NULL, table, 0, DFL_DTYPE_F32, 20, 16),
+                          dfl_tensor_2d (NULL, table, 0, DFL_DTYPE_F32, 20, 16) };
+  DflDraftTrunk narrow = { dfl_tensor_2d (NULL, table, 0, DFL_DTYPE_F32, 20, 15), trunk.embed };
+  DflDraftCtx *c;
   DflVkBuffer *small;
+  DflTensor out;
 
   g_assert_no_error (error);
-  g_assert_null (dfl_vk_drafter_new (vk_test_dev, d, &narrow, &embed, &error));
+  g_assert_null (dfl_drafter_weights_bind (d, dev, &narrow, DFL_DTYPE_F32, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
   g_assert_nonnull (strstr (error->message,
                             "the target's embedding is [20, 15]; the drafter needs [≥ 20, 16]"));
   g_clear_error (&error);
-  vd = dfl_vk_drafter_new (vk_test_dev, d, &embed, &embed, &error);
+  vw = dfl_drafter_weights_bind (d, dev, &trunk, DFL_DTYPE_F32, &error);
   g_assert_no_error (error);
-  c = dfl_vk_draft_ctx_new (vd, &error);
+  c = dfl_draft_ctx_new (vw, &error);
   g_assert_no_error (error);
   small = dfl_vk_buffer_new (vk_test_dev, 64, DFL_VK_MEMORY_DEVICE, &error);
   g_assert_no_error (error);
-  g_assert_true (dfl_vk_draft_ctx_queue (c, 0, row, 1, &error));
-  g_assert_false (dfl_vk_draft_ctx_block (c, 1, 20, 20, small, &error));
+  out = dfl_tensor_2d (dev, small, 0, DFL_DTYPE_F32, 1, 16);
+  g_assert_true (dfl_draft_ctx_queue_host (c, 0, row, 1, &error));
+  g_assert_false (dfl_draft_ctx_block (c, 1, 20, 20, &out, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message, "the anchor token 20 is outside the vocabulary of 20"));
   g_clear_error (&error);
-  g_assert_false (dfl_vk_draft_ctx_block (c, 1, 3, 2, small, &error));
+  g_assert_false (dfl_draft_ctx_block (c, 1, 3, 2, &out, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message,
                             "a head width of 2; it must be from selector_top 3 to vocab 20"));
   g_clear_error (&error);
-  g_assert_false (dfl_vk_draft_ctx_block (c, 1, 3, 20, small, &error));
+  g_assert_false (dfl_draft_ctx_block (c, 1, 3, 20, &out, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message,
                             "a block's output at width 20 takes 432 bytes; the buffer has 64"));
   g_clear_error (&error);
-  g_assert_false (dfl_vk_draft_ctx_queue (c, -1, row, 1, &error));
+  g_assert_false (dfl_draft_ctx_queue_host (c, -1, row, 1, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_clear_error (&error);
   dfl_vk_buffer_free (small);
-  dfl_vk_draft_ctx_free (c);
-  dfl_vk_drafter_free (vd);
-  dfl_drafter_free (d);
+  dfl_draft_ctx_free (c);
+  dfl_drafter_weights_unref (vw);
+  dfl_drafter_weights_unref (d);
+  dfl_device_unref (dev);
   g_free (table);
   vk_test_assert_clean ();
 }

@@ -1,0 +1,100 @@
+/* gst-dflash — the target's trunk a drafter's block reads (its token
+ * embedding and LM head): taken from a CPU target, checked against the
+ * drafter, viewed as the CPU's products read it.
+ */
+#include "drafter-private.h"
+#include "dfl-error.h"
+
+/* A trunk matrix of the drafter's hidden width, at least `min_rows` rows,
+ * packed, in a float type. */
+static gboolean
+check_table (const DflTensor *t, const char *name, const DflDrafterGeometry *g, const char *what,
+             int min_rows, GError **error)
+{
+  if (t->ne[0] != g->hidden || t->ne[1] < min_rows || t->ne[2] * t->ne[3] != 1) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                 "%s: the target's %s is [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]; the drafter"
+                 " needs [≥ %d, %d]", name, what, t->ne[1], t->ne[0], min_rows, g->hidden);
+    return FALSE;
+  }
+  if ((t->dtype != DFL_DTYPE_F32 && t->dtype != DFL_DTYPE_F16 && t->dtype != DFL_DTYPE_BF16)
+      || !dfl_tensor_is_contiguous (t) || (!t->handle && !(t->device
+          && dfl_device_backend (t->device) == DFL_BACKEND_VULKAN))) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "%s: the target's %s is %s%s; the drafter reads a packed F32, F16 or BF16 matrix",
+                 name, what, dfl_dtype_name (t->dtype),
+                 dfl_tensor_is_contiguous (t) ? "" : " with gaps between its rows");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The trunk in the memory the back end reads it from. */
+static gboolean
+check_place (const DflDraftTrunk *trunk, const char *name, DflDevice *device, gboolean on_device,
+             GError **error)
+{
+  const DflTensor *t[2] = { &trunk->embed, &trunk->head };
+
+  for (int i = 0; i < 2; i++) {
+    DflDevice *d = t[i]->device;
+    gboolean host = !d || dfl_device_backend (d) == DFL_BACKEND_CPU;
+    gboolean ok = on_device ? !host && dfl_device_native (d) == dfl_device_native (device) : host;
+    if (!ok) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                   "%s: the target's %s is in %s; the drafter on %s reads it from %s", name,
+                   i ? "LM head" : "embedding", host ? "host memory" : dfl_device_describe (d),
+                   device ? dfl_device_describe (device) : "the CPU",
+                   on_device ? "the same device" : "host memory");
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+gboolean
+dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, gboolean on_device,
+                       const char *name, const DflDrafterGeometry *g, gboolean selector,
+                       GError **error)
+{
+  return check_table (&trunk->embed, name, g, "embedding", g->vocab, error)
+         && check_table (&trunk->head, name, g, "LM head", selector ? g->selector_top : 1, error)
+         && check_place (trunk, name, device, on_device, error);
+}
+
+DflWeights
+dfl_draft_trunk_weights (const DflTensor *t)
+{
+  DflWeights w = { dfl_tensor_data (t), t->dtype, (int) t->ne[1], (int) t->ne[0] };
+
+  return w;
+}
+
+/* A matrix of the target as stored in its mapping, as a host tensor. */
+static gboolean
+target_matrix (const DflTarget *t, const char *name, DflTensor *out, GError **error)
+{
+  const DflStoredTensor *x = dfl_safetensors_find (dfl_target_tensors (t), name);
+
+  if (!x || x->n_dims != 2
+      || (x->dtype != DFL_DTYPE_F32 && x->dtype != DFL_DTYPE_F16 && x->dtype != DFL_DTYPE_BF16)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                 "%s: %s is missing or not a 2-D F32, F16 or BF16 matrix", dfl_target_dir (t),
+                 name);
+    return FALSE;
+  }
+  *out = dfl_tensor_2d (NULL, (gpointer) x->data, 0, x->dtype, x->shape[0], x->shape[1]);
+  return TRUE;
+}
+
+gboolean
+dfl_draft_trunk_of_target (DflDraftTrunk *trunk, const DflTarget *target, GError **error)
+{
+  if (!target_matrix (target, "model.embed_tokens.weight", &trunk->embed, error))
+    return FALSE;
+  if (dfl_target_config (target)->tie_word_embeddings)
+    trunk->head = trunk->embed;
+  else if (!target_matrix (target, "lm_head.weight", &trunk->head, error))
+    return FALSE;
+  return TRUE;
+}

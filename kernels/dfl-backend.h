@@ -150,6 +150,10 @@ typedef enum {
    * they must be host memory (and a queue cannot replay the op at other
    * indices) */
   DFL_OP_CAP_HOST_INDICES = 1 << 1,
+  /* a row's result is bitwise the same whatever rows come with it in one
+   * call (what makes a verified row equal the same row decoded alone);
+   * said of matmul and attention */
+  DFL_OP_CAP_ROW_INVARIANT = 1 << 2,
 } DflOpCaps;
 
 DflOpCaps dfl_device_op_caps (DflDevice *dev, DflOp op, DflDtype dtype);

@@ -16,7 +16,9 @@ cpu_caps (DflDevice *dev, DflOp op, DflDtype dtype)
   if (!dfl_op_takes_dtype (op, dtype) || op == DFL_OP_CAPTURE_BEGIN || op == DFL_OP_CAPTURE_END
       || op == DFL_OP_GRAPH_LAUNCH)
     return DFL_OP_CAP_NONE;
-  return DFL_OP_CAP_RUNS | (dfl_op_has_indices (op) ? DFL_OP_CAP_HOST_INDICES : 0);
+  /* every CPU kernel computes a row the same way whatever rows come with it */
+  return DFL_OP_CAP_RUNS | DFL_OP_CAP_ROW_INVARIANT
+         | (dfl_op_has_indices (op) ? DFL_OP_CAP_HOST_INDICES : 0);
 }
 
 static gboolean

@@ -37,7 +37,11 @@ typedef struct {
 static DflOpCaps
 cuda_caps (DflDevice *dev, DflOp op, DflDtype dtype)
 {
-  return dfl_op_takes_dtype (op, dtype) ? DFL_OP_CAP_RUNS : DFL_OP_CAP_NONE;
+  if (!dfl_op_takes_dtype (op, dtype))
+    return DFL_OP_CAP_NONE;
+  /* attention splits keys at fixed positions; matmul is cuBLAS's, which
+   * picks its algorithm by the shape, rows included */
+  return DFL_OP_CAP_RUNS | (op == DFL_OP_ATTENTION ? DFL_OP_CAP_ROW_INVARIANT : 0);
 }
 
 static gpointer

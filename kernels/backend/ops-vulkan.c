@@ -57,7 +57,9 @@ vk_caps (DflDevice *dev, DflOp op, DflDtype dtype)
   case DFL_OP_GRAPH_LAUNCH:
     return DFL_OP_CAP_NONE;
   default:
-    return DFL_OP_CAP_RUNS | (dfl_op_has_indices (op) ? DFL_OP_CAP_HOST_INDICES : 0);
+    /* one workgroup a row: a row's sums do not depend on the others */
+    return DFL_OP_CAP_RUNS | DFL_OP_CAP_ROW_INVARIANT
+           | (dfl_op_has_indices (op) ? DFL_OP_CAP_HOST_INDICES : 0);
   }
 }
 

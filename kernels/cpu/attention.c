@@ -98,11 +98,9 @@ weigh_generic (float *o, const float *w, const float *v, size_t kstride, int see
  * take at once: the plain dot sums each key's 8 lanes on its own, the AVX2
  * path 8 keys' lanes at a time in registers (the same tree for each). The
  * AVX2 path serves AVX-512 machines too: an AVX-512 form with two keys a
- * register (as matmul.c's tiles hold two outputs) measured slower here
- * (205 against 177 µs for 16 rows over 100 positions, one thread; each
- * key pair costs a shuffle). 16 rows of 8 heads over 100 positions on one
- * thread of the development machine: 263 µs the plain way, 159 µs this
- * way; what is left is mostly expf, kept as libm computes it. (A build for
+ * register (as matmul.c's tiles hold two outputs) was slower (each key
+ * pair costs a shuffle); what is left of the time is mostly expf, kept as
+ * libm computes it. (A build for
  * a CPU with FMA, -march=native, lets the compiler fuse the plain code:
  * then the paths part, which tests/kernels checks.) */
 

@@ -6,15 +6,13 @@
  * longer applies) and sleeps on a futex at every one of them. A GStreamer
  * pipeline runs kernels from several streaming threads (queues, several
  * pipelines, `dflash ab` running one pipeline after another on new
- * threads), so on 2 cores a second team was enough to make every kernel
- * call pay futex round trips: on the development VM `dflash ab` of
- * no-draft.pipeline against itself decoded at 631 tokens/s in the first
- * pipeline and 84 in the second (1.6 against 11.9 ms a token), and any
+ * threads), so on a machine of few cores a second team is enough to make
+ * every kernel call pay futex round trips: the second of two pipelines run
+ * one after the other decoded several times slower than the first, and any
  * pipeline with a queue before a computing stage was as slow. And a
  * barrier waits for every thread of the team, so a worker that another
  * process has taken the core from holds up the whole product until it runs
- * again. With this pool the same `dflash ab` decodes at about 700 tokens/s
- * on both sides.
+ * again. With this pool both decode at the same speed.
  *
  * So the kernels share out their work here instead. One pool of workers
  * (as many as the CPUs the process may run on, less the caller) serves
@@ -32,10 +30,10 @@
  * spins for DFL_PARALLEL_SPIN_US (pure spinning for the first
  * DFL_PARALLEL_PAUSE_US, then yielding the core between looks, so another
  * runnable thread of the machine goes first), then sleeps on a condition
- * variable until the next call wakes it. A decoding step makes some 70
- * calls about 15 µs apart and a round of the pipeline leaves a gap of a few
- * hundred µs between steps: spinning bridges both, a futex wake on this VM
- * takes 50–100 µs, and a caller never waits for a sleeping worker.
+ * variable until the next call wakes it. A decoding step makes dozens of
+ * calls a few microseconds apart, and a round of the pipeline leaves a
+ * short gap between steps: spinning bridges both, where a futex wake would
+ * cost more than the gap, and a caller never waits for a sleeping worker.
  *
  * The number of threads a call uses is omp_get_max_threads() of the
  * calling thread (OMP_NUM_THREADS, omp_set_num_threads), at most the pool's

@@ -80,15 +80,14 @@ record_prompt (const DflTarget *target, DflDrafter *drafter, const DflNgram *ngr
   }
   emb = g_new (float, (gsize) g->block * hs);
   logits = g_new (float, (gsize) rows * c->vocab);
-  dfl_drafter_reset (drafter);
-  dfl_drafter_queue_context (drafter, 0, taps, n_prompt);
+  dfl_round_settle (drafter, TRUE, 0, taps, n_prompt, -1, NULL);
   for (int a = n_prompt; a < n - 1;) {
     int kb, kc, mc, step;
-    if (dfl_block_propose (target, drafter, a, truth[a], TRUE, c->vocab, emb, logits, drafts,
-                           error) < 0)
+    if (dfl_round_propose_block (target, drafter, a, truth[a], c->vocab, TRUE, emb, logits,
+                                 drafts, error) < 0)
       return FALSE;
     kb = prefix_kept (drafts, rows, truth + a + 1, n - a - 1);
-    mc = dfl_ngram_propose (ngram, truth, a + 1, rows, chain, NULL);
+    mc = dfl_round_propose_chain (ngram, truth, a + 1, rows, 0, chain, NULL);
     kc = prefix_kept (chain, mc, truth + a + 1, n - a - 1);
     if (kb > kc)
       g_array_append_vals (block_rows, hidden + (gsize) (a - 1) * hs, hs);
@@ -99,7 +98,7 @@ record_prompt (const DflTarget *target, DflDrafter *drafter, const DflNgram *ngr
     /* along the better of the two, as a router that chose well would go */
     step = MAX (kb, kc) + 1;
     step = MIN (step, n - a);
-    dfl_drafter_queue_context (drafter, a, taps + (gsize) a * tw, step);
+    dfl_round_settle (drafter, FALSE, a, taps + (gsize) a * tw, step, -1, NULL);
     a += step;
   }
   return TRUE;

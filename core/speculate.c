@@ -10,7 +10,7 @@ struct _DflSpec {
   DflDrafterWeights *drafter;   /* bound to the target on the CPU */
   DflDraftCtx *draft;
   DflSpecParams p;
-  DflSpecStats stats;
+  DflRoundStats stats;
   DflTargetSeq *seq;
   GArray *tokens;        /* prompt + emitted; the last one is the anchor */
   int prompt_len;
@@ -20,145 +20,11 @@ struct _DflSpec {
   DflVerifier *verifier;
   /* a round's buffers */
   int *drafts;
-  float *block_out, *logits, *tip;
+  float *block_out, *tip;
   DflTensor block_tensor;   /* block_out: the block's rows and logits */
-  int vocab, hs, tap_width, head_width;
+  int hs, tap_width, head_width;
   DflRouteCost cost;     /* DFL_ROUTE_COST's figures, this sequence's rounds */
 };
-
-struct _DflVerifier {
-  const DflTarget *target;
-  int max_rows, vocab, hs, tap_width;
-  int *tap_layers, n_taps;
-  int *ids;
-  float *logits, *hidden, *taps;
-  int accepted;
-};
-
-DflVerifier *
-dfl_verifier_new (const DflTarget *target, int max_drafts, const int *tap_layers, int n_taps)
-{
-  const DflQwen3Config *c = dfl_target_config (target);
-  DflVerifier *v = g_new0 (DflVerifier, 1);
-
-  v->target = target;
-  v->max_rows = max_drafts + 1;
-  v->vocab = c->vocab;
-  v->hs = c->hidden;
-  v->n_taps = n_taps;
-  v->tap_layers = g_memdup2 (tap_layers, sizeof (int) * MAX (n_taps, 1));
-  v->tap_width = n_taps * c->hidden;
-  v->ids = g_new (int, v->max_rows);
-  v->logits = g_new (float, (gsize) v->max_rows * v->vocab);
-  v->hidden = g_new (float, (gsize) v->max_rows * v->hs);
-  v->taps = g_new (float, (gsize) v->max_rows * MAX (v->tap_width, 1));
-  return v;
-}
-
-void
-dfl_verifier_free (DflVerifier *v)
-{
-  if (!v)
-    return;
-  g_free (v->tap_layers);
-  g_free (v->ids);
-  g_free (v->logits);
-  g_free (v->hidden);
-  g_free (v->taps);
-  g_free (v);
-}
-
-gboolean
-dfl_verifier_run (DflVerifier *v, DflTargetSeq *seq, const DflSampler *sampler, gint64 a,
-                  int anchor, const int *drafts, int m, int *accepted, int *bonus, GError **error)
-{
-  DflForwardOut out = { .logits_from = 0, .logits = v->logits, .hidden = v->hidden,
-                        .tap_layers = v->tap_layers, .n_tap_layers = v->n_taps,
-                        .taps = v->n_taps ? v->taps : NULL };
-  int k;
-
-  g_return_val_if_fail (m >= 0 && m < v->max_rows, FALSE);
-  g_return_val_if_fail (dfl_target_seq_length (seq) == a, FALSE);
-  v->ids[0] = anchor;
-  if (m > 0)
-    memcpy (v->ids + 1, drafts, sizeof (int) * m);
-  if (!dfl_target_forward (v->target, seq, v->ids, m + 1, &out, error))
-    return FALSE;
-  /* accept while the draft is what the target itself picks at that position */
-  for (k = 0; k <= m; k++) {
-    int t = dfl_sampler_pick (sampler, v->logits + (gsize) k * v->vocab, v->vocab, a + k + 1);
-    if (k == m || drafts[k] != t) {
-      *bonus = t;
-      break;
-    }
-  }
-  *accepted = v->accepted = k;
-  dfl_target_seq_truncate (seq, a + k + 1);
-  return TRUE;
-}
-
-const float *
-dfl_verifier_taps (const DflVerifier *v)
-{
-  return v->taps;
-}
-
-const float *
-dfl_verifier_tip (const DflVerifier *v)
-{
-  return v->hidden + (gsize) v->accepted * v->hs;
-}
-
-gboolean
-dfl_route_choose (DflRoute route, const DflDrafterWeights *drafter, const float *tip,
-                  const DflNgram *ngram, int match_min, const int *tokens, int n,
-                  int max_draft, int *chain, int *chain_n, DflRouteCost *cost,
-                  gboolean *costed)
-{
-  int match = 0;
-
-  *chain_n = -1;
-  *costed = FALSE;
-  switch (route) {
-    case DFL_ROUTE_CHAIN:
-      return TRUE;
-    case DFL_ROUTE_AUTO:
-      return dfl_drafter_weights_route_margin (drafter, tip) <= 0.0f;
-    case DFL_ROUTE_MATCH:
-      *chain_n = dfl_ngram_propose (ngram, tokens, n, max_draft, chain, &match);
-      return match >= match_min;
-    case DFL_ROUTE_COST:
-      /* the match rule, and below it whichever arm has paid better */
-      *chain_n = dfl_ngram_propose (ngram, tokens, n, max_draft, chain, &match);
-      if (match >= match_min)
-        return TRUE;
-      *costed = TRUE;
-      return dfl_route_cost_choose (cost) == DFL_ROUTE_ARM_CHAIN;
-    case DFL_ROUTE_NONE:
-    case DFL_ROUTE_BLOCK:
-    default:
-      return FALSE;
-  }
-}
-
-static const char *route_names[] = { "none", "block", "chain", "auto", "match", "cost" };
-
-const char *
-dfl_route_name (DflRoute route)
-{
-  return route_names[route];
-}
-
-gboolean
-dfl_route_from_name (const char *name, DflRoute *route)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (route_names); i++)
-    if (!g_strcmp0 (name, route_names[i])) {
-      *route = i;
-      return TRUE;
-    }
-  return FALSE;
-}
 
 void
 dfl_spec_params_init (DflSpecParams *p)
@@ -182,10 +48,8 @@ dfl_spec_new (const DflTarget *target, DflDrafterWeights *drafter, const DflSpec
 {
   const DflQwen3Config *c = dfl_target_config (target);
   g_autoptr (DflSpec) s = g_new0 (DflSpec, 1);
-  gboolean needs_drafter = params->route == DFL_ROUTE_BLOCK || params->route == DFL_ROUTE_AUTO
-      || params->route == DFL_ROUTE_MATCH || params->route == DFL_ROUTE_COST;
 
-  if (needs_drafter && !drafter) {
+  if (dfl_route_needs_drafter (params->route) && !drafter) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                  "route '%s' needs a drafter (a DFlash sidecar), and none was given",
                  dfl_route_name (params->route));
@@ -201,7 +65,6 @@ dfl_spec_new (const DflTarget *target, DflDrafterWeights *drafter, const DflSpec
   s->target = target;
   s->p = *params;
   dfl_route_cost_init (&s->cost, params->probe_every);
-  s->vocab = c->vocab;
   s->hs = c->hidden;
   s->block = drafter ? dfl_drafter_weights_geometry (drafter)->block : params->chain_max + 1;
   if (params->route == DFL_ROUTE_NONE)
@@ -219,7 +82,6 @@ dfl_spec_new (const DflTarget *target, DflDrafterWeights *drafter, const DflSpec
   s->seq = dfl_target_seq_new (target);
   s->tokens = g_array_new (FALSE, FALSE, sizeof (int));
   s->drafts = g_new (int, s->block);
-  s->logits = g_new (float, s->vocab);
   s->tip = g_new0 (float, s->hs);
   if (drafter) {
     const DflDrafterGeometry *g = dfl_drafter_weights_geometry (drafter);
@@ -235,9 +97,7 @@ dfl_spec_new (const DflTarget *target, DflDrafterWeights *drafter, const DflSpec
   } else {
     s->verifier = dfl_verifier_new (target, s->block - 1, NULL, 0);
   }
-  s->stats.positions = MAX (s->block - 1, 0);
-  s->stats.proposed_at = g_new0 (gint64, MAX (s->stats.positions, 1));
-  s->stats.accepted_at = g_new0 (gint64, MAX (s->stats.positions, 1));
+  dfl_round_stats_init (&s->stats, s->block - 1);
   return g_steal_pointer (&s);
 }
 
@@ -254,14 +114,12 @@ dfl_spec_free (DflSpec *s)
   g_clear_pointer (&s->drafter, dfl_drafter_weights_unref);
   g_free (s->drafts);
   g_free (s->block_out);
-  g_free (s->logits);
   g_free (s->tip);
-  g_free (s->stats.proposed_at);
-  g_free (s->stats.accepted_at);
+  dfl_round_stats_clear (&s->stats);
   g_free (s);
 }
 
-const DflSpecStats *
+const DflRoundStats *
 dfl_spec_stats (const DflSpec *s)
 {
   return &s->stats;
@@ -285,7 +143,7 @@ dfl_spec_end_message (const DflSpec *s)
   if (s->end != DFL_SPEC_END_CONTEXT)
     return NULL;
   return g_strdup_printf ("the sequence reached the context of %s (max_position_embeddings %d) "
-                          "after %d new tokens, before max-new %d; a shorter prompt leaves "
+                          "after %" G_GINT64_FORMAT " new tokens, before max-new %d; a shorter prompt leaves "
                           "room for more", dfl_target_dir (s->target),
                           dfl_target_config (s->target)->max_positions, s->stats.new_tokens,
                           s->p.max_new);
@@ -296,12 +154,6 @@ dfl_spec_tokens (const DflSpec *s, int *n)
 {
   *n = s->tokens->len;
   return (const int *) s->tokens->data;
-}
-
-double
-dfl_spec_stats_tau (const DflSpecStats *st)
-{
-  return st->rounds ? (double) st->round_tokens / st->rounds : 0.0;
 }
 
 /* Append a token the user sees; FALSE once the sequence is over. */
@@ -328,8 +180,9 @@ dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **e
 {
   const DflQwen3Config *c = dfl_target_config (s->target);
   g_autofree float *taps = NULL;
-  DflForwardOut out = { .logits_from = n - 1, .logits = s->logits, .hidden = s->tip };
+  DflRoundTaps want = { 0 };
   gint64 t0 = g_get_monotonic_time ();
+  int first;
 
   if (n < 1) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the prompt is empty");
@@ -348,93 +201,92 @@ dfl_spec_prefill (DflSpec *s, const int *ids, int n, GArray *emitted, GError **e
   }
   if (s->drafter) {
     const DflDrafterGeometry *g = dfl_drafter_weights_geometry (s->drafter);
-    taps = g_new (float, (gsize) n * s->tap_width);
-    out.tap_layers = g->taps;
-    out.n_tap_layers = g->n_taps;
-    out.taps = taps;
+    want = (DflRoundTaps) { .layers = g->taps, .n_layers = g->n_taps,
+                            .host = taps = g_new (float, (gsize) n * s->tap_width) };
   }
-  if (!dfl_target_forward (s->target, s->seq, ids, n, &out, error))
+  if (!dfl_round_prefill (s->seq, ids, n, &s->p.sampler, &want, s->tip, &first, error))
     return FALSE;
   g_array_append_vals (s->tokens, ids, n);
   s->prompt_len = n;
-  s->stats.prompt_tokens = n;
-  if (s->drafter && !dfl_draft_ctx_queue_host (s->draft, 0, taps, n, error))
-    return FALSE;
-  s->stats.prefill_s = (g_get_monotonic_time () - t0) / 1e6;
-  emit (s, dfl_sampler_pick (&s->p.sampler, s->logits, s->vocab, n), emitted);
+  if (s->drafter) {
+    DflTensor rows = dfl_tensor_2d (NULL, taps, 0, DFL_DTYPE_F32, n, s->tap_width);
+    if (!dfl_round_settle (s->draft, TRUE, 0, &rows, -1, error))
+      return FALSE;
+  }
+  dfl_round_stats_add_prefill (&s->stats, n, (g_get_monotonic_time () - t0) / 1e6);
+  emit (s, first, emitted);
   return TRUE;
 }
 
-int
-dfl_block_propose (DflDraftCtx *draft, gint64 a, int anchor, gboolean selector, int head_width,
-                   const DflTensor *out, int *drafts, GError **error)
+/* The round's drafts into s->drafts: the route's choice of drafter, and
+ * its proposal. Returns how many, or −1 with an error. */
+static int
+propose (DflSpec *s, gint64 a, int anchor, DflRoundSource *source, gboolean *costed,
+         GError **error)
 {
-  int rows = dfl_drafter_weights_geometry (dfl_draft_ctx_weights (draft))->block - 1;
-  g_autofree guint32 *chosen = g_new (guint32, rows);
+  const int *tokens = (const int *) s->tokens->data;
+  int n_tok = s->tokens->len, match = 0, chain_m = -1;
 
-  /* plain argmax is the selector's `plain` output: the A/B against re-scoring */
-  if (!dfl_draft_ctx_draft (draft, a, (guint32) anchor, head_width, out,
-                            selector ? chosen : NULL, selector ? NULL : chosen, error))
-    return -1;
-  for (int r = 0; r < rows; r++)
-    drafts[r] = chosen[r];
-  return rows;
+  /* the match rules decide on the chain's proposal: it comes first */
+  if (dfl_route_reads_match (s->p.route))
+    chain_m = dfl_round_propose_chain (&s->p.ngram, tokens, n_tok, s->block - 1, 0, s->drafts,
+                                       &match);
+  *source = dfl_round_route (s->p.route, s->p.match_min, s->drafter, s->tip, match, &s->cost,
+                             costed);
+  switch (*source) {
+    case DFL_ROUND_CHAIN:
+      return chain_m >= 0 ? chain_m
+          : dfl_round_propose_chain (&s->p.ngram, tokens, n_tok, s->block - 1, 0, s->drafts,
+                                     NULL);
+    case DFL_ROUND_BLOCK:
+      return dfl_round_propose_block (s->draft, a, anchor, s->head_width, s->p.selector,
+                                      &s->block_tensor, s->drafts, error);
+    case DFL_ROUND_PLAIN:
+    default:
+      return 0;
+  }
 }
 
 gboolean
 dfl_spec_round (DflSpec *s, GArray *emitted, GError **error)
 {
-  int n_tok = s->tokens->len, anchor = g_array_index (s->tokens, int, n_tok - 1);
-  const int *tokens = (const int *) s->tokens->data;
-  gint64 a = n_tok - 1;                /* the anchor's position */
-  int m = 0, k, bonus, chain_m;
+  int anchor = g_array_index (s->tokens, int, s->tokens->len - 1);
+  gint64 a = s->tokens->len - 1;       /* the anchor's position */
   gint64 t0 = g_get_monotonic_time (), t1;
-  gboolean costed = FALSE, chain = FALSE;
+  gboolean costed = FALSE;
+  DflRoundSource source;
+  DflVerdict v;
+  int m;
 
   g_return_val_if_fail (!s->done, FALSE);
   g_return_val_if_fail (dfl_target_seq_length (s->seq) == a, FALSE);
 
-  if (s->p.route != DFL_ROUTE_NONE) {
-    if ((chain = dfl_route_choose (s->p.route, s->drafter, s->tip, &s->p.ngram, s->p.match_min,
-                                   tokens, n_tok, s->block - 1, s->drafts, &chain_m, &s->cost,
-                                   &costed))) {
-      m = chain_m >= 0 ? chain_m
-          : dfl_ngram_propose (&s->p.ngram, tokens, n_tok, s->block - 1, s->drafts, NULL);
-      s->stats.chain_rounds++;
-    } else {
-      if ((m = dfl_block_propose (s->draft, a, anchor, s->p.selector, s->head_width, &s->block_tensor,
-                                  s->drafts, error)) < 0)
-        return FALSE;
-      s->stats.block_rounds++;
-    }
-  }
+  if ((m = propose (s, a, anchor, &source, &costed, error)) < 0)
+    return FALSE;
   /* near the end of the context only the drafts that fit are verified: the
    * anchor and m drafts take positions a … a + m */
   m = (int) MIN ((gint64) m, dfl_target_config (s->target)->max_positions - a - 1);
   t1 = g_get_monotonic_time ();
-  s->stats.draft_s += (t1 - t0) / 1e6;
 
-  if (!dfl_verifier_run (s->verifier, s->seq, &s->p.sampler, a, anchor, s->drafts, m, &k, &bonus,
+  if (!dfl_round_verify (s->verifier, s->seq, &s->p.sampler, a, anchor, s->drafts, m, NULL, &v,
                          error))
     return FALSE;
-  for (int j = 0; j < m; j++) {
-    s->stats.proposed_at[j]++;
-    if (j < k)
-      s->stats.accepted_at[j]++;
+  if (s->drafter) {
+    DflTensor rows = dfl_tensor_2d (NULL, (gpointer) v.taps, 0, DFL_DTYPE_F32, v.accepted + 1,
+                                    s->tap_width);
+    if (!dfl_round_settle (s->draft, FALSE, a, &rows, -1, error))
+      return FALSE;
   }
-  if (s->drafter
-      && !dfl_draft_ctx_queue_host (s->draft, a, dfl_verifier_taps (s->verifier), k + 1, error))
-    return FALSE;
-  memcpy (s->tip, dfl_verifier_tip (s->verifier), sizeof (float) * s->hs);
-  s->stats.verify_s += (g_get_monotonic_time () - t1) / 1e6;
+  memcpy (s->tip, v.tip, sizeof (float) * s->hs);
+  dfl_round_stats_add_round (&s->stats, source, &v, (t1 - t0) / 1e6,
+                             (g_get_monotonic_time () - t1) / 1e6);
   if (costed)
-    dfl_route_cost_observe (&s->cost, chain ? DFL_ROUTE_ARM_CHAIN : DFL_ROUTE_ARM_BLOCK, k + 1,
+    dfl_route_cost_observe (&s->cost, source == DFL_ROUND_CHAIN ? DFL_ROUTE_ARM_CHAIN
+                            : DFL_ROUTE_ARM_BLOCK, v.accepted + 1,
                             (g_get_monotonic_time () - t0) / 1e6);
-  s->stats.rounds++;
-  s->stats.round_tokens += k + 1;
 
-  s->drafts[k] = bonus;
-  for (int j = 0; j <= k; j++)
+  s->drafts[v.accepted] = v.bonus;
+  for (int j = 0; j <= v.accepted; j++)
     if (!emit (s, s->drafts[j], emitted))
       break;
   return TRUE;

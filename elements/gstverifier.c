@@ -22,10 +22,13 @@
  * It takes proposals (`application/x-dflash-proposal`) or, for plain
  * decoding, tapsource's rounds directly (`application/x-dflash-taps`).
  *
- * Each round posts an element message `dflash-round` (sequence, round,
- * position, drafted, accepted, source, draft-time, verify-time); EOS posts
- * `dflash-summary` (sequences, rounds, new-tokens, tau, accept-rate per
- * block position, tokens-per-second, draft-time, verify-time, wall-time).
+ * The verification is the round's verify step (core/round.h), on the target
+ * where tapsource ran the sequence. Each round posts an element message
+ * `dflash-round` (sequence, round, position, drafted, accepted, source,
+ * draft-time, verify-time); EOS posts `dflash-summary`, the figures of
+ * every round (gstdflashsummary.h: sequences, rounds, new-tokens, tau,
+ * accept-rate per block position, decode tokens-per-second, draft-time,
+ * verify-time, wall-time and the counts behind them).
  *
  * ## Example launch line
  * |[
@@ -47,6 +50,7 @@
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
 #include "gstdflashseq.h"
+#include "gstdflashsummary.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_verifier_debug);
 #define GST_CAT_DEFAULT gst_verifier_debug
@@ -83,10 +87,8 @@ struct _GstVerifier {
   GHashTable *finished;       /* sequences done, not yet flushed */
   guint head;
   /* figures */
-  guint sequences;
-  gint64 rounds, round_tokens, new_tokens;
-  gint64 *proposed_at, *accepted_at;
-  guint64 draft_ns, verify_ns, busy_ns;
+  DflRoundStats stats;
+  guint64 busy_ns;
   gint64 first_us;
 };
 
@@ -187,14 +189,8 @@ reset (GstVerifier *self)
   g_hash_table_remove_all (self->pending);
   g_hash_table_remove_all (self->finished);
   self->head = 0;
-  self->sequences = 0;
-  self->rounds = self->round_tokens = self->new_tokens = 0;
-  self->draft_ns = self->verify_ns = 0;
+  dfl_round_stats_reset (&self->stats);
   self->first_us = 0;
-  if (self->proposed_at)
-    memset (self->proposed_at, 0, sizeof (gint64) * MAX (self->block - 1, 1));
-  if (self->accepted_at)
-    memset (self->accepted_at, 0, sizeof (gint64) * MAX (self->block - 1, 1));
 }
 
 static void
@@ -210,8 +206,7 @@ gst_verifier_finalize (GObject *object)
     gst_buffer_pool_set_active (self->taps_pool, FALSE);
   gst_clear_object (&self->taps_pool);
   g_clear_object (&self->model);
-  g_free (self->proposed_at);
-  g_free (self->accepted_at);
+  dfl_round_stats_clear (&self->stats);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -369,7 +364,7 @@ emit_tokens (GstVerifier *self, GstDflashSeq *s, const int *tokens, int n, GstFl
     g_autofree char *rest = dfl_detokenizer_finish (d);
     g_string_append (text, rest);
   }
-  self->new_tokens += used;
+  self->stats.new_tokens += used;
   *ret = push_text (self, s->id, text->str);
   if (*ret == GST_FLOW_OK && used) {
     GstBuffer *ids = gst_buffer_new_memdup (tokens, sizeof (int) * used);
@@ -403,28 +398,9 @@ post_round (GstVerifier *self, const GstDflashRoundMeta *meta, int drafted, int 
 static void
 post_summary (GstVerifier *self)
 {
-  GValue rates = G_VALUE_INIT, v = G_VALUE_INIT;
-  double wall = self->first_us ? (g_get_monotonic_time () - self->first_us) / 1e6 : 0;
-
-  g_value_init (&rates, GST_TYPE_ARRAY);
-  g_value_init (&v, G_TYPE_DOUBLE);
-  for (int j = 0; j < self->block - 1; j++) {
-    g_value_set_double (&v, self->proposed_at[j] ? (double) self->accepted_at[j] / self->proposed_at[j] : 0.0);
-    gst_value_array_append_value (&rates, &v);
-  }
-  {
-    GstStructure *s = gst_structure_new ("dflash-summary",
-        "sequences", G_TYPE_UINT, self->sequences, "rounds", G_TYPE_INT64, self->rounds,
-        "new-tokens", G_TYPE_INT64, self->new_tokens,
-        "tau", G_TYPE_DOUBLE, self->rounds ? (double) self->round_tokens / self->rounds : 0.0,
-        "tokens-per-second", G_TYPE_DOUBLE, wall > 0 ? self->new_tokens / wall : 0.0,
-        "draft-time", G_TYPE_DOUBLE, self->draft_ns / 1e9,
-        "verify-time", G_TYPE_DOUBLE, self->verify_ns / 1e9,
-        "wall-time", G_TYPE_DOUBLE, wall, NULL);
-    gst_structure_take_value (s, "accept-rate", &rates);
-    gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), s));
-  }
-  g_value_unset (&v);
+  self->stats.wall_s = self->first_us ? (g_get_monotonic_time () - self->first_us) / 1e6 : 0;
+  gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self),
+          gst_dflash_summary_new (&self->stats)));
 }
 
 static gboolean
@@ -453,8 +429,8 @@ ensure_model (GstVerifier *self, const GstCaps *caps)
   if (!self->verifier) {
     self->verifier = dfl_verifier_new (gst_dflash_model_target (self->model), self->block - 1,
                                        g ? g->taps : NULL, g ? g->n_taps : 0);
-    self->proposed_at = g_new0 (gint64, MAX (self->block - 1, 1));
-    self->accepted_at = g_new0 (gint64, MAX (self->block - 1, 1));
+    dfl_round_stats_clear (&self->stats);
+    dfl_round_stats_init (&self->stats, self->block - 1);
   }
   return TRUE;
 }
@@ -466,43 +442,27 @@ seq_on_device (GstDflashSeq *s)
   return s->kv && dfl_target_device (dfl_target_seq_target (s->kv)) != NULL;
 }
 
-/* The verification on the target's device (tapsource ran the sequence
- * there): as dfl_verifier_run, the ids up and, for greedy decoding, each
- * row's argmax back; the taps of the rows stay on the device in a pooled
- * buffer whose first accepted + 1 rows are the next round's context. With
- * sampling the logits come back for the sampler. The final-normed rows come
- * back for the tip (the router reads it). */
+/* The round's verify step on the target the sequence runs on, and what
+ * tapsource's next round needs kept in the sequence: the accepted rows'
+ * taps (host rows, or on a device a pooled buffer there whose first
+ * accepted + 1 rows they are) and the tip. */
 static gboolean
-verify_on_device (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta,
-                  const int *drafts, int m, int *accepted, int *bonus, GError **error)
+verify (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta, const int *drafts,
+        int m, DflVerdict *v, GError **error)
 {
-  const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
-  const DflTarget *t = dfl_target_seq_target (s->kv);
-  const DflQwen3Config *c = dfl_target_config (t);
-  GstDflashDevice *dev = gst_dflash_model_target_device (self->model);
-  int tw = gst_dflash_model_tap_width (self->model), n = m + 1, k;
-  g_autofree int *ids = g_new (int, n);
-  g_autofree int32_t *argmax = g_new (int32_t, n);
-  g_autofree float *hidden = g_new (float, (gsize) n * c->hidden), *logits = NULL;
-  DflForwardOut out = { .logits_from = 0, .argmax = argmax, .hidden = hidden };
-  gint64 a = meta->anchor_pos;
+  int tw = gst_dflash_model_tap_width (self->model);
   GstBuffer *taps = NULL;
   DflTensor taps_tensor;
 
-  if (!dev) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence runs on a device but the "
-                 "model has no target on one");
-    return FALSE;
-  }
-  if (dfl_target_seq_length (s->kv) != a) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH, "round %u anchors at %" G_GINT64_FORMAT
-                 " but the target's cache holds %d positions", meta->round, a,
-                 dfl_target_seq_length (s->kv));
-    return FALSE;
-  }
-  if (g && tw) {
+  if (seq_on_device (s) && tw) {
+    GstDflashDevice *dev = gst_dflash_model_target_device (self->model);
     gsize bytes = sizeof (float) * (gsize) self->block * tw;
     GstMemory *mem;
+    if (!dev) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence runs on a device but the "
+                   "model has no target on one");
+      return FALSE;
+    }
     if (!self->taps_pool && !(self->taps_pool = gst_dflash_device_pool_new (dev, bytes, error)))
       return FALSE;
     if (!(taps = gst_dflash_device_pool_acquire (self->taps_pool, dev, error)))
@@ -511,39 +471,40 @@ verify_on_device (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *
     taps_tensor = dfl_tensor_2d (gst_dflash_device_dfl (dev),
                                  gst_dflash_device_memory_handle (mem), mem->offset,
                                  DFL_DTYPE_F32, self->block, tw);
-    out.tap_layers = g->taps;
-    out.n_tap_layers = g->n_taps;
-    out.device_taps = &taps_tensor;
   }
-  if (s->sampler.temperature > 0.0f)
-    out.logits = logits = g_new (float, (gsize) n * c->vocab);
-  ids[0] = meta->anchor;
-  if (m > 0)
-    memcpy (ids + 1, drafts, sizeof (int) * m);
-  if (!dfl_target_forward (t, s->kv, ids, n, &out, error)) {
+  if (!dfl_round_verify (self->verifier, s->kv, &s->sampler, meta->anchor_pos, meta->anchor,
+                         drafts, m, taps ? &taps_tensor : NULL, v, error)) {
     gst_clear_buffer (&taps);
     return FALSE;
   }
-  /* accept while the draft is what the target itself picks there */
-  for (k = 0; k <= m; k++) {
-    int pick = logits ? dfl_sampler_pick (&s->sampler, logits + (gsize) k * c->vocab, c->vocab,
-                                          a + k + 1)
-                      : argmax[k];
-    if (k == m || drafts[k] != pick) {
-      *bonus = pick;
-      break;
-    }
-  }
-  *accepted = k;
-  dfl_target_seq_truncate (s->kv, a + k + 1);
   if (taps) {
-    gst_buffer_resize (taps, 0, sizeof (float) * (gsize) (k + 1) * tw);
+    gst_buffer_resize (taps, 0, sizeof (float) * (gsize) (v->accepted + 1) * tw);
     gst_buffer_replace (&s->taps_buf, taps);
     gst_buffer_unref (taps);
+  } else if (!seq_on_device (s)) {
+    s->taps = g_renew (float, s->taps, (gsize) (v->accepted + 1) * MAX (tw, 1));
+    if (v->taps)
+      memcpy (s->taps, v->taps, sizeof (float) * (gsize) (v->accepted + 1) * tw);
   }
-  s->taps_rows = k + 1;
-  memcpy (s->tip, hidden + (gsize) k * c->hidden, sizeof (float) * c->hidden);
+  s->taps_rows = v->accepted + 1;
+  memcpy (s->tip, v->tip,
+          sizeof (float) * dfl_target_config (gst_dflash_model_target (self->model))->hidden);
   return TRUE;
+}
+
+/* Who proposed a round, as the round's figures count it. */
+static DflRoundSource
+round_source (GstDflashSource source)
+{
+  switch (source) {
+    case GST_DFLASH_SOURCE_BLOCK:
+      return DFL_ROUND_BLOCK;
+    case GST_DFLASH_SOURCE_CHAIN:
+      return DFL_ROUND_CHAIN;
+    case GST_DFLASH_SOURCE_NONE:
+    default:
+      return DFL_ROUND_PLAIN;
+  }
 }
 
 /* Where the sequence's target runs must be where the backend property
@@ -609,8 +570,9 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   GstDflashSeq *s;
   GstFlowReturn ret = GST_FLOW_OK;
   gboolean done = FALSE, is_proposal, verified = FALSE;
-  int m = 0, k = 0, bonus = 0;
+  int m = 0;
   g_autofree int *drafts = NULL;
+  DflVerdict v = { 0 };
   gint64 t0 = g_get_monotonic_time (), t1;
   GstMapInfo map;
 
@@ -634,8 +596,11 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   }
 
   if (meta->round == 0) {
-    /* the first token came from tapsource's pass over the prompt */
-    self->sequences++;
+    /* the first token came from tapsource's pass over the prompt (the
+     * round's new tokens: the prompt and that token) */
+    dfl_round_stats_add_prefill (&self->stats, meta->new_tokens
+                                 ? (int) (g_bytes_get_size (meta->new_tokens) / sizeof (int)) - 1
+                                 : 0, 0.0);
     done = emit_tokens (self, s, &meta->anchor, 1, &ret);
   }
   if (!done && ret == GST_FLOW_OK) {
@@ -649,11 +614,7 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
         gst_buffer_unref (buf);
         return GST_FLOW_ERROR;
       }
-    if (!check_backend (self, s, &error)
-        || (seq_on_device (s)
-            ? !verify_on_device (self, s, meta, drafts, m, &k, &bonus, &error)
-            : !dfl_verifier_run (self->verifier, s->kv, &s->sampler, meta->anchor_pos,
-                                 meta->anchor, drafts, m, &k, &bonus, &error))) {
+    if (!check_backend (self, s, &error) || !verify (self, s, meta, drafts, m, &v, &error)) {
       GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
               s->id, error->message), (NULL));
       gst_buffer_unref (buf);
@@ -661,32 +622,14 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     }
     verified = TRUE;
     t1 = g_get_monotonic_time ();
-    /* what tapsource's next round needs: the accepted rows' taps, the tip
-     * (on a device the verification left them in the sequence) */
-    if (!seq_on_device (s)) {
-      int tw = gst_dflash_model_tap_width (self->model);
-      s->taps = g_renew (float, s->taps, (gsize) (k + 1) * MAX (tw, 1));
-      if (tw)
-        memcpy (s->taps, dfl_verifier_taps (self->verifier), sizeof (float) * (gsize) (k + 1) * tw);
-      s->taps_rows = k + 1;
-      memcpy (s->tip, dfl_verifier_tip (self->verifier),
-              sizeof (float) * dfl_target_config (gst_dflash_model_target (self->model))->hidden);
-    }
-    drafts = g_renew (int, drafts, k + 1);
-    drafts[k] = bonus;
-    g_array_append_vals (s->tokens, drafts, k + 1);
+    drafts = g_renew (int, drafts, v.accepted + 1);
+    drafts[v.accepted] = v.bonus;
+    g_array_append_vals (s->tokens, drafts, v.accepted + 1);
     s->rounds++;
-    self->rounds++;
-    self->round_tokens += k + 1;
-    for (int j = 0; j < m; j++) {
-      self->proposed_at[j]++;
-      if (j < k)
-        self->accepted_at[j]++;
-    }
-    self->draft_ns += meta->draft_ns;
-    self->verify_ns += (t1 - t0) * 1000;
-    post_round (self, meta, m, k, meta->draft_ns / 1e9, (t1 - t0) / 1e6);
-    done = emit_tokens (self, s, drafts, k + 1, &ret);
+    dfl_round_stats_add_round (&self->stats, round_source (meta->source), &v, meta->draft_ns / 1e9,
+                               (t1 - t0) / 1e6);
+    post_round (self, meta, m, v.accepted, meta->draft_ns / 1e9, (t1 - t0) / 1e6);
+    done = emit_tokens (self, s, drafts, v.accepted + 1, &ret);
   }
   if (done) {
     s->done = TRUE;
@@ -702,7 +645,8 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     return ret;
   }
   gst_pad_push_event (self->sinkpad,
-      gst_dflash_verdict_event_new (s->id, meta->round, meta->anchor_pos, k, bonus, done));
+      gst_dflash_verdict_event_new (s->id, meta->round, meta->anchor_pos, v.accepted, v.bonus,
+                                    done));
   gst_buffer_unref (buf);
   if (ret == GST_FLOW_NOT_LINKED)
     ret = GST_FLOW_OK;

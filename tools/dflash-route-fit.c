@@ -81,15 +81,19 @@ record_prompt (const DflTarget *target, DflDraftCtx *draft, const DflNgram *ngra
   }
   block = g_malloc (dfl_draft_ctx_block_bytes (draft, c->vocab));
   out_block = dfl_tensor_2d (NULL, block, 0, DFL_DTYPE_F32, rows, hs + c->vocab);
-  dfl_draft_ctx_reset (draft);
-  if (!dfl_draft_ctx_queue_host (draft, 0, taps, n_prompt, error))
-    return FALSE;
+  {
+    DflTensor prompt_rows = dfl_tensor_2d (NULL, taps, 0, DFL_DTYPE_F32, n_prompt, tw);
+    if (!dfl_round_settle (draft, TRUE, 0, &prompt_rows, -1, error))
+      return FALSE;
+  }
   for (int a = n_prompt; a < n - 1;) {
     int kb, kc, mc, step;
-    if (dfl_block_propose (draft, a, truth[a], TRUE, c->vocab, &out_block, drafts, error) < 0)
+    DflTensor step_rows;
+    if (dfl_round_propose_block (draft, a, truth[a], c->vocab, TRUE, &out_block, drafts,
+                                 error) < 0)
       return FALSE;
     kb = prefix_kept (drafts, rows, truth + a + 1, n - a - 1);
-    mc = dfl_ngram_propose (ngram, truth, a + 1, rows, chain, NULL);
+    mc = dfl_round_propose_chain (ngram, truth, a + 1, rows, 0, chain, NULL);
     kc = prefix_kept (chain, mc, truth + a + 1, n - a - 1);
     if (kb > kc)
       g_array_append_vals (block_rows, hidden + (gsize) (a - 1) * hs, hs);
@@ -100,7 +104,8 @@ record_prompt (const DflTarget *target, DflDraftCtx *draft, const DflNgram *ngra
     /* along the better of the two, as a router that chose well would go */
     step = MAX (kb, kc) + 1;
     step = MIN (step, n - a);
-    if (!dfl_draft_ctx_queue_host (draft, a, taps + (gsize) a * tw, step, error))
+    step_rows = dfl_tensor_2d (NULL, taps + (gsize) a * tw, 0, DFL_DTYPE_F32, step, tw);
+    if (!dfl_round_settle (draft, FALSE, a, &step_rows, -1, error))
       return FALSE;
     a += step;
   }

@@ -101,7 +101,7 @@ test_ngram (void)
 
 static GArray *
 run (const DflTarget *t, DflDrafterWeights *d, DflRoute route, const DflSampler *smp, int chain_max,
-     const int *prompt, int n, int max_new, DflSpecStats *stats_out)
+     const int *prompt, int n, int max_new, DflRoundStats *stats_out)
 {
   DflSpecParams p;
   g_autoptr (GError) error = NULL;
@@ -146,7 +146,7 @@ test_lossless_chain (gconstpointer data)
     for (guint si = 0; si < G_N_ELEMENTS (samplers); si++) {
       g_autoptr (GArray) plain = run (t, NULL, DFL_ROUTE_NONE, &samplers[si], 15, prompt, n, 40, NULL);
       for (int chain = 1; chain <= 15; chain += 7) {
-        DflSpecStats st;
+        DflRoundStats st;
         g_autoptr (GArray) spec = run (t, NULL, DFL_ROUTE_CHAIN, &samplers[si], chain, prompt, n, 40, &st);
         g_assert_cmpuint (spec->len, ==, plain->len);
         g_assert_cmpmem (spec->data, spec->len * sizeof (int), plain->data, plain->len * sizeof (int));
@@ -195,7 +195,7 @@ test_lossless_block (void)
     for (guint si = 0; si < G_N_ELEMENTS (samplers); si++) {
       g_autoptr (GArray) plain = run (t, NULL, DFL_ROUTE_NONE, &samplers[si], 7, prompt, n, 48, NULL);
       for (guint ri = 0; ri < G_N_ELEMENTS (routes); ri++) {
-        DflSpecStats st;
+        DflRoundStats st;
         g_autoptr (GArray) spec = run (t, d, routes[ri], &samplers[si], 7, prompt, n, 48, &st);
         g_assert_cmpuint (spec->len, ==, plain->len);
         g_assert_cmpmem (spec->data, spec->len * sizeof (int), plain->data, plain->len * sizeof (int));

@@ -36,6 +36,8 @@
 
 #include "gstctxsettle.h"
 
+#include "round.h"
+
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
 
@@ -91,14 +93,11 @@ settle (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundM
                                          DFL_DTYPE_F32, meta->ctx_rows,
                                          gst_dflash_model_tap_width (m), &taps, error))
     return FALSE;
-  if (meta->round == 0)
-    dfl_draft_ctx_reset (ctx);
-  ok = dfl_draft_ctx_queue (ctx, meta->ctx_pos, &taps, error);
+  /* the block is next: its rows become context now, in one batch */
+  ok = dfl_round_settle (ctx, meta->round == 0, meta->ctx_pos, &taps, meta->anchor_pos, error);
   if (map.memory)
     gst_buffer_unmap (in, &map);
-  /* the block is next: its rows become context now, in one batch */
-  return ok && dfl_draft_ctx_settle (ctx, error)
-         && dfl_draft_ctx_check (ctx, meta->anchor_pos, error);
+  return ok;
 }
 
 static GstFlowReturn

@@ -48,6 +48,8 @@
 
 #include "gstdflashblock.h"
 
+#include "round.h"
+
 #include <string.h>
 
 #include "dfl-error.h"
@@ -177,8 +179,8 @@ draft_block (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoun
   if (!dfl_draft_ctx_device (ctx)) {
     float *payload = g_malloc (size);
     t = dfl_tensor_2d (NULL, payload, 0, DFL_DTYPE_F32, rows, cols);
-    if (!dfl_draft_ctx_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width, &t,
-                              error)) {
+    if (dfl_round_propose_block (ctx, meta->anchor_pos, meta->anchor, self->width, FALSE, &t,
+                                 NULL, error) < 0) {
       g_free (payload);
       return NULL;
     }
@@ -190,8 +192,8 @@ draft_block (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoun
    * selector's read of the ids waits for it */
   if (!gst_dflash_buffer_tensor (out, dfl_draft_ctx_device (ctx), GST_MAP_WRITE, &map,
                                  DFL_DTYPE_F32, rows, cols, &t, error)
-      || !dfl_draft_ctx_block (ctx, meta->anchor_pos, (guint32) meta->anchor, self->width, &t,
-                               error)) {
+      || dfl_round_propose_block (ctx, meta->anchor_pos, meta->anchor, self->width, FALSE, &t,
+                                  NULL, error) < 0) {
     if (map.memory)
       gst_buffer_unmap (out, &map);
     gst_buffer_unref (out);

@@ -59,6 +59,8 @@
 
 #include "gstdflashrouter.h"
 
+#include "round.h"
+
 #include "gstdflashcaps.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
@@ -198,17 +200,20 @@ cost_choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *cm, int matc
   p = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (cm->sequence));
   if (p && p->round == cm->round) {
     chain = p->arm == DFL_ROUTE_ARM_CHAIN;
-  } else if (cm->match >= (guint) match_min) {
-    chain = TRUE;
   } else {
-    p = g_new (Pending, 1);
-    p->round = cm->round;
-    p->decided_us = g_get_monotonic_time ();
-    p->cuda_target = self->last_cuda = cuda;
+    gboolean costed;
     self->cost[cuda].probe_every = self->probe_every;
-    p->arm = dfl_route_cost_choose (&self->cost[cuda]);
-    g_hash_table_insert (self->pending, GUINT_TO_POINTER (cm->sequence), p);
-    chain = p->arm == DFL_ROUTE_ARM_CHAIN;
+    chain = dfl_round_route (DFL_ROUTE_COST, match_min, NULL, NULL, cm->match, &self->cost[cuda],
+                             &costed) == DFL_ROUND_CHAIN;
+    /* a round the figures decided: its verdict brings its figures */
+    if (costed) {
+      p = g_new (Pending, 1);
+      p->round = cm->round;
+      p->decided_us = g_get_monotonic_time ();
+      p->cuda_target = self->last_cuda = cuda;
+      p->arm = chain ? DFL_ROUTE_ARM_CHAIN : DFL_ROUTE_ARM_BLOCK;
+      g_hash_table_insert (self->pending, GUINT_TO_POINTER (cm->sequence), p);
+    }
   }
   GST_OBJECT_UNLOCK (self);
   return chain;
@@ -243,31 +248,28 @@ cost_observe (GstDflashRouter *self, GstEvent *verdict)
 static gboolean
 choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstDflashRoundMeta *cm)
 {
+  static const DflRoute routes[] = {
+    [GST_DFLASH_POLICY_BLOCK] = DFL_ROUTE_BLOCK, [GST_DFLASH_POLICY_CHAIN] = DFL_ROUTE_CHAIN,
+    [GST_DFLASH_POLICY_AUTO] = DFL_ROUTE_AUTO, [GST_DFLASH_POLICY_MATCH] = DFL_ROUTE_MATCH,
+    [GST_DFLASH_POLICY_COST] = DFL_ROUTE_COST,
+  };
   DflDrafterWeights *d;
-  GstDflashPolicy policy;
+  DflRoute route;
   int match_min;
 
   if (!cm)
     return FALSE;
   GST_OBJECT_LOCK (self);
-  policy = self->policy;
+  route = routes[self->policy];
   match_min = self->match_min;
   GST_OBJECT_UNLOCK (self);
-  switch (policy) {
-    case GST_DFLASH_POLICY_COST:
-      return cost_choose_chain (self, cm, match_min);
-    case GST_DFLASH_POLICY_CHAIN:
-      return TRUE;
-    case GST_DFLASH_POLICY_MATCH:
-      return cm->match >= (guint) match_min;
-    case GST_DFLASH_POLICY_AUTO:
-      d = self->model ? gst_dflash_model_drafter (self->model) : NULL;
-      return d && round && round->tip
-             && dfl_drafter_weights_route_margin (d, g_bytes_get_data (round->tip, NULL)) <= 0.0f;
-    case GST_DFLASH_POLICY_BLOCK:
-    default:
-      return FALSE;
-  }
+  /* policy=cost decides once a round and remembers it for the verdict */
+  if (route == DFL_ROUTE_COST)
+    return cost_choose_chain (self, cm, match_min);
+  d = route == DFL_ROUTE_AUTO && self->model ? gst_dflash_model_drafter (self->model) : NULL;
+  return dfl_round_route (route, match_min, d, round && round->tip
+                          ? g_bytes_get_data (round->tip, NULL) : NULL, cm->match, NULL, NULL)
+         == DFL_ROUND_CHAIN;
 }
 
 /* The chain's proposal has come (its branch's thread, before the

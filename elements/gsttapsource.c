@@ -38,6 +38,8 @@
 
 #include "gsttapsource.h"
 
+#include "round.h"
+
 #include <string.h>
 
 #include "dfl-error.h"
@@ -753,10 +755,11 @@ round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *
  * model's on the card where the caps negotiated CUDA memory): the
  * sequence's cache made there with room for the whole generation. On the
  * card the taps go into a buffer of its memory (they stay there for
- * ctxsettle); host taps, the last row's logits and final-normed row go
- * where `out` says. */
+ * ctxsettle); on the host into `host_taps`. The round's prefill step
+ * (round.h) picks the first token and keeps the last row's final-normed
+ * row as the sequence's tip. */
 static gboolean
-prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, DflForwardOut *out,
+prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps, int *first,
          GstBuffer **device_taps, GError **error)
 {
   const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
@@ -764,6 +767,7 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, DflForwardOut *out,
       ? gst_dflash_model_device_target (self->model, self->device, FALSE, error)
       : gst_dflash_model_target (self->model);
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model);
+  DflRoundTaps want = { 0 };
   GstMemory *mem = NULL;
   DflTensor taps;
 
@@ -773,6 +777,11 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, DflForwardOut *out,
   if (!dfl_target_seq_reserve (s->kv, MIN (dfl_target_config (t)->max_positions,
                                            n + s->max_new + (g ? g->block : 1)), error))
     return FALSE;
+  if (g && tw) {
+    want.layers = g->taps;
+    want.n_layers = g->n_taps;
+    want.host = host_taps;
+  }
   if (g && tw && dfl_target_device (t)) {
     if (!(mem = gst_dflash_device_allocator_alloc_checked (
               gst_dflash_device_allocator (self->device), sizeof (float) * (gsize) n * tw, error)))
@@ -780,16 +789,15 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, DflForwardOut *out,
     taps = dfl_tensor_2d (gst_dflash_device_dfl (self->device),
                           gst_dflash_device_memory_handle (mem), mem->offset, DFL_DTYPE_F32, n,
                           tw);
-    out->tap_layers = g->taps;
-    out->n_tap_layers = g->n_taps;
-    out->device_taps = &taps;
+    want.host = NULL;
+    want.device = &taps;
   }
-  if (!dfl_target_forward (t, s->kv, (const int *) ids->data, n, out, error)) {
+  if (!dfl_round_prefill (s->kv, (const int *) ids->data, n, &s->sampler, &want, s->tip, first,
+                          error)) {
     if (mem)
       gst_memory_unref (mem);
     return FALSE;
   }
-  out->device_taps = NULL;
   if (mem) {
     *device_taps = gst_buffer_new ();
     gst_buffer_append_memory (*device_taps, mem);
@@ -807,10 +815,9 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   GArray *ids = g_ptr_array_index (self->prompts, index);
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model), first;
   g_autoptr (GError) error = NULL;
-  g_autofree float *logits = g_new (float, c->vocab), *taps = NULL;
+  g_autofree float *taps = NULL;
   GstDflashSeq *s;
   GstBuffer *device_taps = NULL;
-  DflForwardOut out = { .logits_from = n - 1, .logits = logits };
   gint64 t0 = g_get_monotonic_time ();
 
   if ((gint64) n + self->max_new + (g ? g->block : 1) > c->max_positions) {
@@ -838,18 +845,12 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   s->max_new = self->max_new;
   s->sampler = (DflSampler) { .temperature = self->temperature, .top_p = self->top_p,
                               .seed = self->seed + index };
-  if (g && !self->cuda) {
+  if (g && !self->cuda)
     taps = g_new (float, (gsize) n * tw);
-    out.tap_layers = g->taps;
-    out.n_tap_layers = g->n_taps;
-    out.taps = taps;
-  }
-  out.hidden = s->tip;
-  if (!prefill (self, s, ids, &out, &device_taps, &error)) {
+  if (!prefill (self, s, ids, taps, &first, &device_taps, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("prompt %u: %s", index + 1, error->message), (NULL));
     return GST_FLOW_ERROR;
   }
-  first = dfl_sampler_pick (&s->sampler, logits, c->vocab, n);
   g_array_append_vals (s->tokens, ids->data, n);
   g_array_append_val (s->tokens, first);
   s->prompt_len = n;

@@ -14,28 +14,10 @@
 int
 dfl_top_k (const float *x, int n, int k, float *values, guint32 *indices)
 {
-  int have = 0;
-
   g_return_val_if_fail (k >= 1, 0);
-  for (int i = 0; i < n; i++) {
-    float v = x[i];
-    int at;
-    if (isnan (v))
-      continue;
-    /* not above the last kept: the first of equals stays */
-    if (have == k && v <= values[k - 1])
-      continue;
-    /* after every kept value ≥ v: equals keep their order */
-    for (at = have; at > 0 && values[at - 1] < v; at--)
-      ;
-    if (have < k)
-      have++;
-    memmove (values + at + 1, values + at, sizeof (float) * (have - 1 - at));
-    memmove (indices + at + 1, indices + at, sizeof (guint32) * (have - 1 - at));
-    values[at] = v;
-    indices[at] = (guint32) i;
-  }
-  return have;
+  /* the kernel's (kernels/cpu/select.c): the first of equals kept, NaNs
+   * skipped; the slots past the values found are padding */
+  return dfl_top_k_row (x, n, k, values, (int32_t *) indices);
 }
 
 void

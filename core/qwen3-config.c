@@ -79,22 +79,31 @@ dfl_cfg_int (const cJSON *root, const char *origin, const char *key, gboolean re
   return dfl_cfg_as_int (item, origin, key, out, error);
 }
 
+/* The value of `key` where it is there and of the kind `is` accepts
+ * (`*item`; NULL where the key is absent: the caller's default); FALSE with
+ * an error naming the file, the key and what was expected otherwise. */
+static gboolean
+dfl_cfg_typed (const cJSON *obj, const char *origin, const char *key,
+               cJSON_bool (*is) (const cJSON *), const char *expected, const cJSON **item,
+               GError **error)
+{
+  *item = dfl_cfg_get (obj, key);
+  if (*item == NULL || is (*item))
+    return TRUE;
+  g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: key '%s' is %s, expected %s", origin,
+               key, dfl_json_kind (*item), expected);
+  return FALSE;
+}
+
 static gboolean
 dfl_cfg_double (const cJSON *obj, const char *origin, const char *key, double def,
                 double *out, GError **error)
 {
-  const cJSON *item = dfl_cfg_get (obj, key);
+  const cJSON *item;
 
-  if (item == NULL) {
-    *out = def;
-    return TRUE;
-  }
-  if (!cJSON_IsNumber (item)) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: key '%s' is %s, expected a number", origin, key, dfl_json_kind (item));
+  if (!dfl_cfg_typed (obj, origin, key, cJSON_IsNumber, "a number", &item, error))
     return FALSE;
-  }
-  *out = item->valuedouble;
+  *out = item ? item->valuedouble : def;
   return TRUE;
 }
 
@@ -102,18 +111,11 @@ static gboolean
 dfl_cfg_bool (const cJSON *root, const char *origin, const char *key, gboolean def,
               gboolean *out, GError **error)
 {
-  const cJSON *item = dfl_cfg_get (root, key);
+  const cJSON *item;
 
-  if (item == NULL) {
-    *out = def;
-    return TRUE;
-  }
-  if (!cJSON_IsBool (item)) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: key '%s' is %s, expected true or false", origin, key, dfl_json_kind (item));
+  if (!dfl_cfg_typed (root, origin, key, cJSON_IsBool, "true or false", &item, error))
     return FALSE;
-  }
-  *out = cJSON_IsTrue (item);
+  *out = item ? cJSON_IsTrue (item) : def;
   return TRUE;
 }
 

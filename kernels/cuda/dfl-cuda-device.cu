@@ -246,35 +246,36 @@ dfl_cuda_free (DflCudaDevice *dev, void *d_ptr)
     cudaFree (d_ptr);
 }
 
-gboolean
-dfl_cuda_upload (DflCudaDevice *dev, void *d_dst, const void *src, size_t bytes, GError **error)
+/* A copy between the host and the card on the device's stream, waited for
+ * (the host buffer may be reused as soon as it returns). */
+static gboolean
+host_copy (DflCudaDevice *dev, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+           const char *what, GError **error)
 {
   gboolean ok;
 
   if (bytes == 0)
     return TRUE;
   g_rec_mutex_lock (&dev->turn);
-  ok = cuda_ok (cudaMemcpyAsync (d_dst, src, bytes, cudaMemcpyHostToDevice, dev->stream),
-                "upload (cudaMemcpyAsync)", dev->ordinal, error)
+  ok = cuda_ok (cudaMemcpyAsync (dst, src, bytes, kind, dev->stream), what, dev->ordinal, error)
        && dfl_cuda_sync (dev, error);
   g_rec_mutex_unlock (&dev->turn);
   return ok;
 }
 
 gboolean
+dfl_cuda_upload (DflCudaDevice *dev, void *d_dst, const void *src, size_t bytes, GError **error)
+{
+  return host_copy (dev, d_dst, src, bytes, cudaMemcpyHostToDevice, "upload (cudaMemcpyAsync)",
+                    error);
+}
+
+gboolean
 dfl_cuda_download (DflCudaDevice *dev, void *dst, const void *d_src, size_t bytes,
                    GError **error)
 {
-  gboolean ok;
-
-  if (bytes == 0)
-    return TRUE;
-  g_rec_mutex_lock (&dev->turn);
-  ok = cuda_ok (cudaMemcpyAsync (dst, d_src, bytes, cudaMemcpyDeviceToHost, dev->stream),
-                "download (cudaMemcpyAsync)", dev->ordinal, error)
-       && dfl_cuda_sync (dev, error);
-  g_rec_mutex_unlock (&dev->turn);
-  return ok;
+  return host_copy (dev, dst, d_src, bytes, cudaMemcpyDeviceToHost,
+                    "download (cudaMemcpyAsync)", error);
 }
 
 void

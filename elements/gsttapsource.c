@@ -39,6 +39,7 @@
 #include "gsttapsource.h"
 
 #include "round.h"
+#include "gstdflashengines.h"
 
 #include <string.h>
 
@@ -649,9 +650,8 @@ gst_tap_source_set_caps (GstBaseSrc *src, GstCaps *caps)
     return TRUE;
   if (!gst_dflash_device_ensure (GST_ELEMENT (self), GST_BASE_SRC_PAD (self),
                                  GST_DFLASH_BACKEND_CUDA, &self->device, &error)
-      || !gst_dflash_model_device_target (self->model, self->device,
-                                          self->gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32,
-                                          &error)) {
+      || !gst_dflash_device_target (self->device, self->model,
+                                    self->gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, &error)) {
     GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
     return FALSE;
   }
@@ -764,7 +764,8 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps, int
 {
   const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
   const DflTarget *t = self->cuda
-      ? gst_dflash_model_device_target (self->model, self->device, FALSE, error)
+      ? gst_dflash_device_target (self->device, self->model,
+                                  self->gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, error)
       : gst_dflash_model_target (self->model);
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model);
   DflRoundTaps want = { 0 };
@@ -773,6 +774,8 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps, int
 
   if (!t)
     return FALSE;
+  if (self->cuda)
+    s->device = gst_object_ref (self->device);
   s->kv = dfl_target_seq_new (t);
   if (!dfl_target_seq_reserve (s->kv, MIN (dfl_target_config (t)->max_positions,
                                            n + s->max_new + (g ? g->block : 1)), error))

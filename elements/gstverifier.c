@@ -455,12 +455,12 @@ verify (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta, cons
   DflTensor taps_tensor;
 
   if (seq_on_device (s) && tw) {
-    GstDflashDevice *dev = gst_dflash_model_target_device (self->model);
+    GstDflashDevice *dev = s->device;
     gsize bytes = sizeof (float) * (gsize) self->block * tw;
     GstMemory *mem;
     if (!dev) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence runs on a device but the "
-                   "model has no target on one");
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence's cache is on a device that "
+                   "its source did not name");
       return FALSE;
     }
     if (!self->taps_pool && !(self->taps_pool = gst_dflash_device_pool_new (dev, bytes, error)))

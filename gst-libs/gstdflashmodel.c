@@ -7,6 +7,7 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevice.h"
+#include "gstdflashengines.h"
 #include "gstdflashseq.h"
 
 
@@ -17,15 +18,6 @@ struct _GstDflashModel {
   char *drafter_path;
   DflDrafterWeights *drafter;   /* opened once: geometry, router, selector */
   DflDrafterWeights *drafter_cpu;   /* bound to the target on the CPU */
-  /* the GPU engines, made on first use under engine_lock (an upload takes
-   * a while) */
-  GMutex engine_lock;
-  GstDflashDevice *target_dev;
-  DflTarget *device_target;  /* the target on target_dev */
-  gboolean target_f32;       /* its matrices (and the CUDA drafter's) widened to F32 */
-  DflDrafterWeights *cuda_drafter;   /* on target_dev */
-  GstDflashDevice *vk_dev;
-  DflDrafterWeights *vk_drafter;
 };
 
 G_DEFINE_TYPE (GstDflashModel, gst_dflash_model, GST_TYPE_OBJECT);
@@ -35,14 +27,6 @@ gst_dflash_model_finalize (GObject *object)
 {
   GstDflashModel *m = GST_DFLASH_MODEL (object);
 
-  /* each sequence holds the model: the sequences' GPU state went before
-   * the engines it was made from */
-  g_clear_pointer (&m->cuda_drafter, dfl_drafter_weights_unref);
-  g_clear_pointer (&m->vk_drafter, dfl_drafter_weights_unref);
-  g_clear_pointer (&m->device_target, dfl_target_free);
-  gst_clear_object (&m->target_dev);
-  gst_clear_object (&m->vk_dev);
-  g_mutex_clear (&m->engine_lock);
   g_clear_pointer (&m->drafter_cpu, dfl_drafter_weights_unref);
   g_clear_pointer (&m->drafter, dfl_drafter_weights_unref);
   dfl_tokenizer_free (m->tokenizer);
@@ -60,7 +44,6 @@ gst_dflash_model_class_init (GstDflashModelClass *klass)
 static void
 gst_dflash_model_init (GstDflashModel *m)
 {
-  g_mutex_init (&m->engine_lock);
 }
 
 GstDflashModel *
@@ -157,121 +140,17 @@ gst_dflash_model_key (GstElement *tapsource)
   return g_string_free (key, FALSE);
 }
 
-/* The engines of a back end live on one device: FALSE where `dev` is not
- * the one they were made on. */
-static gboolean
-same_device (GstDflashModel *m, GstDflashDevice *have, GstDflashDevice *dev, GError **error)
-{
-  if (!have || have == dev)
-    return TRUE;
-  g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
-               "the model %s already runs on %s; it cannot also run on %s "
-               "(one device per back end)",
-               dfl_target_dir (m->target), gst_dflash_device_describe (have),
-               gst_dflash_device_describe (dev));
-  return FALSE;
-}
-
-
-const DflTarget *
-gst_dflash_model_device_target (GstDflashModel *m, GstDflashDevice *dev, gboolean f32,
-                                GError **error)
-{
-  const DflTarget *t = NULL;
-
-  g_mutex_lock (&m->engine_lock);
-  if (same_device (m, m->target_dev, dev, error)) {
-    if (!m->device_target) {
-      m->device_target = dfl_target_upload (m->target, gst_dflash_device_dfl (dev),
-                                            f32 ? DFL_TARGET_F32 : DFL_TARGET_AS_STORED, error);
-      if (m->device_target) {
-        m->target_dev = gst_object_ref (dev);
-        m->target_f32 = f32;
-      }
-      else
-        g_prefix_error (error, "%s on %s: ", dfl_target_dir (m->target),
-                        gst_dflash_device_describe (dev));
-    }
-    t = m->device_target;
-  }
-  g_mutex_unlock (&m->engine_lock);
-  return t;
-}
-
-GstDflashDevice *
-gst_dflash_model_target_device (GstDflashModel *m)
-{
-  GstDflashDevice *dev;
-
-  g_mutex_lock (&m->engine_lock);
-  dev = m->device_target ? m->target_dev : NULL;
-  g_mutex_unlock (&m->engine_lock);
-  return dev;
-}
-
-/* The device target's embedding and head, for the drafter on the same
- * device, and the matrices' type: the target's (F32, or as stored). Called
- * under engine_lock. */
-static gboolean
-device_trunk (GstDflashModel *m, DflDraftTrunk *trunk, DflDtype *as, GError **error)
-{
-  if (!m->device_target || dfl_target_backend (m->device_target) != DFL_BACKEND_CUDA) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "the CUDA drafter reads the target's embedding and head on the card, and the "
-                 "target of %s is not on the card: run tapsource with backend=cuda",
-                 dfl_target_dir (m->target));
-    return FALSE;
-  }
-  trunk->embed = dfl_target_embedding_tensor (m->device_target);
-  trunk->head = dfl_target_head_tensor (m->device_target);
-  *as = m->target_f32 ? DFL_DTYPE_F32 : dfl_drafter_weights_stored_dtype (m->drafter);
-  return TRUE;
-}
-
-/* The drafter bound on a GPU: on CUDA it reads the device target's
- * embedding and head; on Vulkan the CPU target's, uploaded with it. */
-static DflDrafterWeights *
-bind_on_device (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
-                GError **error)
-{
-  DflDraftTrunk trunk;
-  DflDtype as = DFL_DTYPE_F32;
-
-  if (backend == GST_DFLASH_BACKEND_CUDA ? !device_trunk (m, &trunk, &as, error)
-      : !dfl_draft_trunk_of_target (&trunk, m->target, error))
-    return NULL;
-  return dfl_drafter_weights_bind (m->drafter, gst_dflash_device_dfl (dev), &trunk, as, error);
-}
-
 DflDrafterWeights *
 gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
                              GError **error)
 {
-  gboolean cuda = backend == GST_DFLASH_BACKEND_CUDA;
-  DflDrafterWeights *w = NULL, **slot = cuda ? &m->cuda_drafter : &m->vk_drafter;
-  /* the CUDA drafter's device is the device target's */
-  GstDflashDevice **dev_slot = cuda ? &m->target_dev : &m->vk_dev;
-
-  if (!m->drafter) {
+  if (gst_dflash_backend_id (backend) != DFL_BACKEND_CPU)
+    return gst_dflash_device_drafter (dev, m, error);
+  if (!m->drafter_cpu)
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                  "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
                  dfl_target_dir (m->target));
-    return NULL;
-  }
-  if (gst_dflash_backend_id (backend) == DFL_BACKEND_CPU)
-    return m->drafter_cpu;
-  g_mutex_lock (&m->engine_lock);
-  if (same_device (m, *dev_slot, dev, error)) {
-    if (!*slot) {
-      if ((*slot = bind_on_device (m, backend, dev, error)) && !*dev_slot)
-        *dev_slot = gst_object_ref (dev);
-      else if (!*slot)
-        g_prefix_error (error, "%s on %s: ", m->drafter_path, gst_dflash_device_describe (dev));
-    }
-    w = *slot;
-  }
-  g_mutex_unlock (&m->engine_lock);
-  return w;
+  return m->drafter_cpu;
 }
 
 DflDraftCtx *

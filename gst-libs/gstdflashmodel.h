@@ -1,8 +1,9 @@
 /* gst-dflash — the model the elements of one loop share.
  *
  * The target (its weights and tokenizer) and the drafter's sidecar are
- * loaded once, by tapsource, and found by the other elements through a GstContext of type "dflash.model", the way GStreamer's
- * CUDA and Vulkan elements share their device: a context query up the
+ * loaded once, by tapsource, and found by the other elements through a
+ * GstContext of type "dflash.model", the way GStreamer's CUDA and Vulkan
+ * elements share their device: a context query up the
  * pipeline, then NEED_CONTEXT on the bus (an application may answer it with
  * a model it loaded, to share one between pipelines), and tapsource posts
  * HAVE_CONTEXT when it made one.
@@ -11,8 +12,8 @@
  * tokenizer, the drafter's sidecar (its path, geometry and router). So one
  * model serves any number of pipelines at once. What one run changes lives
  * elsewhere: a sequence's state in its GstDflashSeq (gstdflashseq.h), which
- * the round meta carries; the router's figures in the router. The model
- * also holds the engines made from its weights on a GPU (below).
+ * the round meta carries; the router's figures in the router; the engines
+ * made from its weights on a GPU in the device object (gstdflashengines.h).
  *
  * Pipelines may share a model where their tapsources agree on every
  * property that chooses it (gst_dflash_model_key): an application that
@@ -64,23 +65,10 @@ int gst_dflash_model_tap_width (GstDflashModel *m);
 #define GST_DFLASH_MODEL_PROPERTIES "model", "drafter", "no-drafter", "gpu-weights", "backend"
 char *gst_dflash_model_key (GstElement *tapsource);
 
-/* The target on a device, made once per model (on first use, the weights
- * uploaded then) and shared by every sequence and element; it keeps `dev`.
- * One device per model: asking with another fails. `f32`: its matrices
- * widened to F32, for parity with the CPU; else as the checkpoint stores
- * them; the first call decides. NULL with an error naming the model and the
- * device, or where that back end runs no target. */
-const DflTarget *gst_dflash_model_device_target (GstDflashModel *m, GstDflashDevice *dev,
-                                                 gboolean f32, GError **error);
-/* The device the target runs on (NULL before the device target exists). */
-GstDflashDevice *gst_dflash_model_target_device (GstDflashModel *m);
-/* The drafter bound to the target for `backend` (CPU, CUDA or VULKAN; a
- * GPU's on `dev`), made once per model and back end (on first use, the
- * weights uploaded then) and shared by every sequence and element. On
- * Vulkan it reads the CPU target's embedding and head (uploaded with it);
- * on CUDA the device target's (so that must exist), its matrices as the
- * target's (F32, or as stored). One device per back end and model: asking
- * with another fails. NULL with an error naming the model and the device. */
+/* The drafter bound to the target for `backend`: on the CPU the model's
+ * own (bound at load), on a GPU the device's engine for this model
+ * (gst_dflash_device_drafter, gstdflashengines.h). NULL with an error
+ * naming the model and the device. */
 DflDrafterWeights *gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend,
                                                 GstDflashDevice *dev, GError **error);
 /* This sequence's drafter context for `backend`, made on first use from

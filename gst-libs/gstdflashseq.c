@@ -40,6 +40,7 @@ seq_free (GstDflashSeq *s)
   g_clear_pointer (&s->draft, dfl_draft_ctx_free);
   gst_clear_buffer (&s->taps_buf);
   /* the engines the state above was made from go after it */
+  gst_clear_object (&s->device);
   gst_object_unref (s->model);
   g_free (s);
 }

@@ -29,8 +29,10 @@ struct _GstDflashSeq {
   int max_new;
   DflSampler sampler;
   /* tapsource and verifier: the target's cache, made by tapsource on the
-   * target it runs (the model's, or the model's on a device) */
+   * target it runs (the model's, or the model's on a device: `device`,
+   * held, so its engines outlive the cache) */
   DflTargetSeq *kv;
+  GstDflashDevice *device;
   GArray *tokens;            /* prompt, then what was emitted */
   int prompt_len;
   int emitted;

@@ -38,6 +38,7 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
+#include "round.h"
 #ifdef HAVE_CUDA
 #include "cuda-drafter.h"
 #endif
@@ -149,9 +150,10 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
   g_autoptr (GError) error = NULL;
   DflDrafter *d;
   GstMapInfo map;
+  gboolean ok;
 
   if (s && gst_dflash_filter_backend (filter) != GST_DFLASH_BACKEND_CPU) {
-    gboolean ok = FALSE;
+    ok = FALSE;
     if (gst_buffer_get_size (in) != (gsize) meta->ctx_rows * tw * sizeof (float)) {
       GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
           ("%s: sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
@@ -186,13 +188,12 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
          meta->sequence, meta->round, map.size, meta->ctx_rows, tw), (NULL));
     return GST_FLOW_ERROR;
   }
-  if (meta->round == 0)
-    dfl_drafter_reset (d);
-  dfl_drafter_queue_context (d, meta->ctx_pos, (const float *) map.data, meta->ctx_rows);
+  /* the round's settle step: the block is next, so the rows become
+   * context now, in one batch */
+  ok = dfl_round_settle (d, meta->round == 0, meta->ctx_pos, (const float *) map.data,
+                         meta->ctx_rows, meta->anchor_pos, &error);
   gst_buffer_unmap (in, &map);
-  /* the block is next: its rows become context now, in one batch */
-  dfl_drafter_settle (d);
-  if (!dfl_drafter_context_check (d, meta->anchor_pos, &error)) {
+  if (!ok) {
     GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("ctxsettle: sequence %u: %s", meta->sequence,
             error->message), (NULL));
     return GST_FLOW_ERROR;

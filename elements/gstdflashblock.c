@@ -52,6 +52,7 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
+#include "round.h"
 #ifdef HAVE_CUDA
 #include "cuda-drafter.h"
 #endif
@@ -340,7 +341,7 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
   const DflTarget *t = gst_dflash_model_target (m);
   const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
   GstDflashSeq *s = gst_dflash_model_seq_get (m, meta->loop, meta->sequence);
-  int hs = dfl_target_config (t)->hidden, rows = g->block - 1, mask = g->mask_token;
+  int hs = dfl_target_config (t)->hidden, rows = g->block - 1;
   g_autoptr (GError) error = NULL;
   g_autofree float *h = NULL;
   float *payload;
@@ -387,19 +388,19 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
             error ? error->message : "not running"), (NULL));
     return GST_FLOW_ERROR;
   }
+  /* the round's propose-block step; the selector downstream chooses the
+   * drafts. Out go the rows after the anchor, then their logits over the
+   * head's first rows. */
   h = g_new (float, (gsize) g->block * hs);
-  dfl_target_embed (t, &meta->anchor, 1, h);
-  for (int r = 1; r < g->block; r++)
-    dfl_target_embed (t, &mask, 1, h + (gsize) r * hs);
-  if (!dfl_drafter_block (d, meta->anchor_pos, h, &error)) {
+  payload = g_malloc (sizeof (float) * (gsize) rows * (hs + self->width));
+  if (dfl_round_propose_block (t, d, meta->anchor_pos, meta->anchor, self->width, FALSE, h,
+                               payload + (gsize) rows * hs, NULL, &error) < 0) {
+    g_free (payload);
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("dflashblock: sequence %u: %s", meta->sequence,
             error->message), (NULL));
     return GST_FLOW_ERROR;
   }
-  /* the rows after the anchor, then their logits over the head's first rows */
-  payload = g_malloc (sizeof (float) * (gsize) rows * (hs + self->width));
   memcpy (payload, h + hs, sizeof (float) * (gsize) rows * hs);
-  dfl_target_head (t, h + hs, rows, self->width, payload + (gsize) rows * hs);
   *out = gst_dflash_round_buffer_new (meta,
       g_bytes_new_take (payload, sizeof (float) * (gsize) rows * (hs + self->width)), NULL);
   return GST_FLOW_OK;

@@ -58,7 +58,7 @@
 #include "gstdflashcaps.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
-#include "route-cost.h"
+#include "round.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_router_debug);
 #define GST_CAT_DEFAULT gst_dflash_router_debug
@@ -70,25 +70,18 @@ static GstStaticPadTemplate chain_template = GST_STATIC_PAD_TEMPLATE ("chain",
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_DFLASH_PROPOSAL_CAPS));
 
-typedef enum {
-  GST_DFLASH_POLICY_AUTO,
-  GST_DFLASH_POLICY_MATCH,
-  GST_DFLASH_POLICY_BLOCK,
-  GST_DFLASH_POLICY_CHAIN,
-  GST_DFLASH_POLICY_COST,
-} GstDflashPolicy;
-
+/* The policy is the round's route (core/round.h), every one but none. */
 #define GST_TYPE_DFLASH_POLICY (gst_dflash_policy_get_type ())
 static GType
 gst_dflash_policy_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    { GST_DFLASH_POLICY_AUTO, "The sidecar's router (its margin on the tip row)", "auto" },
-    { GST_DFLASH_POLICY_MATCH, "The chain when its match is at least match-min tokens", "match" },
-    { GST_DFLASH_POLICY_BLOCK, "Always the block", "block" },
-    { GST_DFLASH_POLICY_CHAIN, "Always the chain", "chain" },
-    { GST_DFLASH_POLICY_COST, "The chain on a match of match-min tokens, else the block or the "
+    { DFL_ROUTE_AUTO, "The sidecar's router (its margin on the tip row)", "auto" },
+    { DFL_ROUTE_MATCH, "The chain when its match is at least match-min tokens", "match" },
+    { DFL_ROUTE_BLOCK, "Always the block", "block" },
+    { DFL_ROUTE_CHAIN, "Always the chain", "chain" },
+    { DFL_ROUTE_COST, "The chain on a match of match-min tokens, else the block or the "
       "chain's proposal, whichever has given more tokens a second", "cost" },
     { 0, NULL, NULL },
   };
@@ -125,7 +118,7 @@ typedef struct {
 struct _GstDflashRouter {
   GstAggregator parent;
   GstAggregatorPad *block_pad, *chain_pad;
-  GstDflashPolicy policy;
+  DflRoute policy;
   int match_min;
   GstDflashModel *model;
   guint64 block_rounds, chain_rounds;
@@ -203,19 +196,22 @@ cost_choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *cm, int matc
   p = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (cm->sequence));
   if (p && p->round == cm->round) {
     chain = p->arm == DFL_ROUTE_ARM_CHAIN;
-  } else if (cm->match >= (guint) match_min) {
-    chain = TRUE;
   } else {
-    p = g_new (Pending, 1);
-    p->round = cm->round;
-    p->decided_us = g_get_monotonic_time ();
-    p->cuda_target = self->last_cuda = cuda;
+    gboolean costed;
     rc = gst_dflash_model_route_cost_lock (self->model, cuda);
     rc->probe_every = self->probe_every;
-    p->arm = dfl_route_cost_choose (rc);
+    chain = dfl_round_route (DFL_ROUTE_COST, match_min, NULL, NULL, cm->match, rc, &costed)
+        == DFL_ROUND_CHAIN;
     gst_dflash_model_route_cost_unlock (self->model);
-    g_hash_table_insert (self->pending, GUINT_TO_POINTER (cm->sequence), p);
-    chain = p->arm == DFL_ROUTE_ARM_CHAIN;
+    if (costed) {
+      /* decided on the figures: its verdict goes into them */
+      p = g_new (Pending, 1);
+      p->round = cm->round;
+      p->decided_us = g_get_monotonic_time ();
+      p->cuda_target = self->last_cuda = cuda;
+      p->arm = chain ? DFL_ROUTE_ARM_CHAIN : DFL_ROUTE_ARM_BLOCK;
+      g_hash_table_insert (self->pending, GUINT_TO_POINTER (cm->sequence), p);
+    }
   }
   GST_OBJECT_UNLOCK (self);
   return chain;
@@ -245,14 +241,15 @@ cost_observe (GstDflashRouter *self, GstEvent *verdict)
   GST_OBJECT_UNLOCK (self);
 }
 
-/* TRUE where the round goes to the chain. `round` is the round's meta
- * (either branch's: both carry the round's tip), `cm` the chain's proposal's
- * (NULL: no chain proposal). */
+/* TRUE where the round goes to the chain: the round's route step
+ * (core/round.h) under the policy. `round` is the round's meta (either
+ * branch's: both carry the round's tip), `cm` the chain's proposal's (NULL:
+ * no chain proposal, so the block's). */
 static gboolean
 choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstDflashRoundMeta *cm)
 {
-  DflDrafter *d;
-  GstDflashPolicy policy;
+  const DflDrafter *d;
+  DflRoute policy;
   int match_min;
 
   if (!cm)
@@ -261,21 +258,12 @@ choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstD
   policy = self->policy;
   match_min = self->match_min;
   GST_OBJECT_UNLOCK (self);
-  switch (policy) {
-    case GST_DFLASH_POLICY_COST:
-      return cost_choose_chain (self, cm, match_min);
-    case GST_DFLASH_POLICY_CHAIN:
-      return TRUE;
-    case GST_DFLASH_POLICY_MATCH:
-      return cm->match >= (guint) match_min;
-    case GST_DFLASH_POLICY_AUTO:
-      d = self->model ? gst_dflash_model_drafter (self->model) : NULL;
-      return d && round && round->tip
-             && dfl_drafter_route_margin (d, g_bytes_get_data (round->tip, NULL)) <= 0.0f;
-    case GST_DFLASH_POLICY_BLOCK:
-    default:
-      return FALSE;
-  }
+  if (policy == DFL_ROUTE_COST)
+    return cost_choose_chain (self, cm, match_min);
+  d = self->model ? gst_dflash_model_drafter (self->model) : NULL;
+  return dfl_round_route (policy, match_min, d,
+                          round && round->tip ? g_bytes_get_data (round->tip, NULL) : NULL,
+                          cm->match, NULL, NULL) == DFL_ROUND_CHAIN;
 }
 
 /* The chain's proposal has come (its branch's thread, before the
@@ -348,7 +336,7 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
     gst_event_parse_caps (event, &caps);
     if (!self->model)
       gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (pad), &self->model);
-    if (self->policy == GST_DFLASH_POLICY_AUTO
+    if (self->policy == DFL_ROUTE_AUTO
         && !(self->model && gst_dflash_model_drafter (self->model)
              && dfl_drafter_has_route (gst_dflash_model_drafter (self->model)))) {
       GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
@@ -359,14 +347,14 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
       gst_event_unref (event);
       return FALSE;
     }
-    if (self->policy == GST_DFLASH_POLICY_COST && !self->model) {
+    if (self->policy == DFL_ROUTE_COST && !self->model) {
       GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
           ("router: policy=cost keeps its figures with the model, and no dflash.model context "
            "was found upstream (a tapsource before the router)"), (NULL));
       gst_event_unref (event);
       return FALSE;
     }
-    if (self->policy == GST_DFLASH_POLICY_COST && !self->decide_first) {
+    if (self->policy == DFL_ROUTE_COST && !self->decide_first) {
       /* deciding after both have drafted, the block's drafting is paid
        * every round and never seen in its figure */
       GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
@@ -571,7 +559,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy", "How each round chooses between block and chain",
-          GST_TYPE_DFLASH_POLICY, GST_DFLASH_POLICY_MATCH,
+          GST_TYPE_DFLASH_POLICY, DFL_ROUTE_MATCH,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
   g_object_class_install_property (gobject_class, PROP_MATCH_MIN,
       g_param_spec_int ("match-min", "Match min",
@@ -656,7 +644,7 @@ gst_dflash_router_init (GstDflashRouter *self)
 {
   GstPadTemplate *templ = gst_element_class_get_pad_template (GST_ELEMENT_GET_CLASS (self), "sink");
 
-  self->policy = GST_DFLASH_POLICY_MATCH;
+  self->policy = DFL_ROUTE_MATCH;
   self->match_min = DEFAULT_MATCH_MIN;
   self->decide_first = TRUE;
   self->probe_every = DFL_ROUTE_COST_PROBE_EVERY;

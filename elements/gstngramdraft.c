@@ -35,7 +35,7 @@
 
 #include "gstngramdraft.h"
 
-#include "ngram.h"
+#include "round.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_ngram_draft_debug);
 #define GST_CAT_DEFAULT gst_ngram_draft_debug
@@ -100,9 +100,9 @@ gst_ngram_draft_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundM
   if (meta->new_tokens)
     g_array_append_vals (text, g_bytes_get_data (meta->new_tokens, NULL),
                          g_bytes_get_size (meta->new_tokens) / sizeof (int));
-  n = dfl_ngram_propose (&self->ngram, (const int *) text->data, text->len, most, draft, &match);
-  if (self->draft_per_match > 0 && n > (int) (match * self->draft_per_match))
-    n = (int) (match * self->draft_per_match);
+  /* the round's propose-chain step over the sequence's text */
+  n = dfl_round_propose_chain (&self->ngram, (const int *) text->data, text->len, most,
+                               self->draft_per_match, draft, &match);
   GST_LOG_OBJECT (self, "sequence %u round %u: match %d, %d proposed", meta->sequence, meta->round,
                   match, n);
   *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (draft, sizeof (int) * n), &om);

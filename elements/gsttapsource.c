@@ -46,6 +46,7 @@
 #include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
 #include "prompts.h"
+#include "round.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_tap_source_debug);
 #define GST_CAT_DEFAULT gst_tap_source_debug
@@ -754,23 +755,24 @@ round_buffer (GstTapSource *self, GstDflashSeq *s, gint64 ctx_pos, const float *
   return buf;
 }
 
-/* The prompt's pass on the target where it runs (the model's, or the
- * model's on the card where the caps negotiated CUDA memory): the
- * sequence's cache made there with room for the whole generation. On the
- * card the taps go into a buffer of its memory (they stay there for
- * ctxsettle); host taps, the last row's logits and final-normed row go
- * where `out` says. */
+/* The prompt's pass, the round's prefill step, on the target where it runs
+ * (the model's, or the model's on the card where the caps negotiated CUDA
+ * memory): the sequence's cache made there with room for the whole
+ * generation. On the card the taps go into a buffer of its memory (they
+ * stay there for ctxsettle), else into `host_taps`; the last row's
+ * final-normed row into the sequence's tip; `*first`: the first new token. */
 static gboolean
-prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, DflForwardOut *out,
-         GstBuffer **device_taps, GError **error)
+prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps,
+         GstBuffer **device_taps, int *first, GError **error)
 {
   const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
   const DflTarget *t = self->cuda
       ? gst_dflash_model_device_target (self->model, self->device, FALSE, error)
       : gst_dflash_model_target (self->model);
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model);
+  DflRoundTaps taps = { 0 };
   GstMemory *mem = NULL;
-  DflTensor taps;
+  DflTensor tensor;
 
   if (!t)
     return FALSE;
@@ -778,23 +780,27 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, DflForwardOut *out,
   if (!dfl_target_seq_reserve (s->kv, MIN (dfl_target_config (t)->max_positions,
                                            n + s->max_new + (g ? g->block : 1)), error))
     return FALSE;
+  if (g && tw) {
+    taps.layers = g->taps;
+    taps.n_layers = g->n_taps;
+    taps.host = host_taps;
+  }
   if (g && tw && dfl_target_device (t)) {
     if (!(mem = gst_dflash_device_allocator_alloc_checked (
               gst_dflash_device_allocator (self->device), sizeof (float) * (gsize) n * tw, error)))
       return FALSE;
-    taps = dfl_tensor_2d (gst_dflash_device_get_device (self->device),
-                          gst_dflash_device_memory_handle (mem), mem->offset, DFL_DTYPE_F32, n,
-                          tw);
-    out->tap_layers = g->taps;
-    out->n_tap_layers = g->n_taps;
-    out->device_taps = &taps;
+    tensor = dfl_tensor_2d (gst_dflash_device_get_device (self->device),
+                            gst_dflash_device_memory_handle (mem), mem->offset, DFL_DTYPE_F32, n,
+                            tw);
+    taps.host = NULL;
+    taps.device = &tensor;
   }
-  if (!dfl_target_forward (t, s->kv, (const int *) ids->data, n, out, error)) {
+  if (!dfl_round_prefill (s->kv, (const int *) ids->data, n, &s->sampler, &taps, s->tip, first,
+                          error)) {
     if (mem)
       gst_memory_unref (mem);
     return FALSE;
   }
-  out->device_taps = NULL;
   if (mem) {
     *device_taps = gst_buffer_new ();
     gst_buffer_append_memory (*device_taps, mem);
@@ -812,10 +818,9 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   GArray *ids = g_ptr_array_index (self->prompts, index);
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model), first;
   g_autoptr (GError) error = NULL;
-  g_autofree float *logits = g_new (float, c->vocab), *taps = NULL;
+  g_autofree float *taps = NULL;
   GstDflashSeq *s;
   GstBuffer *device_taps = NULL;
-  DflForwardOut out = { .logits_from = n - 1, .logits = logits };
   gint64 t0 = g_get_monotonic_time ();
 
   if ((gint64) n + self->max_new + (g ? g->block : 1) > c->max_positions) {
@@ -843,18 +848,12 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   s->max_new = self->max_new;
   s->sampler = (DflSampler) { .temperature = self->temperature, .top_p = self->top_p,
                               .seed = self->seed + index };
-  if (g && !self->cuda) {
+  if (g && !self->cuda)
     taps = g_new (float, (gsize) n * tw);
-    out.tap_layers = g->taps;
-    out.n_tap_layers = g->n_taps;
-    out.taps = taps;
-  }
-  out.hidden = s->tip;
-  if (!prefill (self, s, ids, &out, &device_taps, &error)) {
+  if (!prefill (self, s, ids, taps, &device_taps, &first, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("prompt %u: %s", index + 1, error->message), (NULL));
     return GST_FLOW_ERROR;
   }
-  first = dfl_sampler_pick (&s->sampler, logits, c->vocab, n);
   g_array_append_vals (s->tokens, ids->data, n);
   g_array_append_val (s->tokens, first);
   s->prompt_len = n;

@@ -12,7 +12,8 @@
  *
  * router takes the block's proposal on its `sink` pad and, on the `chain`
  * request pad, the chain drafter's proposal for the same round, and passes
- * one on to the verifier. `policy=auto` follows the sidecar's router (the
+ * one on to the verifier, as the round's route step (core/round.h) decides
+ * under its policy. `policy=auto` follows the sidecar's router (the
  * margin of the target's tip row between the subspaces of rounds the block
  * won and rounds the chain won: above zero, the block); `policy=match`
  * takes the chain where its match is at least `match-min` tokens long, the

@@ -11,7 +11,8 @@
  * @title: tapsource
  *
  * tapsource loads the target model (a Qwen3 checkpoint folder) and the
- * drafter beside it, runs the target over each prompt (prefill), and then
+ * drafter beside it, runs the target over each prompt (the round's prefill
+ * step, core/round.h), and then
  * starts every round of the speculative loop: it pushes the target's new
  * context rows (the taps of the drafter's layers) with a round request
  * (sequence, anchor token and position, the target's tip row). The verifier

@@ -10,7 +10,7 @@ struct _DflVerifier {
   int *tap_layers, n_taps;
   int *ids;
   int32_t *picks;        /* [max_rows]: the target's choice after each row */
-  float *logits;         /* [max_rows][vocab], made when a sampler first needs them */
+  float *logits;         /* [max_rows][vocab], made when first needed */
   float *hidden;         /* [max_rows][hidden]: final-normed rows */
   float *taps;           /* [max_rows][tap width]: host targets' taps */
 };
@@ -96,11 +96,12 @@ dfl_round_verify (DflVerifier *v, DflTargetSeq *seq, const DflSampler *sampler, 
                  " but the target's cache holds %d positions", a, dfl_target_seq_length (seq));
     return FALSE;
   }
-  /* greedy: the target's argmax (on a device only the ids come back);
-   * sampled: the logits, for the sampler */
-  if (greedy) {
+  /* greedy: the target's argmax (from a device only the ids come back;
+   * a host target computes it over the logits rows kept here); sampled:
+   * the logits, for the sampler */
+  if (greedy)
     out.argmax = v->picks;
-  } else {
+  if (!greedy || !dfl_target_device (t)) {
     if (!v->logits)
       v->logits = g_new (float, (gsize) v->max_rows * v->vocab);
     out.logits = v->logits;

@@ -17,7 +17,8 @@
  * rewound), rows wait until a block is about to read them and then settle
  * in one batch, and each layer keeps only the window it reads (plus slack
  * for rewinds). A context too short for the block (a rewind past the slack)
- * is an error, never a short draft.
+ * is an error, never a short draft. On the CPU this is the round's settle
+ * step (core/round.h).
  *
  * With `backend=vulkan` the context lives on the Vulkan device (the taps
  * come in system memory from the CPU target and are uploaded); with

@@ -14,8 +14,8 @@
  * embedded with the target's table go through the drafter's layers
  * (dynamic convolution, attention over the windowed context and the whole
  * block, MLP) in one pass, and the rows after the anchor through the
- * target's head. It pushes those rows and their logits; a selector turns
- * them into tokens.
+ * target's head: the round's propose-block step (core/round.h), whose choice
+ * of tokens is left to a selector. It pushes those rows and their logits.
  *
  * On a GPU (the context's caps in CUDA or Vulkan memory, or `backend`
  * forcing one) the block runs on the device the context lives on and its

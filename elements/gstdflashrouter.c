@@ -12,7 +12,8 @@
  *
  * router takes the block's proposal on its `sink` pad and, on the `chain`
  * request pad, the chain drafter's proposal for the same round, and passes
- * one on to the verifier. `policy=auto` follows the sidecar's router (the
+ * one on to the verifier, as the round's route step (core/round.h) decides
+ * under its policy. `policy=auto` follows the sidecar's router (the
  * margin of the target's tip row between the subspaces of rounds the block
  * won and rounds the chain won: above zero, the block); `policy=match`
  * takes the chain where its match is at least `match-min` tokens long, the
@@ -77,25 +78,18 @@ static GstStaticPadTemplate chain_template = GST_STATIC_PAD_TEMPLATE ("chain",
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_DFLASH_PROPOSAL_CAPS));
 
-typedef enum {
-  GST_DFLASH_POLICY_AUTO,
-  GST_DFLASH_POLICY_MATCH,
-  GST_DFLASH_POLICY_BLOCK,
-  GST_DFLASH_POLICY_CHAIN,
-  GST_DFLASH_POLICY_COST,
-} GstDflashPolicy;
-
+/* The policy is the round's route (core/round.h), every one but none. */
 #define GST_TYPE_DFLASH_POLICY (gst_dflash_policy_get_type ())
 static GType
 gst_dflash_policy_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    { GST_DFLASH_POLICY_AUTO, "The sidecar's router (its margin on the tip row)", "auto" },
-    { GST_DFLASH_POLICY_MATCH, "The chain when its match is at least match-min tokens", "match" },
-    { GST_DFLASH_POLICY_BLOCK, "Always the block", "block" },
-    { GST_DFLASH_POLICY_CHAIN, "Always the chain", "chain" },
-    { GST_DFLASH_POLICY_COST, "The chain on a match of match-min tokens, else the block or the "
+    { DFL_ROUTE_AUTO, "The sidecar's router (its margin on the tip row)", "auto" },
+    { DFL_ROUTE_MATCH, "The chain when its match is at least match-min tokens", "match" },
+    { DFL_ROUTE_BLOCK, "Always the block", "block" },
+    { DFL_ROUTE_CHAIN, "Always the chain", "chain" },
+    { DFL_ROUTE_COST, "The chain on a match of match-min tokens, else the block or the "
       "chain's proposal, whichever has given more tokens a second", "cost" },
     { 0, NULL, NULL },
   };
@@ -132,7 +126,7 @@ typedef struct {
 struct _GstDflashRouter {
   GstAggregator parent;
   GstAggregatorPad *block_pad, *chain_pad;
-  GstDflashPolicy policy;
+  DflRoute policy;
   int match_min;
   GstDflashModel *model;
   guint64 block_rounds, chain_rounds;
@@ -242,17 +236,13 @@ cost_observe (GstDflashRouter *self, GstEvent *verdict)
   GST_OBJECT_UNLOCK (self);
 }
 
-/* TRUE where the round goes to the chain. `round` is the round's meta
- * (either branch's: both carry the round's tip), `cm` the chain's proposal's
- * (NULL: no chain proposal). */
+/* TRUE where the round goes to the chain: the round's route step
+ * (core/round.h) under the policy. `round` is the round's meta (either
+ * branch's: both carry the round's tip), `cm` the chain's proposal's (NULL:
+ * no chain proposal, so the block's). */
 static gboolean
 choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstDflashRoundMeta *cm)
 {
-  static const DflRoute routes[] = {
-    [GST_DFLASH_POLICY_BLOCK] = DFL_ROUTE_BLOCK, [GST_DFLASH_POLICY_CHAIN] = DFL_ROUTE_CHAIN,
-    [GST_DFLASH_POLICY_AUTO] = DFL_ROUTE_AUTO, [GST_DFLASH_POLICY_MATCH] = DFL_ROUTE_MATCH,
-    [GST_DFLASH_POLICY_COST] = DFL_ROUTE_COST,
-  };
   DflDrafterWeights *d;
   DflRoute route;
   int match_min;
@@ -260,7 +250,7 @@ choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstD
   if (!cm)
     return FALSE;
   GST_OBJECT_LOCK (self);
-  route = routes[self->policy];
+  route = self->policy;
   match_min = self->match_min;
   GST_OBJECT_UNLOCK (self);
   /* policy=cost decides once a round and remembers it for the verdict */
@@ -342,7 +332,7 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
     gst_event_parse_caps (event, &caps);
     if (!self->model)
       gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (pad), &self->model);
-    if (self->policy == GST_DFLASH_POLICY_AUTO
+    if (self->policy == DFL_ROUTE_AUTO
         && !(self->model && gst_dflash_model_drafter (self->model)
              && dfl_drafter_weights_has_route (gst_dflash_model_drafter (self->model)))) {
       GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
@@ -353,7 +343,7 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
       gst_event_unref (event);
       return FALSE;
     }
-    if (self->policy == GST_DFLASH_POLICY_COST && !self->decide_first) {
+    if (self->policy == DFL_ROUTE_COST && !self->decide_first) {
       /* deciding after both have drafted, the block's drafting is paid
        * every round and never seen in its figure */
       GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
@@ -554,7 +544,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy", "How each round chooses between block and chain",
-          GST_TYPE_DFLASH_POLICY, GST_DFLASH_POLICY_MATCH,
+          GST_TYPE_DFLASH_POLICY, DFL_ROUTE_MATCH,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
   g_object_class_install_property (gobject_class, PROP_MATCH_MIN,
       g_param_spec_int ("match-min", "Match min",
@@ -638,7 +628,7 @@ gst_dflash_router_init (GstDflashRouter *self)
 {
   GstPadTemplate *templ = gst_element_class_get_pad_template (GST_ELEMENT_GET_CLASS (self), "sink");
 
-  self->policy = GST_DFLASH_POLICY_MATCH;
+  self->policy = DFL_ROUTE_MATCH;
   self->match_min = DEFAULT_MATCH_MIN;
   self->decide_first = TRUE;
   self->probe_every = DFL_ROUTE_COST_PROBE_EVERY;

@@ -13,7 +13,8 @@
  * ngramdraft is the chain drafter: prompt lookup. It keeps each sequence's
  * text from the tokens every round request carries, finds an earlier
  * occurrence of the text's last n tokens (n from max-n down to min-n) and
- * proposes what followed it. It needs no weights, so it runs on any target,
+ * proposes what followed it: the round's propose-chain step (core/round.h).
+ * It needs no weights, so it runs on any target,
  * alone or beside the DFlash block under a router.
  *
  * How far to trust a match is #GstNgramDraft:draft-per-match: a suffix of

@@ -11,7 +11,8 @@
  * @title: tapsource
  *
  * tapsource loads the target model (a Qwen3 checkpoint folder) and the
- * drafter beside it, runs the target over each prompt (prefill), and then
+ * drafter beside it, runs the target over each prompt (the round's prefill
+ * step, core/round.h), and then
  * starts every round of the speculative loop: it pushes the target's new
  * context rows (the taps of the drafter's layers) with a round request
  * (sequence, anchor token and position, the target's tip row). The verifier
@@ -50,6 +51,7 @@
 #include "gstdflashmeta.h"
 #include "gstdflashseq.h"
 #include "prompts.h"
+#include "round.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_tap_source_debug);
 #define GST_CAT_DEFAULT gst_tap_source_debug
@@ -770,7 +772,7 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps, int
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model);
   DflRoundTaps want = { 0 };
   GstMemory *mem = NULL;
-  DflTensor taps;
+  DflTensor tensor;
 
   if (!t)
     return FALSE;
@@ -789,11 +791,11 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps, int
     if (!(mem = gst_dflash_device_allocator_alloc_checked (
               gst_dflash_device_allocator (self->device), sizeof (float) * (gsize) n * tw, error)))
       return FALSE;
-    taps = dfl_tensor_2d (gst_dflash_device_dfl (self->device),
-                          gst_dflash_device_memory_handle (mem), mem->offset, DFL_DTYPE_F32, n,
-                          tw);
+    tensor = dfl_tensor_2d (gst_dflash_device_dfl (self->device),
+                            gst_dflash_device_memory_handle (mem), mem->offset, DFL_DTYPE_F32, n,
+                            tw);
     want.host = NULL;
-    want.device = &taps;
+    want.device = &tensor;
   }
   if (!dfl_round_prefill (s->kv, (const int *) ids->data, n, &s->sampler, &want, s->tip, first,
                           error)) {

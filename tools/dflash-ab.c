@@ -13,10 +13,10 @@
  * description asks for. The output says which each side ran and whether
  * the two shared it.
  *
- * The figures come off the verifier's bus messages: the dflash-round ones
- * are summed, so per-position acceptance and τ over all prompts are ratios
- * of counts rather than means of per-prompt means; dflash-summary gives the
- * tokens and the rounds' wall time. Drafting is lossless, so A and B must
+ * The figures are the verifier's: each run's dflash-summary carries the
+ * round's accumulator (gstdflashsummary.h), and a side's total is those
+ * added up, so per-position acceptance and τ over all prompts are ratios
+ * of counts rather than means of per-prompt means. Drafting is lossless, so A and B must
  * produce the same text for every prompt: where they do not, ab names the
  * prompt and exits 1 after printing everything.
  *
@@ -37,20 +37,12 @@
 
 #include "gstdflashelements.h"
 #include "gstdflashmodel.h"
+#include "gstdflashsummary.h"
 #include "dflash-ab-plot.h"
-
-/* Counts over some rounds: one prompt's, or all of them. */
-typedef struct {
-  gint64 rounds, round_tokens, new_tokens;
-  gint64 decode_tokens;      /* new tokens after the first, which prefill gives */
-  double wall;               /* the verifier's wall time of the rounds */
-  GArray *proposed, *accepted;  /* gint64 per block position */
-  int positions;             /* block − 1, as the verifier reports it */
-} Figures;
 
 /* One description's run over one prompt. */
 typedef struct {
-  Figures fig;
+  DflRoundStats stats;       /* the verifier's figures of the run */
   GString *text;
   GArray *ids;
   gboolean have_ids;
@@ -66,84 +58,8 @@ typedef struct {
   GstDflashModel *model;
   gboolean shared;           /* the model is the other side's */
   Run *runs;                 /* one a prompt */
-  Figures total;
+  DflRoundStats total;
 } Side;
-
-static void
-figures_init (Figures *f)
-{
-  memset (f, 0, sizeof *f);
-  f->proposed = g_array_new (FALSE, TRUE, sizeof (gint64));
-  f->accepted = g_array_new (FALSE, TRUE, sizeof (gint64));
-}
-
-static void
-figures_clear (Figures *f)
-{
-  g_clear_pointer (&f->proposed, g_array_unref);
-  g_clear_pointer (&f->accepted, g_array_unref);
-}
-
-static void
-figures_grow (Figures *f, int positions)
-{
-  if ((int) f->proposed->len < positions) {
-    g_array_set_size (f->proposed, positions);
-    g_array_set_size (f->accepted, positions);
-  }
-  f->positions = MAX (f->positions, positions);
-}
-
-/* The verifier's accounting: a round drafting m tokens and keeping k
- * proposed positions 1 … m and had 1 … k accepted; it moved k + 1 tokens. */
-static void
-figures_add_round (Figures *f, int drafted, int accepted)
-{
-  figures_grow (f, drafted);
-  f->rounds++;
-  f->round_tokens += accepted + 1;
-  for (int j = 0; j < drafted; j++) {
-    g_array_index (f->proposed, gint64, j)++;
-    if (j < accepted)
-      g_array_index (f->accepted, gint64, j)++;
-  }
-}
-
-static void
-figures_add (Figures *to, const Figures *from)
-{
-  figures_grow (to, from->positions);
-  to->rounds += from->rounds;
-  to->round_tokens += from->round_tokens;
-  to->new_tokens += from->new_tokens;
-  to->decode_tokens += from->decode_tokens;
-  to->wall += from->wall;
-  for (guint j = 0; j < from->proposed->len; j++) {
-    g_array_index (to->proposed, gint64, j) += g_array_index (from->proposed, gint64, j);
-    g_array_index (to->accepted, gint64, j) += g_array_index (from->accepted, gint64, j);
-  }
-}
-
-static double
-figures_tau (const Figures *f)
-{
-  return f->rounds ? (double) f->round_tokens / f->rounds : 0.0;
-}
-
-static double
-figures_tokens_per_s (const Figures *f)
-{
-  return f->wall > 0 ? f->decode_tokens / f->wall : 0.0;
-}
-
-/* NaN where nothing was proposed at position j (plain decoding). */
-static double
-figures_rate (const Figures *f, int j)
-{
-  gint64 p = j < (int) f->proposed->len ? g_array_index (f->proposed, gint64, j) : 0;
-
-  return p ? (double) g_array_index (f->accepted, gint64, j) / p : NAN;
-}
 
 /* --- input --------------------------------------------------------------- */
 
@@ -346,7 +262,7 @@ capture (const Side *side, GstElement *pipeline, GstElement *verifier, Run *run,
   return ok;
 }
 
-/* Run to EOS, counting the verifier's rounds; a bus ERROR becomes ours. */
+/* Run to EOS, keeping the verifier's figures; a bus ERROR becomes ours. */
 static gboolean
 run_pipeline (GstElement *pipeline, Run *run, GError **error)
 {
@@ -380,19 +296,9 @@ run_pipeline (GstElement *pipeline, Run *run, GError **error)
         done = TRUE;
         break;
       case GST_MESSAGE_ELEMENT:
-        if (gst_structure_has_name (s, "dflash-round")) {
-          int drafted = 0, accepted = 0;
-          gst_structure_get (s, "drafted", G_TYPE_INT, &drafted, "accepted", G_TYPE_INT, &accepted, NULL);
-          figures_add_round (&run->fig, drafted, accepted);
-        } else if (gst_structure_has_name (s, "dflash-summary")) {
-          const GValue *rates = gst_structure_get_value (s, "accept-rate");
-          guint sequences = 0;
-          gst_structure_get (s, "new-tokens", G_TYPE_INT64, &run->fig.new_tokens,
-              "wall-time", G_TYPE_DOUBLE, &run->fig.wall, "sequences", G_TYPE_UINT, &sequences, NULL);
-          run->fig.decode_tokens = MAX (run->fig.new_tokens - (gint64) sequences, 0);
-          if (rates && GST_VALUE_HOLDS_ARRAY (rates))
-            figures_grow (&run->fig, gst_value_array_get_size (rates));
-          summary = TRUE;
+        if (gst_structure_has_name (s, GST_DFLASH_SUMMARY_NAME)) {
+          dfl_round_stats_clear (&run->stats);
+          summary = gst_dflash_summary_parse (s, &run->stats);
         }
         break;
       default:
@@ -402,7 +308,8 @@ run_pipeline (GstElement *pipeline, Run *run, GError **error)
   }
   gst_element_set_state (pipeline, GST_STATE_NULL);
   if (ok && !summary) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the verifier posted no dflash-summary");
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the verifier posted no dflash-summary with the figures");
     ok = FALSE;
   }
   return ok;
@@ -519,13 +426,13 @@ difference (const Run *a, const Run *b)
 }
 
 static void
-print_figures (const char *label, const Figures *f, int positions)
+print_figures (const char *label, const DflRoundStats *f, int positions)
 {
   printf ("  %s  tau %.2f  %" G_GINT64_FORMAT " tokens in %" G_GINT64_FORMAT " rounds  %.1f tokens/s"
-          "  accepted by position:", label, figures_tau (f), f->new_tokens, f->rounds,
-          figures_tokens_per_s (f));
+          "  accepted by position:", label, dfl_round_stats_tau (f), f->new_tokens, f->rounds,
+          dfl_round_stats_tokens_per_s (f));
   for (int j = 0; j < positions; j++) {
-    double r = figures_rate (f, j);
+    double r = dfl_round_stats_accept_rate (f, j);
     if (isnan (r))
       printf ("    -");
     else
@@ -535,24 +442,23 @@ print_figures (const char *label, const Figures *f, int positions)
 }
 
 static cJSON *
-figures_json (const Figures *f, int positions)
+figures_json (const DflRoundStats *f, int positions)
 {
   cJSON *o = cJSON_CreateObject ();
   cJSON *rates = cJSON_AddArrayToObject (o, "accept_rate_per_position");
   cJSON *proposed = cJSON_AddArrayToObject (o, "proposed_per_position");
 
-  cJSON_AddNumberToObject (o, "tau", figures_tau (f));
+  cJSON_AddNumberToObject (o, "tau", dfl_round_stats_tau (f));
   cJSON_AddNumberToObject (o, "rounds", f->rounds);
   cJSON_AddNumberToObject (o, "new_tokens", f->new_tokens);
-  cJSON_AddNumberToObject (o, "decode_tokens_per_s", figures_tokens_per_s (f));
-  cJSON_AddNumberToObject (o, "wall_s", f->wall);
+  cJSON_AddNumberToObject (o, "decode_tokens_per_s", dfl_round_stats_tokens_per_s (f));
+  cJSON_AddNumberToObject (o, "wall_s", f->wall_s);
   /* 0 where nothing was proposed, as the verifier's own summary has it;
    * proposed_per_position tells the two zeros apart */
   for (int j = 0; j < positions; j++) {
-    double r = figures_rate (f, j);
+    double r = dfl_round_stats_accept_rate (f, j);
     cJSON_AddItemToArray (rates, cJSON_CreateNumber (isnan (r) ? 0.0 : r));
-    cJSON_AddItemToArray (proposed, cJSON_CreateNumber (
-        j < (int) f->proposed->len ? g_array_index (f->proposed, gint64, j) : 0));
+    cJSON_AddItemToArray (proposed, cJSON_CreateNumber (j < f->positions ? f->proposed_at[j] : 0));
   }
   return o;
 }
@@ -604,7 +510,7 @@ print_json (Side *sides, GPtrArray *prompts, const gboolean *same, gboolean all_
     cJSON *p = cJSON_CreateObject ();
     cJSON_AddStringToObject (p, "prompt", g_ptr_array_index (prompts, i));
     for (int k = 0; k < 2; k++) {
-      cJSON *o = figures_json (&sides[k].runs[i].fig, positions);
+      cJSON *o = figures_json (&sides[k].runs[i].stats, positions);
       cJSON_AddStringToObject (o, "text", sides[k].runs[i].text->str);
       cJSON_AddItemToObject (p, k ? "b" : "a", o);
     }
@@ -631,16 +537,16 @@ write_plot (const char *path, Side *sides, guint n_prompts, int positions, GErro
   for (int k = 0; k < 2; k++) {
     double *speed = values + k * stride, *tau = speed + n_prompts, *rate = tau + n_prompts;
     for (guint i = 0; i < n_prompts; i++) {
-      speed[i] = figures_tokens_per_s (&sides[k].runs[i].fig);
-      tau[i] = figures_tau (&sides[k].runs[i].fig);
+      speed[i] = dfl_round_stats_tokens_per_s (&sides[k].runs[i].stats);
+      tau[i] = dfl_round_stats_tau (&sides[k].runs[i].stats);
     }
     for (int j = 0; j < positions; j++)
-      rate[j] = figures_rate (&sides[k].total, j);
+      rate[j] = dfl_round_stats_accept_rate (&sides[k].total, j);
     names[k] = g_path_get_basename (sides[k].path);
     plot[k] = (DflAbPlotSide) {
       .name = names[k],
-      .tokens_per_s = figures_tokens_per_s (&sides[k].total),
-      .tau = figures_tau (&sides[k].total),
+      .tokens_per_s = dfl_round_stats_tokens_per_s (&sides[k].total),
+      .tau = dfl_round_stats_tau (&sides[k].total),
       .prompt_tokens_per_s = speed,
       .prompt_tau = tau,
       .accept_rate = rate,
@@ -663,12 +569,12 @@ static void
 side_clear (Side *side, guint n_prompts)
 {
   for (guint i = 0; side->runs && i < n_prompts; i++) {
-    figures_clear (&side->runs[i].fig);
+    dfl_round_stats_clear (&side->runs[i].stats);
     g_string_free (side->runs[i].text, TRUE);
     g_array_unref (side->runs[i].ids);
   }
   g_free (side->runs);
-  figures_clear (&side->total);
+  dfl_round_stats_clear (&side->total);
   g_free (side->desc);
   g_free (side->model_dir);
   g_free (side->drafter);
@@ -695,10 +601,9 @@ ab (Side *sides, GPtrArray *prompts, int max_new, const char *plot_path, gboolea
 
   for (int k = 0; k < 2; k++) {
     sides[k].runs = g_new0 (Run, prompts->len);
-    figures_init (&sides[k].total);
+    dfl_round_stats_init (&sides[k].total, 0);
     for (guint i = 0; i < prompts->len; i++) {
       Run *run = &sides[k].runs[i];
-      figures_init (&run->fig);
       run->text = g_string_new (NULL);
       run->ids = g_array_new (FALSE, FALSE, sizeof (int));
     }
@@ -712,7 +617,7 @@ ab (Side *sides, GPtrArray *prompts, int max_new, const char *plot_path, gboolea
         return dfl_cli_fail (DFL_EXIT_ERROR, "%s: prompt %u %s: %s", sides[k].path, i + 1, label,
                              error->message);
       }
-      figures_add (&sides[k].total, &run->fig);
+      dfl_round_stats_merge (&sides[k].total, &run->stats);
     }
 
   for (int k = 0; k < 2; k++)
@@ -737,8 +642,8 @@ ab (Side *sides, GPtrArray *prompts, int max_new, const char *plot_path, gboolea
     for (guint i = 0; i < prompts->len; i++) {
       g_autofree char *label = prompt_label (g_ptr_array_index (prompts, i));
       printf ("\nprompt %u %s\n", i + 1, label);
-      print_figures ("A", &sides[0].runs[i].fig, positions);
-      print_figures ("B", &sides[1].runs[i].fig, positions);
+      print_figures ("A", &sides[0].runs[i].stats, positions);
+      print_figures ("B", &sides[1].runs[i].stats, positions);
       printf ("  identical: %s\n", same[i] ? "yes" : "no");
     }
     printf ("\ntotal, %u prompt%s\n", prompts->len, prompts->len == 1 ? "" : "s");

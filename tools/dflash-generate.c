@@ -3,11 +3,13 @@
  * It runs the dflash pipeline: the loop lives in the elements, and this
  * command only builds the launch description its options ask for, hands the
  * pipeline the model it loaded (a "dflash.model" context), streams the
- * verifier's text to stdout and reads the figures off the bus: one line on
- * stderr at the end, or one JSON object on stdout with --json.
+ * verifier's text to stdout and reads the figures off the bus (the
+ * verifier's dflash-summary, the round's accumulator: gstdflashsummary.h):
+ * one line on stderr at the end, or one JSON object on stdout with --json.
  */
 #include <cjson/cJSON.h>
 #include <gst/gst.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,8 @@
 #include "dflash-cli.h"
 #include "gstdflashelements.h"
 #include "gstdflashmodel.h"
-#include "speculate.h"
+#include "gstdflashsummary.h"
+#include "round.h"
 
 #define DEFAULT_PROMPT "func ContainsRune(s string, r rune) bool {"
 #define DEFAULT_MAX_NEW 128
@@ -105,37 +108,33 @@ describe (DflRoute route, const char *source, const char *select, int head_width
 }
 
 static void
-print_json (const GstStructure *sum, Output *o, int prompt_tokens, double prefill_s,
-            const char *target_dir, DflRoute route, guint64 block_rounds, guint64 chain_rounds)
+print_json (const DflRoundStats *st, Output *o, const char *target_dir, DflRoute route)
 {
   cJSON *obj = cJSON_CreateObject ();
   cJSON *list = cJSON_AddArrayToObject (obj, "new_tokens");
   cJSON *rates = cJSON_AddArrayToObject (obj, "accept_rate_per_position");
-  const GValue *rv = sum ? gst_structure_get_value (sum, "accept-rate") : NULL;
-  gint64 rounds = 0;
-  double tau = 0, draft = 0, verify = 0, wall = 0;
   g_autofree char *s = NULL;
 
-  if (sum)
-    gst_structure_get (sum, "rounds", G_TYPE_INT64, &rounds, "tau", G_TYPE_DOUBLE, &tau,
-        "draft-time", G_TYPE_DOUBLE, &draft, "verify-time", G_TYPE_DOUBLE, &verify,
-        "wall-time", G_TYPE_DOUBLE, &wall, NULL);
   for (guint i = 0; i < o->ids->len; i++)
     cJSON_AddItemToArray (list, cJSON_CreateNumber (g_array_index (o->ids, int, i)));
-  for (guint j = 0; rv && route != DFL_ROUTE_NONE && j < gst_value_array_get_size (rv); j++)
-    cJSON_AddItemToArray (rates, cJSON_CreateNumber (g_value_get_double (gst_value_array_get_value (rv, j))));
+  /* 0 where nothing was proposed, as the verifier's summary has it */
+  for (int j = 0; route != DFL_ROUTE_NONE && j < st->positions; j++) {
+    double r = dfl_round_stats_accept_rate (st, j);
+    cJSON_AddItemToArray (rates, cJSON_CreateNumber (isnan (r) ? 0.0 : r));
+  }
   cJSON_AddStringToObject (obj, "text", o->text->str);
-  cJSON_AddNumberToObject (obj, "prompt_tokens", prompt_tokens);
-  cJSON_AddNumberToObject (obj, "rounds", rounds);
-  cJSON_AddNumberToObject (obj, "mean_accepted", tau);
-  cJSON_AddNumberToObject (obj, "block_rounds", block_rounds);
-  cJSON_AddNumberToObject (obj, "chain_rounds", chain_rounds);
-  cJSON_AddNumberToObject (obj, "draft_s", draft);
-  cJSON_AddNumberToObject (obj, "verify_s", verify);
+  cJSON_AddNumberToObject (obj, "prompt_tokens", st->prompt_tokens);
+  cJSON_AddNumberToObject (obj, "rounds", st->rounds);
+  cJSON_AddNumberToObject (obj, "mean_accepted", dfl_round_stats_tau (st));
+  cJSON_AddNumberToObject (obj, "block_rounds", st->block_rounds);
+  cJSON_AddNumberToObject (obj, "chain_rounds", st->chain_rounds);
+  cJSON_AddNumberToObject (obj, "draft_s", st->draft_s);
+  cJSON_AddNumberToObject (obj, "verify_s", st->verify_s);
   /* tokens after the first (which the prompt's pass gives) over the rounds' wall time */
-  cJSON_AddNumberToObject (obj, "decode_tokens_per_s", wall > 0 ? (o->ids->len - 1) / wall : 0);
-  cJSON_AddNumberToObject (obj, "prefill_tokens_per_s", prefill_s > 0 ? prompt_tokens / prefill_s : 0);
-  cJSON_AddNumberToObject (obj, "wall_s", wall + prefill_s);
+  cJSON_AddNumberToObject (obj, "decode_tokens_per_s", dfl_round_stats_tokens_per_s (st));
+  cJSON_AddNumberToObject (obj, "prefill_tokens_per_s",
+                           st->prefill_s > 0 ? st->prompt_tokens / st->prefill_s : 0);
+  cJSON_AddNumberToObject (obj, "wall_s", st->wall_s + st->prefill_s);
   cJSON_AddStringToObject (obj, "route", dfl_route_name (route));
   cJSON_AddStringToObject (obj, "target", target_dir);
   s = cJSON_PrintUnformatted (obj);
@@ -144,27 +143,21 @@ print_json (const GstStructure *sum, Output *o, int prompt_tokens, double prefil
 }
 
 static void
-print_figures (const GstStructure *sum, Output *o, int prompt_tokens, double prefill_s,
-               DflRoute route, guint64 block_rounds, guint64 chain_rounds)
+print_figures (const DflRoundStats *st, Output *o, DflRoute route)
 {
-  const GValue *rv = sum ? gst_structure_get_value (sum, "accept-rate") : NULL;
-  gint64 rounds = 0;
-  double tau = 0, draft = 0, verify = 0, wall = 0;
-
-  if (sum)
-    gst_structure_get (sum, "rounds", G_TYPE_INT64, &rounds, "tau", G_TYPE_DOUBLE, &tau,
-        "draft-time", G_TYPE_DOUBLE, &draft, "verify-time", G_TYPE_DOUBLE, &verify,
-        "wall-time", G_TYPE_DOUBLE, &wall, NULL);
-  fprintf (stderr, "\n[prompt %d tokens, %u new; prefill %.1f tokens/s, decode %.1f tokens/s; "
-           "%" G_GINT64_FORMAT " rounds", prompt_tokens, o->ids->len,
-           prefill_s > 0 ? prompt_tokens / prefill_s : 0.0,
-           wall > 0 ? (o->ids->len - 1) / wall : 0.0, rounds);
+  fprintf (stderr, "\n[prompt %" G_GINT64_FORMAT " tokens, %u new; prefill %.1f tokens/s, "
+           "decode %.1f tokens/s; %" G_GINT64_FORMAT " rounds", st->prompt_tokens, o->ids->len,
+           st->prefill_s > 0 ? st->prompt_tokens / st->prefill_s : 0.0,
+           dfl_round_stats_tokens_per_s (st), st->rounds);
   if (route != DFL_ROUTE_NONE) {
-    fprintf (stderr, " (%" G_GUINT64_FORMAT " block, %" G_GUINT64_FORMAT " chain), tau %.2f; "
+    fprintf (stderr, " (%" G_GINT64_FORMAT " block, %" G_GINT64_FORMAT " chain), tau %.2f; "
              "draft %.3f s, verify %.3f s; accepted by position:",
-             block_rounds, chain_rounds, tau, draft, verify);
-    for (guint j = 0; rv && j < gst_value_array_get_size (rv); j++)
-      fprintf (stderr, " %.2f", g_value_get_double (gst_value_array_get_value (rv, j)));
+             st->block_rounds, st->chain_rounds, dfl_round_stats_tau (st), st->draft_s,
+             st->verify_s);
+    for (int j = 0; j < st->positions; j++) {
+      double r = dfl_round_stats_accept_rate (st, j);
+      fprintf (stderr, " %.2f", isnan (r) ? 0.0 : r);
+    }
   }
   fprintf (stderr, "]\n");
 }
@@ -195,7 +188,7 @@ run_pipeline (GstElement *pipeline, GstStructure **summary, GError **error)
         end = TRUE;
         break;
       case GST_MESSAGE_ELEMENT:
-        if (gst_message_has_name (msg, "dflash-summary")) {
+        if (gst_message_has_name (msg, GST_DFLASH_SUMMARY_NAME)) {
           g_clear_pointer (summary, gst_structure_free);
           *summary = gst_structure_copy (gst_message_get_structure (msg));
         }
@@ -251,8 +244,10 @@ dfl_cmd_generate (int argc, char **argv)
   DflDrafterWeights *drafter;
   DflRoute route = DFL_ROUTE_BLOCK;
   Output out = { 0 };
-  guint64 block_rounds = 0, chain_rounds = 0, prefill_ns = 0;
+  DflRoundStats stats;
+  guint64 prefill_ns = 0;
   GstElement *e;
+  gboolean ok;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!dfl_cli_parse (ctx, &argc, &argv))
@@ -332,8 +327,7 @@ dfl_cmd_generate (int argc, char **argv)
     route = DFL_ROUTE_NONE;
   else if (!route_name)
     route = drafter ? DFL_ROUTE_COST : DFL_ROUTE_NONE;
-  if ((route == DFL_ROUTE_BLOCK || route == DFL_ROUTE_MATCH || route == DFL_ROUTE_AUTO
-       || route == DFL_ROUTE_COST) && !drafter)
+  if (dfl_route_needs_drafter (route) && !drafter)
     return dfl_cli_fail (DFL_EXIT_ERROR, "route '%s' needs a drafter, and %s has no dflash.safetensors "
                          "(name one with --drafter)", dfl_route_name (route), target_dir);
   if (route == DFL_ROUTE_AUTO && !dfl_drafter_weights_has_route (drafter))
@@ -369,32 +363,27 @@ dfl_cmd_generate (int argc, char **argv)
   g_signal_connect (e, "handoff", G_CALLBACK (on_ids), &out);
   gst_object_unref (e);
 
-  if (!run_pipeline (pipeline, &summary, &error)) {
-    g_string_free (out.text, TRUE);
-    g_array_unref (out.ids);
-    g_clear_pointer (&summary, gst_structure_free);
-    return dfl_cli_fail_error (g_steal_pointer (&error));
+  ok = run_pipeline (pipeline, &summary, &error);
+  if (ok && !(summary && gst_dflash_summary_parse (summary, &stats))) {
+    g_set_error (&error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "the verifier posted no dflash-summary with the figures");
+    ok = FALSE;
   }
-  e = gst_bin_get_by_name (GST_BIN (pipeline), "src");
-  g_object_get (e, "busy-time", &prefill_ns, NULL);
-  gst_object_unref (e);
-  if ((e = gst_bin_get_by_name (GST_BIN (pipeline), "r"))) {
-    g_object_get (e, "block-rounds", &block_rounds, "chain-rounds", &chain_rounds, NULL);
+  if (ok) {
+    /* the prompt's pass is tapsource's */
+    e = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+    g_object_get (e, "busy-time", &prefill_ns, NULL);
     gst_object_unref (e);
-  } else if (summary) {
-    gint64 rounds = 0;
-    gst_structure_get_int64 (summary, "rounds", &rounds);
-    if (route == DFL_ROUTE_BLOCK)
-      block_rounds = rounds;
-    else if (route == DFL_ROUTE_CHAIN)
-      chain_rounds = rounds;
+    stats.prompt_tokens = ids->len;
+    stats.prefill_s = prefill_ns / 1e9;
+    if (json)
+      print_json (&stats, &out, target_dir, route);
+    else
+      print_figures (&stats, &out, route);
+    dfl_round_stats_clear (&stats);
   }
-  if (json)
-    print_json (summary, &out, ids->len, prefill_ns / 1e9, target_dir, route, block_rounds, chain_rounds);
-  else
-    print_figures (summary, &out, ids->len, prefill_ns / 1e9, route, block_rounds, chain_rounds);
   g_string_free (out.text, TRUE);
   g_array_unref (out.ids);
   g_clear_pointer (&summary, gst_structure_free);
-  return DFL_EXIT_OK;
+  return ok ? DFL_EXIT_OK : dfl_cli_fail_error (g_steal_pointer (&error));
 }

@@ -1758,6 +1758,19 @@ check_fields (const GstStructure *s, const gchar *const *fields, const GType *ty
   }
 }
 
+/* The sum of an int64 array field of the summary. */
+static gint64
+summary_array_sum (const GstStructure *sum, const gchar *field)
+{
+  const GValue *array = gst_structure_get_value (sum, field);
+  gint64 total = 0;
+
+  fail_unless (array && GST_VALUE_HOLDS_ARRAY (array), "dflash-summary has no %s", field);
+  for (guint j = 0; j < gst_value_array_get_size (array); j++)
+    total += g_value_get_int64 (gst_value_array_get_value (array, j));
+  return total;
+}
+
 static void
 check_messages (Run *r, gint max_new, gboolean drafts)
 {
@@ -1771,6 +1784,7 @@ check_messages (Run *r, gint max_new, gboolean drafts)
     G_TYPE_DOUBLE, G_TYPE_DOUBLE, G_TYPE_DOUBLE, G_TYPE_DOUBLE };
   const GstStructure *sum = run_summary (r);
   gint64 position = -1, committed = 1;   /* the prompt's pass commits the first token */
+  gint64 drafted_sum = 0, accepted_sum = 0;
   guint expect_round = 0, n = 0;
   gdouble tau;
   const GValue *rates;
@@ -1802,11 +1816,19 @@ check_messages (Run *r, gint max_new, gboolean drafts)
     }
     position = pos + accepted + 1;
     committed += accepted + 1;
+    drafted_sum += drafted;
+    accepted_sum += accepted;
     expect_round++;
     n++;
   }
   check_fields (sum, summary_fields, summary_types);
   fail_unless_equals_int64 (summary_int64 (r, "rounds"), n);
+  /* the summary's counts are those of the rounds it sums */
+  fail_unless_equals_int64 (summary_int64 (r, "round-tokens"), committed - 1);
+  fail_unless_equals_int64 (summary_int64 (r, "block-rounds"), drafts ? n : 0);
+  fail_unless_equals_int64 (summary_int64 (r, "chain-rounds"), 0);
+  fail_unless_equals_int64 (summary_array_sum (sum, "proposed-by-position"), drafted_sum);
+  fail_unless_equals_int64 (summary_array_sum (sum, "accepted-by-position"), accepted_sum);
   fail_unless_equals_int64 (summary_int64 (r, "new-tokens"), max_new);
   /* the last round may commit past max-new-tokens; the text stops there */
   fail_unless (committed >= max_new);

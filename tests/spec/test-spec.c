@@ -15,19 +15,9 @@
 #include "ngram.h"
 #include "route-cost.h"
 #include "sampler.h"
+#include "spec-fixtures.h"
 #include "speculate.h"
 #include "target.h"
-
-static DflTarget *
-load_fixture (const char *variant)
-{
-  g_autofree char *dir = g_build_filename (g_getenv ("DFL_FIXTURES"), "qwen3", variant, NULL);
-  g_autoptr (GError) error = NULL;
-  DflTarget *t = dfl_target_load (dir, &error);
-
-  g_assert_no_error (error);
-  return t;
-}
 
 static void
 test_uniform (void)
@@ -132,7 +122,7 @@ run (const DflTarget *t, DflDrafterWeights *d, DflRoute route, const DflSampler 
 static void
 test_lossless_chain (gconstpointer data)
 {
-  g_autoptr (DflTarget) t = load_fixture (data);
+  g_autoptr (DflTarget) t = spec_fixture_target (data);
   const DflSampler samplers[] = {
     { .temperature = 0 }, { .temperature = 0.8f, .top_p = 1, .seed = 5 },
     { .temperature = 1.2f, .top_p = 0.9f, .seed = 11 },
@@ -161,27 +151,13 @@ test_lossless_chain (gconstpointer data)
   g_assert_cmpint (accepted, >, 0);
 }
 
-static DflDrafterWeights *
-fixture_drafter (const DflTarget *t)
-{
-  g_autofree char *path = g_build_filename (dfl_target_dir (t), "dflash.safetensors", NULL);
-  const DflQwen3Config *c = dfl_target_config (t);
-  g_autoptr (GError) error = NULL;
-  DflDrafterWeights *d = dfl_drafter_weights_open (path, &error);
-
-  g_assert_no_error (error);
-  g_assert_true (dfl_drafter_weights_check_target (d, dfl_target_tensors (t), c->tie_word_embeddings,
-                                           c->layers, c->hidden, c->vocab, &error));
-  return d;
-}
-
 /* The block, the router and the match rule, greedy and sampled, selector on
  * and off: exactly the no-draft tokens. */
 static void
 test_lossless_block (void)
 {
-  g_autoptr (DflTarget) t = load_fixture ("bf16-tied");
-  g_autoptr (DflDrafterWeights) d = fixture_drafter (t);
+  g_autoptr (DflTarget) t = spec_fixture_target ("bf16-tied");
+  g_autoptr (DflDrafterWeights) d = spec_fixture_drafter (t);
   const DflSampler samplers[] = {
     { .temperature = 0 }, { .temperature = 0.9f, .top_p = 0.95f, .seed = 3 },
   };
@@ -270,7 +246,7 @@ test_route_cost (void)
 static void
 test_route_needs_drafter (void)
 {
-  g_autoptr (DflTarget) t = load_fixture ("bf16-tied");
+  g_autoptr (DflTarget) t = spec_fixture_target ("bf16-tied");
   g_autoptr (GError) error = NULL;
   DflSpecParams p;
 

@@ -44,7 +44,7 @@ static const char *const dfl_other_dtypes[] = {
   "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64", NULL
 };
 
-/* ---- scalar conversions ------------------------------------------------ */
+/* ---- byte order ---------------------------------------------------------- */
 
 static guint32
 dfl_f32_bits (float v)
@@ -55,6 +55,7 @@ dfl_f32_bits (float v)
   return u;
 }
 
+#if G_BYTE_ORDER == G_BIG_ENDIAN
 static float
 dfl_bits_f32 (guint32 u)
 {
@@ -63,86 +64,7 @@ dfl_bits_f32 (guint32 u)
   memcpy (&v, &u, sizeof v);
   return v;
 }
-
-float
-dfl_bf16_to_f32 (guint16 v)
-{
-  return dfl_bits_f32 ((guint32) v << 16);
-}
-
-guint16
-dfl_f32_to_bf16 (float v)
-{
-  guint32 u = dfl_f32_bits (v);
-
-  /* Rounding a NaN could carry its payload into the exponent and make an
-   * Inf; keep it a quiet NaN of the same sign instead. */
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return (guint16) ((u >> 16) | 0x0040u);
-  /* Round to nearest, ties to even: add just under half an ulp, plus one
-   * when the kept part is odd. Overflow rounds into Inf, as it should. */
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (guint16) (u >> 16);
-}
-
-float
-dfl_f16_to_f32 (guint16 v)
-{
-  guint32 sign = (guint32) (v & 0x8000u) << 16;
-  guint32 exp = (v >> 10) & 0x1fu;
-  guint32 mant = v & 0x3ffu;
-
-  if (exp == 0x1f)               /* Inf or NaN, payload kept */
-    return dfl_bits_f32 (sign | 0x7f800000u | (mant << 13));
-  if (exp == 0) {
-    float m;
-
-    if (mant == 0)
-      return dfl_bits_f32 (sign);
-    /* subnormal: mant × 2^-24, exact in f32 */
-    m = ldexpf ((float) mant, -24);
-    return sign ? -m : m;
-  }
-  return dfl_bits_f32 (sign | ((exp + 112u) << 23) | (mant << 13));
-}
-
-guint16
-dfl_f32_to_f16 (float v)
-{
-  guint32 u = dfl_f32_bits (v);
-  guint16 sign = (guint16) ((u >> 16) & 0x8000u);
-  guint32 a = u & 0x7fffffffu;
-
-  if (a > 0x7f800000u)           /* NaN: quiet, top payload bits kept */
-    return sign | 0x7e00u | (guint16) ((a >> 13) & 0x3ffu);
-  if (a >= 0x477ff000u)          /* ≥ 65520 rounds to Inf (65504 is odd) */
-    return sign | 0x7c00u;
-  if (a >= 0x38800000u) {        /* normal in f16: ≥ 2^-14 */
-    guint32 h = ((((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu));
-    guint32 rem = a & 0x1fffu;
-
-    /* a carry out of the mantissa bumps the exponent, which is right */
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-      h++;
-    return sign | (guint16) h;
-  }
-  if (a <= 0x33000000u)          /* ≤ 2^-25: the tie with 2^-24 goes to 0 */
-    return sign;
-  {
-    /* subnormal in f16: value = m × 2^(e-150); in units of 2^-24 that is
-     * m >> (126 - e), 14 ≤ shift ≤ 24 here. */
-    guint32 e = a >> 23;
-    guint32 m = (a & 0x7fffffu) | 0x800000u;
-    guint32 shift = 126u - e;
-    guint32 h = m >> shift;
-    guint32 rem = m & ((1u << shift) - 1u);
-    guint32 half = 1u << (shift - 1u);
-
-    if (rem > half || (rem == half && (h & 1u)))
-      h++;                       /* may reach 0x400, the smallest normal */
-    return sign | (guint16) h;
-  }
-}
+#endif
 
 /* ---- tensor access ----------------------------------------------------- */
 

@@ -56,12 +56,6 @@ GStrv dfl_safetensors_metadata_keys (const DflSafetensors *st);
 void dfl_tensor_read_f32 (const DflStoredTensor *t, gint64 offset, gint64 n, float *dst);
 float *dfl_tensor_dup_f32 (const DflStoredTensor *t);   /* g_free() it */
 
-/* Scalar conversions used across the tree. */
-float dfl_bf16_to_f32 (guint16 v);
-guint16 dfl_f32_to_bf16 (float v);   /* round to nearest even */
-float dfl_f16_to_f32 (guint16 v);
-guint16 dfl_f32_to_f16 (float v);    /* round to nearest even */
-
 /* Writing: add tensors (the data is copied), metadata strings, then write one
  * file. Names must be unique. */
 typedef struct _DflSafetensorsWriter DflSafetensorsWriter;

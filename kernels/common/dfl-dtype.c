@@ -1,6 +1,7 @@
 /* gst-dflash — element types. */
 #include "dfl-dtype.h"
 
+#include <math.h>
 #include <string.h>
 
 static const struct {
@@ -55,4 +56,104 @@ int
 dfl_dtype_is_float (DflDtype dtype)
 {
   return dtype == DFL_DTYPE_F32 || dtype == DFL_DTYPE_F16 || dtype == DFL_DTYPE_BF16;
+}
+
+/* ---- element conversions ----------------------------------------------- */
+
+static uint32_t
+f32_bits (float v)
+{
+  uint32_t u;
+
+  memcpy (&u, &v, sizeof u);
+  return u;
+}
+
+static float
+bits_f32 (uint32_t u)
+{
+  float v;
+
+  memcpy (&v, &u, sizeof v);
+  return v;
+}
+
+float
+dfl_bf16_to_f32 (uint16_t v)
+{
+  return bits_f32 ((uint32_t) v << 16);
+}
+
+uint16_t
+dfl_f32_to_bf16 (float v)
+{
+  uint32_t u = f32_bits (v);
+
+  /* Rounding a NaN could carry its payload into the exponent and make an
+   * Inf; keep it a quiet NaN of the same sign instead. */
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t) ((u >> 16) | 0x0040u);
+  /* Round to nearest, ties to even: add just under half an ulp, plus one
+   * when the kept part is odd. Overflow rounds into Inf, as it should. */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t) (u >> 16);
+}
+
+float
+dfl_f16_to_f32 (uint16_t v)
+{
+  uint32_t sign = (uint32_t) (v & 0x8000u) << 16;
+  uint32_t exp = (v >> 10) & 0x1fu;
+  uint32_t mant = v & 0x3ffu;
+
+  if (exp == 0x1f)               /* Inf or NaN, payload kept */
+    return bits_f32 (sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    float m;
+
+    if (mant == 0)
+      return bits_f32 (sign);
+    /* subnormal: mant × 2^-24, exact in f32 */
+    m = ldexpf ((float) mant, -24);
+    return sign ? -m : m;
+  }
+  return bits_f32 (sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+uint16_t
+dfl_f32_to_f16 (float v)
+{
+  uint32_t u = f32_bits (v);
+  uint16_t sign = (uint16_t) ((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+
+  if (a > 0x7f800000u)           /* NaN: quiet, top payload bits kept */
+    return sign | 0x7e00u | (uint16_t) ((a >> 13) & 0x3ffu);
+  if (a >= 0x477ff000u)          /* ≥ 65520 rounds to Inf (65504 is odd) */
+    return sign | 0x7c00u;
+  if (a >= 0x38800000u) {        /* normal in f16: ≥ 2^-14 */
+    uint32_t h = ((((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu));
+    uint32_t rem = a & 0x1fffu;
+
+    /* a carry out of the mantissa bumps the exponent, which is right */
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+      h++;
+    return sign | (uint16_t) h;
+  }
+  if (a <= 0x33000000u)          /* ≤ 2^-25: the tie with 2^-24 goes to 0 */
+    return sign;
+  {
+    /* subnormal in f16: value = m × 2^(e-150); in units of 2^-24 that is
+     * m >> (126 - e), 14 ≤ shift ≤ 24 here. */
+    uint32_t e = a >> 23;
+    uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e;
+    uint32_t h = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1u);
+
+    if (rem > half || (rem == half && (h & 1u)))
+      h++;                       /* may reach 0x400, the smallest normal */
+    return sign | (uint16_t) h;
+  }
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +32,15 @@ size_t dfl_dtype_size (DflDtype dtype);
 int dfl_dtype_from_name (const char *name, DflDtype *dtype);
 /* F32, F16 or BF16: what weight matrices may be stored as. */
 int dfl_dtype_is_float (DflDtype dtype);
+
+/* One element between F32 and the 16-bit types: widening is exact; F32 to
+ * F16 or BF16 rounds to nearest even (overflow to Inf, subnormals kept,
+ * NaNs stay quiet NaNs of their sign). Written out in integers, so every
+ * compiler and processor gives the same bits. */
+float dfl_bf16_to_f32 (uint16_t v);
+uint16_t dfl_f32_to_bf16 (float v);
+float dfl_f16_to_f32 (uint16_t v);
+uint16_t dfl_f32_to_f16 (float v);
 
 #ifdef __cplusplus
 }

@@ -174,12 +174,10 @@ dfl_f32_to_bf16_n (const float *src, uint16_t *dst, size_t n)
 void
 dfl_f32_to_f16_n (const float *src, uint16_t *dst, size_t n)
 {
-  /* the compiler's conversion: IEEE round to nearest even, subnormals and
-   * NaNs included */
-  for (size_t i = 0; i < n; i++) {
-    _Float16 h = (_Float16) src[i];
-    memcpy (dst + i, &h, 2);
-  }
+  /* IEEE round to nearest even, subnormals and NaNs included (dfl-dtype.c:
+   * _Float16 is not there on every compiler for x86) */
+  for (size_t i = 0; i < n; i++)
+    dst[i] = dfl_f32_to_f16 (src[i]);
 }
 
 void

@@ -8,8 +8,9 @@
  * here keeps it mapped (the loader's dlclose only drops its own reference),
  * so they stay reachable as they are. Nothing of ours is hidden: a leak of
  * our own still shows, and where Mesa is not installed this does nothing.
- * Included by the test programs that open a Vulkan device through the
- * plugin (tests/vulkan/vk-test.h holds it its own way). */
+ * Included by the test programs that open a Vulkan device (through the
+ * plugin or the back-end interface; tests/vulkan/vk-test.h holds it its own
+ * way). */
 #pragma once
 
 #include <dlfcn.h>

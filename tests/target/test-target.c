@@ -16,6 +16,9 @@
 #include "safetensors.h"
 #include "target.h"
 
+/* the refusal test opens a Vulkan device */
+#include "../common/hold-vulkan-driver.h"
+
 static const char *variants[] = { "f32-untied", "bf16-tied", "gqa-hd32-sharded", "f16-tied" };
 
 static char *

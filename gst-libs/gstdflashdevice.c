@@ -274,9 +274,9 @@ gst_dflash_device_ensure (GstElement *element, GstPad *pad, GstDflashBackend bac
   if (*slot)
     return TRUE;
   if (!(dev = gst_dflash_device_open (backend, error))) {
-    /* "ctxsettle0: backend=cuda: CUDA is unavailable: …" */
-    g_prefix_error (error, "%s: backend=%s: ", GST_ELEMENT_NAME (element),
-                    gst_dflash_backend_nick (backend));
+    /* "backend=cuda: CUDA is unavailable: …": the element posting the
+     * error is its source, the text need not name it */
+    g_prefix_error (error, "backend=%s: ", gst_dflash_backend_nick (backend));
     return FALSE;
   }
   GST_OBJECT_LOCK (element);

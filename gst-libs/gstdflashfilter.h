@@ -67,4 +67,11 @@ GstPad *gst_dflash_filter_src_pad (GstDflashFilter *filter);
 void gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *sink_caps,
                                        const char *src_caps);
 
+/* Post the error of a round the stage could not do (`what`, then the
+ * error's message; the sequence and round in the debug part), and return
+ * GST_FLOW_ERROR. */
+GstFlowReturn gst_dflash_filter_round_failed (GstDflashFilter *filter, const char *what,
+                                              const GstDflashRoundMeta *meta,
+                                              const GError *error);
+
 G_END_DECLS

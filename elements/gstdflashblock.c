@@ -20,7 +20,9 @@
  * On a GPU (the context's caps in CUDA or Vulkan memory, or `backend`
  * forcing one) the block runs on the device the context lives on and its
  * rows and logits stay there: the output buffer holds device memory from a
- * pool of the device's tensors.
+ * pool of the device's tensors, the one the element downstream proposes
+ * through the ALLOCATION query where it fits (the same device, the block's
+ * size), else one of its own.
  *
  * Under a router that decides each round before it is drafted (the
  * router's #GstDflashRouter:decide-first, which dflashblock learns by a
@@ -141,6 +143,32 @@ drop_pool (GstDflashBlock *self)
   }
 }
 
+/* The pool downstream proposes for the block (decide_allocation's part):
+ * taken where it holds `size`-byte tensors of the stage's device, else
+ * NULL. */
+static GstBufferPool *
+downstream_pool (GstDflashBlock *self, GstDflashDevice *dev, gsize size)
+{
+  GstPad *srcpad = gst_dflash_filter_src_pad (GST_DFLASH_FILTER (self));
+  GstCaps *caps = gst_pad_get_current_caps (srcpad);
+  GstBufferPool *pool = NULL;
+  GstQuery *query;
+
+  if (!caps)
+    return NULL;
+  query = gst_query_new_allocation (caps, TRUE);
+  gst_caps_unref (caps);
+  if (gst_pad_peer_query (srcpad, query) && gst_query_get_n_allocation_pools (query) > 0)
+    gst_query_parse_nth_allocation_pool (query, 0, &pool, NULL, NULL, NULL);
+  gst_query_unref (query);
+  if (pool && (!gst_dflash_device_pool_fits (pool, dev, size)
+               || !gst_buffer_pool_set_active (pool, TRUE)))
+    gst_clear_object (&pool);
+  GST_DEBUG_OBJECT (self, "%s", pool ? "the pool downstream proposed holds the block"
+                    : "no pool downstream fits the block: a pool of our own");
+  return pool;
+}
+
 /* A buffer of `size` bytes on the stage's device, the round's meta on it. */
 static GstBuffer *
 device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
@@ -151,7 +179,8 @@ device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
   if (self->pool && self->pool_size != size)
     drop_pool (self);
   if (!self->pool) {
-    if (!(self->pool = gst_dflash_device_pool_new (dev, size, error)))
+    if (!(self->pool = downstream_pool (self, dev, size))
+        && !(self->pool = gst_dflash_device_pool_new (dev, size, error)))
       return NULL;
     self->pool_size = size;
   }

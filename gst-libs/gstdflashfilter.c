@@ -111,6 +111,52 @@ takes_backend (guint backends, GstDflashBackend b)
   return (backends & (1u << b)) != 0;
 }
 
+/* The bytes of an input tensor where its caps fix them: a block's rows
+ * and logits. Taps and context rows vary from round to round: 0. */
+static gsize
+fixed_tensor_bytes (const GstCaps *caps)
+{
+  const GstStructure *st = gst_caps_get_structure (caps, 0);
+  int hidden, block, width;
+
+  if (!gst_structure_has_name (st, GST_DFLASH_BLOCK_CAPS)
+      || !gst_structure_get_int (st, "hidden", &hidden)
+      || !gst_structure_get_int (st, "block", &block)
+      || !gst_structure_get_int (st, "width", &width))
+    return 0;
+  return (gsize) (block - 1) * (hidden + width) * sizeof (float);
+}
+
+/* A producer of device tensors asks where to put them: a pool of the
+ * stage's device, of the size the caps fix. Nothing is proposed for other
+ * memory, or for tensors whose size varies (the producer then uses its
+ * own); the query does not go on downstream, where the caps are others. */
+static gboolean
+propose_allocation (GstDflashFilter *filter, GstQuery *query)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+  GstBufferPool *pool;
+  GstCaps *caps;
+  gboolean need_pool;
+  gsize size;
+
+  gst_query_parse_allocation (query, &caps, &need_pool);
+  if (!caps || gst_caps_is_empty (caps) || !p->device
+      || gst_dflash_caps_backend (caps) != gst_dflash_device_backend (p->device)
+      || !(size = fixed_tensor_bytes (caps)))
+    return FALSE;
+  if (need_pool) {
+    if (!(pool = gst_dflash_device_pool_propose (p->device, size)))
+      return FALSE;
+    gst_query_add_allocation_pool (query, pool, size, 0, 0);
+    gst_object_unref (pool);
+  }
+  gst_query_add_allocation_param (query, gst_dflash_device_allocator (p->device), NULL);
+  GST_DEBUG_OBJECT (filter, "proposed %s tensors of %" G_GSIZE_FORMAT " bytes",
+                    gst_dflash_device_describe (p->device), size);
+  return TRUE;
+}
+
 static gboolean
 sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
 {
@@ -144,6 +190,8 @@ sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
       if (gst_dflash_device_handle_context_query (GST_ELEMENT (filter), query, p->device))
         return TRUE;
       break;
+    case GST_QUERY_ALLOCATION:
+      return propose_allocation (filter, query);
     default:
       break;
   }

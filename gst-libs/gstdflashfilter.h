@@ -5,7 +5,9 @@
  * model when the caps arrive, answering context queries, passing upstream
  * events (the verdicts) on, the `backend` property and the memory it
  * negotiates (cpu: system memory; cuda, vulkan: that device's memory; auto:
- * what upstream offers), the device shared through a GstContext, the
+ * what upstream offers), the device shared through a GstContext, the pool
+ * of that device it proposes to a producer through the ALLOCATION query
+ * (for tensors whose caps fix their size: a block), the
  * `busy-time` figure, and the time a round spends drafting. A stage says what it
  * outputs (src_caps) and does its work on a round (process).
  */

@@ -423,6 +423,88 @@ GST_START_TEST (test_vulkan_text)
 }
 GST_END_TEST;
 
+/* The ALLOCATION query dflashblock sends downstream, and the buffers it
+ * then pushes: whether they come from the pool the selector proposed. */
+typedef struct {
+  GMutex lock;
+  GstBufferPool *proposed;
+  guint blocks, from_proposed;
+} PoolWatch;
+
+static GstPadProbeReturn
+watch_allocation (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  PoolWatch *w = data;
+  GstQuery *query = GST_PAD_PROBE_INFO_QUERY (info);
+  GstBufferPool *pool = NULL;
+
+  /* answered: the pool downstream proposed */
+  if (GST_QUERY_TYPE (query) == GST_QUERY_ALLOCATION && gst_query_get_n_allocation_pools (query)) {
+    gst_query_parse_nth_allocation_pool (query, 0, &pool, NULL, NULL, NULL);
+    g_mutex_lock (&w->lock);
+    gst_object_replace ((GstObject **) &w->proposed, GST_OBJECT (pool));
+    g_mutex_unlock (&w->lock);
+    gst_clear_object (&pool);
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+static GstPadProbeReturn
+watch_block (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  PoolWatch *w = data;
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
+
+  if (gst_buffer_get_size (buf) == 0)
+    return GST_PAD_PROBE_OK;
+  g_mutex_lock (&w->lock);
+  w->blocks++;
+  if (w->proposed && buf->pool == w->proposed)
+    w->from_proposed++;
+  g_mutex_unlock (&w->lock);
+  return GST_PAD_PROBE_OK;
+}
+
+/* The block on a device goes into the pool the selector (on the same
+ * device) proposes through the ALLOCATION query, and the text is the
+ * plain decoding's. */
+static void
+check_proposed_pool (const gchar *backend)
+{
+  g_autofree gchar *want = dfl_test_reference_text (PROMPT, MAX_NEW), *got = NULL;
+  Run *r = run_new ("tapsource max-new-tokens=%d ! ctxsettle backend=%s ! dflashblock name=db ! "
+                    "selector ! verifier ! fakesink name=out", MAX_NEW, backend);
+  GstElement *db = gst_bin_get_by_name (GST_BIN (r->pipeline), "db");
+  GstPad *src = gst_element_get_static_pad (db, "src");
+  PoolWatch w = { 0 };
+
+  g_mutex_init (&w.lock);
+  gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM | GST_PAD_PROBE_TYPE_PULL,
+                     watch_allocation, &w, NULL);
+  gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_BUFFER, watch_block, &w, NULL);
+  fail_unless (run_play (r), "backend=%s: an ERROR from %s: %s", backend, r->error_from, r->error);
+  got = run_text (r);
+  assert_text (got, want, "the block in the pool downstream proposed");
+  fail_unless (w.proposed != NULL, "backend=%s: the selector proposed no pool", backend);
+  fail_unless (w.blocks > 0, "backend=%s: no block was drafted", backend);
+  fail_unless_equals_int (w.from_proposed, w.blocks);
+  gst_object_unref (src);
+  gst_object_unref (db);
+  run_free (r);
+  gst_clear_object (&w.proposed);
+  g_mutex_clear (&w.lock);
+}
+
+/* on each device this machine has */
+GST_START_TEST (test_proposed_pool)
+{
+  if (have_vulkan ())
+    check_proposed_pool ("vulkan");
+  if (have_cuda ())
+    check_proposed_pool ("cuda");
+}
+GST_END_TEST;
+
 /* Each block's rows and logits as they leave dflashblock (a device buffer
  * is mapped: downloaded), one GArray of floats a round. */
 static GstPadProbeReturn
@@ -602,6 +684,7 @@ dflash_gpu_suite (void)
   tcase_add_test (tc, test_cpu_next_to_gpu);
   tcase_add_test (tc, test_vulkan_text);
   tcase_add_test (tc, test_vulkan_block_parity);
+  tcase_add_test (tc, test_proposed_pool);
   tcase_add_test (tc, test_vulkan_forced_in_flight);
   tcase_add_test (tc, test_vulkan_routed);
   tcase_add_test (tc, test_cuda_text);

@@ -108,17 +108,10 @@ gst_dflash_block_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString 
   GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
-  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  g_autoptr (GstCaps) want = NULL;
+  const DflDrafterGeometry *g;
   int head_width;
 
-  if (!g) {
-    g_string_append (why, "the model has no drafter");
-    return NULL;
-  }
-  want = gst_caps_new_simple (GST_DFLASH_CONTEXT_CAPS, "hidden", G_TYPE_INT, c->hidden,
-      "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
-  if (!gst_dflash_caps_agree (sink_caps, want, why))
+  if (!(g = gst_dflash_filter_drafter_input (filter, sink_caps, GST_DFLASH_CONTEXT_CAPS, why)))
     return NULL;
   GST_OBJECT_LOCK (self);
   head_width = self->head_width;

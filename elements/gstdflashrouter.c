@@ -101,11 +101,7 @@ gst_dflash_policy_get_type (void)
     { 0, NULL, NULL },
   };
 
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstDflashPolicy", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_dflash_register_enum (&type, "GstDflashPolicy", values);
 }
 
 #define DEFAULT_MATCH_MIN 3

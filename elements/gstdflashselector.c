@@ -65,11 +65,7 @@ gst_dflash_select_mode_get_type (void)
     { 0, NULL, NULL },
   };
 
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstDflashSelectMode", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_dflash_register_enum (&type, "GstDflashSelectMode", values);
 }
 
 enum {
@@ -123,17 +119,10 @@ gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GStri
   GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
-  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  g_autoptr (GstCaps) want = NULL;
+  const DflDrafterGeometry *g;
   gboolean rescore;
 
-  if (!g) {
-    g_string_append (why, "the model has no drafter");
-    return NULL;
-  }
-  want = gst_caps_new_simple (GST_DFLASH_BLOCK_CAPS, "hidden", G_TYPE_INT, c->hidden,
-      "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
-  if (!gst_dflash_caps_agree (sink_caps, want, why))
+  if (!(g = gst_dflash_filter_drafter_input (filter, sink_caps, GST_DFLASH_BLOCK_CAPS, why)))
     return NULL;
   gst_structure_get_int (gst_caps_get_structure (sink_caps, 0), "width", &self->width);
   if (self->width < MAX (g->selector_top, 1) || self->width > c->vocab) {

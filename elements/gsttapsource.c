@@ -100,11 +100,7 @@ gst_dflash_gpu_weights_get_type (void)
     { 0, NULL, NULL },
   };
 
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstDflashGpuWeights", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_dflash_register_enum (&type, "GstDflashGpuWeights", values);
 }
 
 /* What the properties set. */
@@ -308,12 +304,9 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
    * else the CPU, so auto never needs a GPU. The target has no Vulkan path
    * (under a Vulkan drafter it stays on the CPU): vulkan is refused.
    */
-  gst_dflash_install_field_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend",
-          "Where the target runs (auto: CUDA only where downstream takes only CUDA memory, else "
-          "the CPU; cpu; cuda); the verifier verifies where the target ran",
-          GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+  gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
+      "Where the target runs (auto: CUDA only where downstream takes only CUDA memory, else "
+      "the CPU; cpu; cuda); the verifier verifies where the target ran",
       G_STRUCT_OFFSET (GstTapSource, props.backend));
   gst_dflash_install_field_property (gobject_class, PROP_GPU_WEIGHTS,
       g_param_spec_enum ("gpu-weights", "GPU weights",
@@ -321,10 +314,8 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
           GST_TYPE_DFLASH_GPU_WEIGHTS, GST_DFLASH_GPU_WEIGHTS_STORED,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstTapSource, props.gpu_weights));
-  gst_dflash_install_field_property (gobject_class, PROP_BUSY_TIME,
-      g_param_spec_uint64 ("busy-time", "Busy time",
-          "Nanoseconds spent running the target over prompts so far", 0, G_MAXUINT64, 0,
-          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+  gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
+      "Nanoseconds spent running the target over prompts so far",
       G_STRUCT_OFFSET (GstTapSource, busy_ns));
 
   gst_element_class_set_static_metadata (element_class, "DFlash tap source",

@@ -124,18 +124,12 @@ gst_verifier_class_init (GstVerifierClass *klass)
    * sequence says which): auto follows it; cpu or cuda insist, and a
    * sequence of the other is an error. The target has no Vulkan path.
    */
-  gst_dflash_install_field_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend",
-          "Where the target's verification runs (auto: where tapsource ran the sequence's target; "
-          "cpu and cuda insist)",
-          GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+  gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
+      "Where the target's verification runs (auto: where tapsource ran the sequence's target; "
+      "cpu and cuda insist)",
       G_STRUCT_OFFSET (GstVerifier, backend));
-  gst_dflash_install_field_property (gobject_class, PROP_BUSY_TIME,
-      g_param_spec_uint64 ("busy-time", "Busy time",
-          "Nanoseconds spent verifying so far", 0, G_MAXUINT64, 0,
-          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
-      G_STRUCT_OFFSET (GstVerifier, busy_ns));
+  gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
+      "Nanoseconds spent verifying so far", G_STRUCT_OFFSET (GstVerifier, busy_ns));
 
   gst_element_class_set_static_metadata (element_class, "DFlash verifier",
       "Filter/Tensor", "Verifies proposed tokens with the target and emits the accepted text",

@@ -139,3 +139,35 @@ gst_dflash_element_error_no_model (GstElement *element)
       ("no dflash model found: it needs a tapsource upstream (or a dflash.model context)"),
       ("no element answered the dflash.model context query"));
 }
+
+void
+gst_dflash_install_backend_property (GObjectClass *klass, guint prop_id, const char *blurb,
+                                     gssize offset)
+{
+  /* the blurb is the element's static string */
+  gst_dflash_install_field_property (klass, prop_id,
+      g_param_spec_enum ("backend", "Backend", blurb, GST_TYPE_DFLASH_BACKEND,
+          GST_DFLASH_BACKEND_AUTO,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      offset);
+}
+
+void
+gst_dflash_install_busy_time_property (GObjectClass *klass, guint prop_id, const char *blurb,
+                                       gssize offset)
+{
+  gst_dflash_install_field_property (klass, prop_id,
+      g_param_spec_uint64 ("busy-time", "Busy time", blurb, 0, G_MAXUINT64, 0,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+      offset);
+}
+
+GType
+gst_dflash_register_enum (GType *type, const char *name, const GEnumValue *values)
+{
+  if (g_once_init_enter (type)) {
+    GType t = g_enum_register_static (name, values);
+    g_once_init_leave (type, t);
+  }
+  return *type;
+}

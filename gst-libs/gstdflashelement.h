@@ -37,6 +37,16 @@ void gst_dflash_field_set_property (GObject *object, guint prop_id, const GValue
 void gst_dflash_field_get_property (GObject *object, guint prop_id, GValue *value,
                                     GParamSpec *pspec);
 
+/* The properties several elements have: `backend` (where it runs,
+ * GstDflashBackend, default auto, mutable in READY) and `busy-time` (a
+ * guint64 figure in nanoseconds, read-only), each with its element's blurb. */
+void gst_dflash_install_backend_property (GObjectClass *klass, guint prop_id, const char *blurb,
+                                          gssize offset);
+void gst_dflash_install_busy_time_property (GObjectClass *klass, guint prop_id,
+                                            const char *blurb, gssize offset);
+/* Register an element's enum type once (its get_type's body). */
+GType gst_dflash_register_enum (GType *type, const char *name, const GEnumValue *values);
+
 /* The backend property: FALSE, with an element error, where this build
  * lacks the back end it names. */
 gboolean gst_dflash_element_check_backend_built (GstElement *element, GstDflashBackend backend);

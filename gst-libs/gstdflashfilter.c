@@ -432,17 +432,12 @@ gst_dflash_filter_class_init (GstDflashFilterClass *klass)
   element_class->set_context = GST_DEBUG_FUNCPTR (set_context);
   element_class->change_state = GST_DEBUG_FUNCPTR (change_state);
 
-  gst_dflash_install_field_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend",
-          "Where the stage runs (auto: in the memory upstream offers; cpu, cuda, vulkan force one "
-          "and take only its memory)",
-          GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+  gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
+      "Where the stage runs (auto: in the memory upstream offers; cpu, cuda, vulkan force one "
+      "and take only its memory)",
       G_PRIVATE_OFFSET (GstDflashFilter, backend));
-  gst_dflash_install_field_property (gobject_class, PROP_BUSY_TIME,
-      g_param_spec_uint64 ("busy-time", "Busy time",
-          "Nanoseconds spent working on rounds so far", 0, G_MAXUINT64, 0,
-          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+  gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
+      "Nanoseconds spent working on rounds so far",
       G_PRIVATE_OFFSET (GstDflashFilter, busy_ns));
 }
 
@@ -505,4 +500,22 @@ gst_dflash_filter_round_failed (GstDflashFilter *filter, const char *what,
           error ? error->message : "the sequence is not running"),
       ("sequence %u round %u", meta->sequence, meta->round));
   return GST_FLOW_ERROR;
+}
+
+const DflDrafterGeometry *
+gst_dflash_filter_drafter_input (GstDflashFilter *filter, GstCaps *sink_caps, const char *name,
+                                 GString *why)
+{
+  GstDflashModel *m = PRIV (filter)->model;
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
+  g_autoptr (GstCaps) want = NULL;
+
+  if (!g) {
+    g_string_append (why, "the model has no drafter");
+    return NULL;
+  }
+  want = gst_caps_new_simple (name, "hidden", G_TYPE_INT, c->hidden, "vocab", G_TYPE_INT,
+                              c->vocab, "block", G_TYPE_INT, g->block, NULL);
+  return gst_dflash_caps_agree (sink_caps, want, why) ? g : NULL;
 }

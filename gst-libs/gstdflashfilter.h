@@ -69,6 +69,12 @@ GstPad *gst_dflash_filter_src_pad (GstDflashFilter *filter);
 void gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *sink_caps,
                                        const char *src_caps);
 
+/* The drafter's geometry where the model has a drafter and `sink_caps`
+ * agree with `name` caps of the target's hidden and vocab and the
+ * drafter's block; else NULL, with why in `why` (a src_caps's check). */
+const DflDrafterGeometry *gst_dflash_filter_drafter_input (GstDflashFilter *filter,
+                                                           GstCaps *sink_caps, const char *name,
+                                                           GString *why);
 /* Post the error of a round the stage could not do (`what`, then the
  * error's message; the sequence and round in the debug part), and return
  * GST_FLOW_ERROR. */

@@ -159,7 +159,7 @@ gst_ngram_draft_class_init (GstNgramDraftClass *klass)
       G_STRUCT_OFFSET (GstNgramDraft, ngram.max_n));
   gst_dflash_install_field_property (gobject_class, PROP_MAX_DRAFT,
       g_param_spec_int ("max-draft", "Max draft",
-          "Tokens a proposal holds at most (0: the block's block − 1)", 0, 1024, 0,
+          "Tokens a proposal holds at most (0: the block size − 1)", 0, 1024, 0,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstNgramDraft, max_draft));
   /**

@@ -110,22 +110,26 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
   int tw = gst_dflash_model_tap_width (m);
   g_autoptr (GError) error = NULL;
 
-  if (gst_buffer_get_size (in) != (gsize) meta->ctx_rows * tw * sizeof (float)) {
-    GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
-        ("%s: sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
-         GST_ELEMENT_NAME (filter), meta->sequence, meta->round, gst_buffer_get_size (in),
-         meta->ctx_rows, tw), (NULL));
-    return GST_FLOW_ERROR;
-  }
-  if (!s || !settle (filter, s, in, meta, &error)) {
-    GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (filter),
-            meta->sequence, error ? error->message : "not running"), (NULL));
-    return GST_FLOW_ERROR;
-  }
+  if (gst_buffer_get_size (in) != (gsize) meta->ctx_rows * tw * sizeof (float))
+    goto wrong_size;
+  if (!s || !settle (filter, s, in, meta, &error))
+    goto settle_failed;
   GST_LOG_OBJECT (filter, "sequence %u: %u rows settled at %" G_GINT64_FORMAT, meta->sequence,
                   meta->ctx_rows, meta->ctx_pos);
   *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
   return GST_FLOW_OK;
+
+  /* ERRORS */
+wrong_size:
+  {
+    GST_ELEMENT_ERROR (filter, STREAM, FORMAT, ("the taps of a round are not the size they say"),
+        ("sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
+         meta->sequence, meta->round, gst_buffer_get_size (in), meta->ctx_rows, tw));
+    return GST_FLOW_ERROR;
+  }
+settle_failed:
+  return gst_dflash_filter_round_failed (filter, "could not settle the drafter's context",
+                                         meta, error);
 }
 
 static void

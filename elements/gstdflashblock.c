@@ -20,7 +20,9 @@
  * On a GPU (the context's caps in CUDA or Vulkan memory, or `backend`
  * forcing one) the block runs on the device the context lives on and its
  * rows and logits stay there: the output buffer holds device memory from a
- * pool of the device's tensors.
+ * pool of the device's tensors, the one the element downstream proposes
+ * through the ALLOCATION query where it fits (the same device, the block's
+ * size), else one of its own.
  *
  * Under a router that decides each round before it is drafted (the
  * router's #GstDflashRouter:decide-first, which dflashblock learns by a
@@ -54,6 +56,7 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
+#include "gstdflashelement.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_block_debug);
 #define GST_CAT_DEFAULT gst_dflash_block_debug
@@ -69,7 +72,11 @@ enum {
 
 struct _GstDflashBlock {
   GstDflashFilter parent;
-  int head_width;      /* property: 0 for the whole head */
+  /* properties (object lock) */
+  int head_width;      /* 0 for the whole head */
+  int route_timeout_ms;
+  guint64 skipped;     /* the skipped-rounds figure */
+
   int width;           /* in use */
   /* on a GPU: the block's output tensors, reused round after round */
   GstBufferPool *pool;
@@ -80,8 +87,6 @@ struct _GstDflashBlock {
   GHashTable *routes;  /* sequence → the route of its round: Routed */
   gboolean flushing;
   int decide_first;    /* −1: not asked yet */
-  int route_timeout_ms;
-  guint64 skipped;
   gboolean warned;
 };
 
@@ -103,18 +108,15 @@ gst_dflash_block_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString 
   GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
-  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  g_autoptr (GstCaps) want = NULL;
+  const DflDrafterGeometry *g;
+  int head_width;
 
-  if (!g) {
-    g_string_append (why, "the model has no drafter");
+  if (!(g = gst_dflash_filter_drafter_input (filter, sink_caps, GST_DFLASH_CONTEXT_CAPS, why)))
     return NULL;
-  }
-  want = gst_caps_new_simple (GST_DFLASH_CONTEXT_CAPS, "hidden", G_TYPE_INT, c->hidden,
-      "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
-  if (!gst_dflash_caps_agree (sink_caps, want, why))
-    return NULL;
-  self->width = self->head_width > 0 ? MIN (self->head_width, c->vocab) : c->vocab;
+  GST_OBJECT_LOCK (self);
+  head_width = self->head_width;
+  GST_OBJECT_UNLOCK (self);
+  self->width = head_width > 0 ? MIN (head_width, c->vocab) : c->vocab;
   if (self->width < g->selector_top) {
     g_string_append_printf (why, "head-width %d is narrower than the selector's %d candidates",
                             self->width, g->selector_top);
@@ -134,6 +136,32 @@ drop_pool (GstDflashBlock *self)
   }
 }
 
+/* The pool downstream proposes for the block (decide_allocation's part):
+ * taken where it holds `size`-byte tensors of the stage's device, else
+ * NULL. */
+static GstBufferPool *
+downstream_pool (GstDflashBlock *self, GstDflashDevice *dev, gsize size)
+{
+  GstPad *srcpad = gst_dflash_filter_src_pad (GST_DFLASH_FILTER (self));
+  GstCaps *caps = gst_pad_get_current_caps (srcpad);
+  GstBufferPool *pool = NULL;
+  GstQuery *query;
+
+  if (!caps)
+    return NULL;
+  query = gst_query_new_allocation (caps, TRUE);
+  gst_caps_unref (caps);
+  if (gst_pad_peer_query (srcpad, query) && gst_query_get_n_allocation_pools (query) > 0)
+    gst_query_parse_nth_allocation_pool (query, 0, &pool, NULL, NULL, NULL);
+  gst_query_unref (query);
+  if (pool && (!gst_dflash_device_pool_fits (pool, dev, size)
+               || !gst_buffer_pool_set_active (pool, TRUE)))
+    gst_clear_object (&pool);
+  GST_DEBUG_OBJECT (self, "%s", pool ? "the pool downstream proposed holds the block"
+                    : "no pool downstream fits the block: a pool of our own");
+  return pool;
+}
+
 /* A buffer of `size` bytes on the stage's device, the round's meta on it. */
 static GstBuffer *
 device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
@@ -144,7 +172,8 @@ device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
   if (self->pool && self->pool_size != size)
     drop_pool (self);
   if (!self->pool) {
-    if (!(self->pool = gst_dflash_device_pool_new (dev, size, error)))
+    if (!(self->pool = downstream_pool (self, dev, size))
+        && !(self->pool = gst_dflash_device_pool_new (dev, size, error)))
       return NULL;
     self->pool_size = size;
   }
@@ -237,11 +266,15 @@ wait_route (GstDflashBlock *self, const GstDflashRoundMeta *meta)
   Routed *r = NULL;
   Route route = ROUTE_BLOCK;
   gboolean late = FALSE;
+  int timeout_ms;
 
   if (!decides_first (self))
     return ROUTE_BLOCK;
+  GST_OBJECT_LOCK (self);
+  timeout_ms = self->route_timeout_ms;
+  GST_OBJECT_UNLOCK (self);
   g_mutex_lock (&self->lock);
-  deadline = g_get_monotonic_time () + (gint64) self->route_timeout_ms * 1000;
+  deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
   while (!self->flushing && !(r = g_hash_table_lookup (self->routes, key)))
     if (!g_cond_wait_until (&self->cond, &self->lock, deadline)) {
       late = TRUE;
@@ -259,9 +292,9 @@ wait_route (GstDflashBlock *self, const GstDflashRoundMeta *meta)
   if (late && !self->warned) {
     self->warned = TRUE;
     GST_ELEMENT_WARNING (self, STREAM, FAILED,
-        ("%s: no route for sequence %u round %u from the router within route-timeout=%d ms: "
-         "drafting the block anyway (is there a queue after the tee on the block's branch?)",
-         GST_ELEMENT_NAME (self), meta->sequence, meta->round, self->route_timeout_ms), (NULL));
+        ("no route from the router within route-timeout=%d ms: drafting the block anyway (is "
+         "there a queue after the tee on the block's branch?)", timeout_ms),
+        ("sequence %u round %u", meta->sequence, meta->round));
   }
   return route;
 }
@@ -341,51 +374,14 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
     default:
       break;
   }
-  *out = s ? draft_block (self, s, in, meta, &error) : NULL;
-  if (!*out) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
-            meta->sequence, error ? error->message : "not running"), (NULL));
-    return GST_FLOW_ERROR;
-  }
+  if (!s || !(*out = draft_block (self, s, in, meta, &error)))
+    goto draft_failed;
   return GST_FLOW_OK;
-}
 
-static void
-gst_dflash_block_set_property (GObject *object, guint prop_id, const GValue *value,
-                               GParamSpec *pspec)
-{
-  switch (prop_id) {
-    case PROP_HEAD_WIDTH:
-      GST_DFLASH_BLOCK (object)->head_width = g_value_get_int (value);
-      break;
-    case PROP_ROUTE_TIMEOUT:
-      GST_DFLASH_BLOCK (object)->route_timeout_ms = g_value_get_int (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
-}
-
-static void
-gst_dflash_block_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
-{
-  switch (prop_id) {
-    case PROP_HEAD_WIDTH:
-      g_value_set_int (value, GST_DFLASH_BLOCK (object)->head_width);
-      break;
-    case PROP_ROUTE_TIMEOUT:
-      g_value_set_int (value, GST_DFLASH_BLOCK (object)->route_timeout_ms);
-      break;
-    case PROP_SKIPPED_ROUNDS:
-      GST_OBJECT_LOCK (object);
-      g_value_set_uint64 (value, GST_DFLASH_BLOCK (object)->skipped);
-      GST_OBJECT_UNLOCK (object);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
+  /* ERRORS */
+draft_failed:
+  return gst_dflash_filter_round_failed (filter, "could not draft the block",
+                                         meta, error);
 }
 
 static void
@@ -406,39 +402,42 @@ gst_dflash_block_class_init (GstDflashBlockClass *klass)
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
 
-  gobject_class->set_property = gst_dflash_block_set_property;
-  gobject_class->get_property = gst_dflash_block_get_property;
+  gobject_class->set_property = gst_dflash_field_set_property;
+  gobject_class->get_property = gst_dflash_field_get_property;
   /**
    * GstDflashBlock:head-width
    *
    * Score the block's rows over the head's first N rows only (a shortlist
    * of the vocabulary); 0 for the whole head.
    */
-  g_object_class_install_property (gobject_class, PROP_HEAD_WIDTH,
+  gst_dflash_install_field_property (gobject_class, PROP_HEAD_WIDTH,
       g_param_spec_int ("head-width", "Head width",
           "Score the block over the head's first N rows only (0: the whole head)",
-          0, G_MAXINT, 0, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+          0, G_MAXINT, 0, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstDflashBlock, head_width));
   /**
    * GstDflashBlock:route-timeout
    *
    * Under a router that decides first: how long a round waits for its
    * route before the block is drafted anyway (with a warning).
    */
-  g_object_class_install_property (gobject_class, PROP_ROUTE_TIMEOUT,
+  gst_dflash_install_field_property (gobject_class, PROP_ROUTE_TIMEOUT,
       g_param_spec_int ("route-timeout", "Route timeout",
           "Milliseconds a round waits for the route from a router that decides first, before "
           "the block is drafted anyway", 1, 600000, DEFAULT_ROUTE_TIMEOUT_MS,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
+      G_STRUCT_OFFSET (GstDflashBlock, route_timeout_ms));
   /**
    * GstDflashBlock:skipped-rounds
    *
    * Rounds a router that decides first gave the chain, on which the block
    * was not drafted.
    */
-  g_object_class_install_property (gobject_class, PROP_SKIPPED_ROUNDS,
+  gst_dflash_install_field_property (gobject_class, PROP_SKIPPED_ROUNDS,
       g_param_spec_uint64 ("skipped-rounds", "Skipped rounds",
           "Rounds the router gave the chain before they were drafted, so no block was run",
-          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+      G_STRUCT_OFFSET (GstDflashBlock, skipped));
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash block",
       "Filter/Tensor", "Drafts a block of tokens in one pass of the DFlash 2 drafter",
       "gst-dflash developers");

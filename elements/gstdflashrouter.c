@@ -65,6 +65,7 @@
 #include "gstdflashcaps.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
+#include "gstdflashelement.h"
 #include "gstdflashseq.h"
 #include "route-cost.h"
 
@@ -94,11 +95,7 @@ gst_dflash_policy_get_type (void)
     { 0, NULL, NULL },
   };
 
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstDflashPolicy", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_dflash_register_enum (&type, "GstDflashPolicy", values);
 }
 
 #define DEFAULT_MATCH_MIN 3
@@ -126,16 +123,17 @@ typedef struct {
 struct _GstDflashRouter {
   GstAggregator parent;
   GstAggregatorPad *block_pad, *chain_pad;
+  GstDflashModel *model;
+  /* properties and figures (object lock) */
   DflRoute policy;
   int match_min;
-  GstDflashModel *model;
   guint64 block_rounds, chain_rounds;
   gboolean decide_first;
+  int probe_every;
   /* policy=cost, under the object lock (the chain's branch decides, the
    * verifier's thread brings the verdict): the figures, by where the
    * target runs (CPU, CUDA); by sequence, the round decided on them; where
    * the last one's target ran */
-  int probe_every;
   DflRouteCost cost[2];
   GHashTable *pending;
   gboolean last_cuda;
@@ -149,23 +147,37 @@ GST_ELEMENT_REGISTER_DEFINE (router, "router", GST_RANK_NONE, GST_TYPE_DFLASH_RO
 
 static GstPadProbeReturn chain_arrived (GstPad *pad, GstPadProbeInfo *info, gpointer data);
 
-static GstPad *
-gst_dflash_router_request_new_pad (GstElement *element, GstPadTemplate *templ, const gchar *name,
-                                   const GstCaps *caps)
+/* The one chain pad, made and named by GstAggregator (a name other than the
+ * template's: GstElement refuses a second request for a pad name that
+ * exists before asking the element, and the refusal here says why), and
+ * added by it to the element. */
+static GstAggregatorPad *
+gst_dflash_router_create_new_pad (GstAggregator *agg, GstPadTemplate *templ, const gchar *req_name,
+                                  const GstCaps *caps)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (element);
-  GstPad *pad;
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  GstAggregatorPad *pad;
 
-  if (self->chain_pad) {
-    GST_ELEMENT_ERROR (self, CORE, PAD, ("router: the chain pad is already requested"), (NULL));
+  GST_OBJECT_LOCK (self);
+  if (self->chain_pad)
+    goto already_requested;
+  GST_OBJECT_UNLOCK (self);
+  if (!(pad = GST_AGGREGATOR_CLASS (parent_class)->create_new_pad (agg, templ, req_name, caps)))
+    return NULL;
+  GST_OBJECT_LOCK (self);
+  self->chain_pad = pad;
+  GST_OBJECT_UNLOCK (self);
+  gst_pad_add_probe (GST_PAD (pad), GST_PAD_PROBE_TYPE_BUFFER, chain_arrived, self, NULL);
+  return pad;
+
+  /* ERRORS */
+already_requested:
+  {
+    GST_OBJECT_UNLOCK (self);
+    GST_ELEMENT_ERROR (self, CORE, PAD, ("the chain pad is already requested"),
+        ("a router takes one chain drafter"));
     return NULL;
   }
-  pad = GST_ELEMENT_CLASS (parent_class)->request_new_pad (element, templ, "chain", caps);
-  if (!pad)
-    return NULL;
-  self->chain_pad = GST_AGGREGATOR_PAD (pad);
-  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, chain_arrived, self, NULL);
-  return pad;
 }
 
 static void
@@ -173,8 +185,10 @@ gst_dflash_router_release_pad (GstElement *element, GstPad *pad)
 {
   GstDflashRouter *self = GST_DFLASH_ROUTER (element);
 
+  GST_OBJECT_LOCK (self);
   if (pad == GST_PAD (self->chain_pad))
     self->chain_pad = NULL;
+  GST_OBJECT_UNLOCK (self);
   GST_ELEMENT_CLASS (parent_class)->release_pad (element, pad);
 }
 
@@ -270,9 +284,12 @@ chain_arrived (GstPad *pad, GstPadProbeInfo *info, gpointer data)
   GstDflashRouter *self = GST_DFLASH_ROUTER (data);
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
   GstDflashRoundMeta *cm = buf ? gst_buffer_get_dflash_round_meta (buf) : NULL;
-  gboolean chain;
+  gboolean chain, decide_first;
 
-  if (!cm || !self->decide_first)
+  GST_OBJECT_LOCK (self);
+  decide_first = self->decide_first;
+  GST_OBJECT_UNLOCK (self);
+  if (!cm || !decide_first)
     return GST_PAD_PROBE_OK;
   chain = choose_chain (self, cm, cm);
   GST_LOG_OBJECT (self, "sequence %u round %u: the %s's (decided first)", cm->sequence, cm->round,
@@ -290,6 +307,7 @@ gst_dflash_router_aggregate (GstAggregator *agg, gboolean timeout)
   GstBuffer *chain = self->chain_pad ? gst_aggregator_pad_pop_buffer (self->chain_pad) : NULL;
   GstDflashRoundMeta *bm, *cm;
   GstBuffer *out;
+  gboolean took_chain;
 
   if (!block) {
     gst_clear_buffer (&chain);
@@ -299,27 +317,82 @@ gst_dflash_router_aggregate (GstAggregator *agg, gboolean timeout)
   }
   bm = gst_buffer_get_dflash_round_meta (block);
   cm = chain ? gst_buffer_get_dflash_round_meta (chain) : NULL;
-  if (chain && (!bm || !cm || bm->sequence != cm->sequence || bm->round != cm->round)) {
+  if (chain && (!bm || !cm || bm->sequence != cm->sequence || bm->round != cm->round))
+    goto not_same_round;
+  /* an empty block proposal of the chain's source: dflashblock skipped a
+   * round routed to the chain first */
+  took_chain = bm && bm->source == GST_DFLASH_SOURCE_CHAIN ? chain != NULL
+               : choose_chain (self, bm, cm);
+  if (took_chain) {
+    out = chain;
+    gst_buffer_unref (block);
+  } else {
+    out = block;
+    gst_clear_buffer (&chain);
+  }
+  GST_OBJECT_LOCK (self);
+  if (took_chain)
+    self->chain_rounds++;
+  else
+    self->block_rounds++;
+  GST_OBJECT_UNLOCK (self);
+  return gst_aggregator_finish_buffer (agg, out);
+
+  /* ERRORS */
+not_same_round:
+  {
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("router: the block's proposal (sequence %u round %u) and the chain's (sequence %u round %u) "
-         "are not of the same round", bm ? bm->sequence : 0, bm ? bm->round : 0,
-         cm ? cm->sequence : 0, cm ? cm->round : 0), (NULL));
+        ("the block's proposal and the chain's are not of the same round"),
+        ("block: sequence %u round %u; chain: sequence %u round %u", bm ? bm->sequence : 0,
+         bm ? bm->round : 0, cm ? cm->sequence : 0, cm ? cm->round : 0));
     gst_buffer_unref (block);
     gst_buffer_unref (chain);
     return GST_FLOW_ERROR;
   }
-  /* an empty block proposal of the chain's source: dflashblock skipped a
-   * round routed to the chain first */
-  if (bm && bm->source == GST_DFLASH_SOURCE_CHAIN ? chain != NULL : choose_chain (self, bm, cm)) {
-    out = chain;
-    gst_buffer_unref (block);
-    self->chain_rounds++;
-  } else {
-    out = block;
-    gst_clear_buffer (&chain);
-    self->block_rounds++;
+}
+
+/* The block's caps: the model, and whether the policy can run on it. */
+static gboolean
+check_policy (GstDflashRouter *self, GstAggregatorPad *pad)
+{
+  DflRoute policy;
+  gboolean decide_first;
+  const char *drafter;
+
+  GST_OBJECT_LOCK (self);
+  policy = self->policy;
+  decide_first = self->decide_first;
+  GST_OBJECT_UNLOCK (self);
+  if (!self->model)
+    gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (pad), &self->model);
+  if (policy == DFL_ROUTE_AUTO
+      && !(self->model && gst_dflash_model_drafter (self->model)
+           && dfl_drafter_weights_has_route (gst_dflash_model_drafter (self->model))))
+    goto no_fitted_router;
+  /* deciding after both have drafted, the block's drafting is paid every
+   * round and never seen in its figure */
+  if (policy == DFL_ROUTE_COST && !decide_first)
+    goto cost_needs_decide_first;
+  return TRUE;
+
+  /* ERRORS */
+no_fitted_router:
+  {
+    drafter = self->model ? gst_dflash_model_drafter_path (self->model) : NULL;
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("policy=auto needs the sidecar's fitted router, and %s has none (fit one with 'dflash "
+         "route-fit', or use policy=match, block or chain)", drafter ? drafter : "the model"),
+        ("%s", self->model ? "the drafter has no router tensors" : "no dflash model found"));
+    return FALSE;
   }
-  return gst_aggregator_finish_buffer (agg, out);
+cost_needs_decide_first:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("policy=cost needs decide-first=true"),
+        ("it weighs the block's drafting time, which it only sees when the block drafts the "
+         "rounds routed to it alone"));
+    return FALSE;
+  }
 }
 
 static gboolean
@@ -327,31 +400,10 @@ gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEven
 {
   GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
 
-  if (GST_EVENT_TYPE (event) == GST_EVENT_CAPS && pad == self->block_pad) {
-    GstCaps *caps;
-    gst_event_parse_caps (event, &caps);
-    if (!self->model)
-      gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (pad), &self->model);
-    if (self->policy == DFL_ROUTE_AUTO
-        && !(self->model && gst_dflash_model_drafter (self->model)
-             && dfl_drafter_weights_has_route (gst_dflash_model_drafter (self->model)))) {
-      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
-          ("router: policy=auto needs the sidecar's fitted router, and %s has none "
-           "(fit one with 'dflash route-fit', or use policy=match, block or chain)",
-           self->model && gst_dflash_model_drafter_path (self->model)
-           ? gst_dflash_model_drafter_path (self->model) : "the model"), (NULL));
-      gst_event_unref (event);
-      return FALSE;
-    }
-    if (self->policy == DFL_ROUTE_COST && !self->decide_first) {
-      /* deciding after both have drafted, the block's drafting is paid
-       * every round and never seen in its figure */
-      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
-          ("router: policy=cost needs decide-first=true (it weighs the block's drafting time, "
-           "which it only sees when the block drafts the rounds routed to it alone)"), (NULL));
-      gst_event_unref (event);
-      return FALSE;
-    }
+  if (GST_EVENT_TYPE (event) == GST_EVENT_CAPS && pad == self->block_pad
+      && !check_policy (self, pad)) {
+    gst_event_unref (event);
+    return FALSE;
   }
   return GST_AGGREGATOR_CLASS (parent_class)->sink_event (agg, pad, event);
 }
@@ -433,9 +485,9 @@ gst_dflash_router_start (GstAggregator *agg)
 {
   GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
 
-  self->block_rounds = self->chain_rounds = 0;
-  /* the figures stay: they are the machine's, not this run's */
+  /* the cost figures stay: they are the machine's, not this run's */
   GST_OBJECT_LOCK (self);
+  self->block_rounds = self->chain_rounds = 0;
   g_hash_table_remove_all (self->pending);
   GST_OBJECT_UNLOCK (self);
   return TRUE;
@@ -454,56 +506,13 @@ gst_dflash_router_flush (GstAggregator *agg)
 }
 
 static void
-gst_dflash_router_set_property (GObject *object, guint prop_id, const GValue *value,
-                                GParamSpec *pspec)
-{
-  GstDflashRouter *self = GST_DFLASH_ROUTER (object);
-
-  switch (prop_id) {
-    case PROP_POLICY:
-      self->policy = g_value_get_enum (value);
-      break;
-    case PROP_MATCH_MIN:
-      self->match_min = g_value_get_int (value);
-      break;
-    case PROP_DECIDE_FIRST:
-      self->decide_first = g_value_get_boolean (value);
-      break;
-    case PROP_PROBE_EVERY:
-      GST_OBJECT_LOCK (self);
-      self->probe_every = g_value_get_int (value);
-      GST_OBJECT_UNLOCK (self);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
-}
-
-static void
 gst_dflash_router_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
 {
   GstDflashRouter *self = GST_DFLASH_ROUTER (object);
 
+  if (gst_dflash_field_property_get (object, value, pspec))
+    return;
   switch (prop_id) {
-    case PROP_POLICY:
-      g_value_set_enum (value, self->policy);
-      break;
-    case PROP_MATCH_MIN:
-      g_value_set_int (value, self->match_min);
-      break;
-    case PROP_BLOCK_ROUNDS:
-      g_value_set_uint64 (value, self->block_rounds);
-      break;
-    case PROP_CHAIN_ROUNDS:
-      g_value_set_uint64 (value, self->chain_rounds);
-      break;
-    case PROP_DECIDE_FIRST:
-      g_value_set_boolean (value, self->decide_first);
-      break;
-    case PROP_PROBE_EVERY:
-      g_value_set_int (value, self->probe_every);
-      break;
     case PROP_BLOCK_RATE:
     case PROP_CHAIN_RATE:
       GST_OBJECT_LOCK (self);
@@ -532,7 +541,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
   GstAggregatorClass *agg_class = GST_AGGREGATOR_CLASS (klass);
 
-  gobject_class->set_property = gst_dflash_router_set_property;
+  gobject_class->set_property = gst_dflash_field_set_property;
   gobject_class->get_property = gst_dflash_router_get_property;
   gobject_class->finalize = gst_dflash_router_finalize;
   /**
@@ -542,20 +551,24 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    * the match rule with the rest by measured tokens a second (cost), or
    * always one drafter.
    */
-  g_object_class_install_property (gobject_class, PROP_POLICY,
+  gst_dflash_install_field_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy", "How each round chooses between block and chain",
           GST_TYPE_DFLASH_POLICY, DFL_ROUTE_MATCH,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
-  g_object_class_install_property (gobject_class, PROP_MATCH_MIN,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
+      G_STRUCT_OFFSET (GstDflashRouter, policy));
+  gst_dflash_install_field_property (gobject_class, PROP_MATCH_MIN,
       g_param_spec_int ("match-min", "Match min",
           "policy=match: the chain's suffix match that makes the round the chain's",
-          1, 64, DEFAULT_MATCH_MIN, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
-  g_object_class_install_property (gobject_class, PROP_BLOCK_ROUNDS,
+          1, 64, DEFAULT_MATCH_MIN, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
+      G_STRUCT_OFFSET (GstDflashRouter, match_min));
+  gst_dflash_install_field_property (gobject_class, PROP_BLOCK_ROUNDS,
       g_param_spec_uint64 ("block-rounds", "Block rounds", "Rounds routed to the block so far",
-          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
-  g_object_class_install_property (gobject_class, PROP_CHAIN_ROUNDS,
+          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+      G_STRUCT_OFFSET (GstDflashRouter, block_rounds));
+  gst_dflash_install_field_property (gobject_class, PROP_CHAIN_ROUNDS,
       g_param_spec_uint64 ("chain-rounds", "Chain rounds", "Rounds routed to the chain so far",
-          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+      G_STRUCT_OFFSET (GstDflashRouter, chain_rounds));
 
   /**
    * GstDflashRouter:decide-first
@@ -564,11 +577,12 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    * block's branch, so that dflashblock drafts only the block's rounds; off,
    * both branches draft every round and the router picks afterwards.
    */
-  g_object_class_install_property (gobject_class, PROP_DECIDE_FIRST,
+  gst_dflash_install_field_property (gobject_class, PROP_DECIDE_FIRST,
       g_param_spec_boolean ("decide-first", "Decide first",
           "Route each round as soon as the chain's proposal arrives, and tell the block's branch "
           "so it drafts only the block's rounds (needs a queue after the tee on that branch)",
-          TRUE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+          TRUE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstDflashRouter, decide_first));
   /**
    * GstDflashRouter:probe-every
    *
@@ -577,11 +591,12 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    * decisions, so that its figure is made and follows the machine and the
    * text.
    */
-  g_object_class_install_property (gobject_class, PROP_PROBE_EVERY,
+  gst_dflash_install_field_property (gobject_class, PROP_PROBE_EVERY,
       g_param_spec_int ("probe-every", "Probe every",
           "policy=cost: decisions between two tries of the side it favours less (0: never)",
           0, 1000000, DFL_ROUTE_COST_PROBE_EVERY,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
+      G_STRUCT_OFFSET (GstDflashRouter, probe_every));
   /**
    * GstDflashRouter:block-tokens-per-second
    *
@@ -609,9 +624,9 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   gst_element_class_add_static_pad_template_with_gtype (element_class, &sink_template, GST_TYPE_AGGREGATOR_PAD);
   gst_element_class_add_static_pad_template_with_gtype (element_class, &chain_template, GST_TYPE_AGGREGATOR_PAD);
   gst_element_class_add_static_pad_template_with_gtype (element_class, &src_template, GST_TYPE_AGGREGATOR_PAD);
-  element_class->request_new_pad = GST_DEBUG_FUNCPTR (gst_dflash_router_request_new_pad);
   element_class->release_pad = GST_DEBUG_FUNCPTR (gst_dflash_router_release_pad);
   element_class->set_context = GST_DEBUG_FUNCPTR (gst_dflash_router_set_context);
+  agg_class->create_new_pad = GST_DEBUG_FUNCPTR (gst_dflash_router_create_new_pad);
   agg_class->aggregate = GST_DEBUG_FUNCPTR (gst_dflash_router_aggregate);
   agg_class->sink_event = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_event);
   agg_class->src_event = GST_DEBUG_FUNCPTR (gst_dflash_router_src_event);

@@ -44,6 +44,7 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
+#include "gstdflashelement.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_selector_debug);
 #define GST_CAT_DEFAULT gst_dflash_selector_debug
@@ -64,11 +65,7 @@ gst_dflash_select_mode_get_type (void)
     { 0, NULL, NULL },
   };
 
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstDflashSelectMode", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_dflash_register_enum (&type, "GstDflashSelectMode", values);
 }
 
 enum {
@@ -79,6 +76,7 @@ enum {
 
 struct _GstDflashSelector {
   GstDflashFilter parent;
+  /* properties (object lock) */
   GstDflashSelectMode mode;
   double min_confidence;
   int width;
@@ -121,16 +119,10 @@ gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GStri
   GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
-  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  g_autoptr (GstCaps) want = NULL;
+  const DflDrafterGeometry *g;
+  gboolean rescore;
 
-  if (!g) {
-    g_string_append (why, "the model has no drafter");
-    return NULL;
-  }
-  want = gst_caps_new_simple (GST_DFLASH_BLOCK_CAPS, "hidden", G_TYPE_INT, c->hidden,
-      "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
-  if (!gst_dflash_caps_agree (sink_caps, want, why))
+  if (!(g = gst_dflash_filter_drafter_input (filter, sink_caps, GST_DFLASH_BLOCK_CAPS, why)))
     return NULL;
   gst_structure_get_int (gst_caps_get_structure (sink_caps, 0), "width", &self->width);
   if (self->width < MAX (g->selector_top, 1) || self->width > c->vocab) {
@@ -138,8 +130,10 @@ gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GStri
                             self->width, g->selector_top, c->vocab);
     return NULL;
   }
-  if (self->mode == GST_DFLASH_SELECT_RESCORE
-      && !dfl_drafter_weights_has_selector (gst_dflash_model_drafter (m)))
+  GST_OBJECT_LOCK (self);
+  rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
+  GST_OBJECT_UNLOCK (self);
+  if (rescore && !dfl_drafter_weights_has_selector (gst_dflash_model_drafter (m)))
     GST_WARNING_OBJECT (self, "%s has no selector: mode=rescore takes each row's argmax",
                         gst_dflash_model_drafter_path (m));
   return gst_caps_new_simple (GST_DFLASH_PROPOSAL_CAPS, "vocab", G_TYPE_INT, c->vocab,
@@ -151,13 +145,12 @@ gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GStri
  * (a block in system memory: on a GPU the logits stay there). */
 static gboolean
 select_block (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-              guint32 *chosen, int *rows, GError **error)
+              gboolean rescore, double min_confidence, guint32 *chosen, int *rows, GError **error)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (self);
   GstDflashModel *m = gst_dflash_filter_model (filter);
   DflDraftCtx *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
                                                  gst_dflash_filter_device (filter), error);
-  gboolean rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
   int hs = gst_dflash_model_geometry (m)->hidden;
   DflTensor block;
   GstMapInfo map;
@@ -168,10 +161,10 @@ select_block (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in, GstDflash
     return FALSE;
   ok = dfl_draft_ctx_select (ctx, &block, self->width, (guint32) meta->anchor,
                              rescore ? chosen : NULL, rescore ? NULL : chosen, error);
-  if (ok && self->min_confidence > 0) {
+  if (ok && min_confidence > 0) {
     if (map.memory) {
       int keep = confident_rows ((const float *) map.data + (gsize) *rows * hs, *rows,
-                                 self->width, chosen, self->min_confidence);
+                                 self->width, chosen, min_confidence);
       GST_LOG_OBJECT (self, "sequence %u round %u: %d of %d rows confident enough",
                       meta->sequence, meta->round, keep, *rows);
       *rows = keep;
@@ -198,64 +191,41 @@ gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRo
   GstDflashSeq *s = meta->seq;
   int hs = g->hidden, rows = g->block - 1;
   g_autoptr (GError) error = NULL;
-  guint32 *chosen;
+  g_autofree guint32 *chosen = NULL;
   GstDflashRoundMeta *om;
+  gboolean rescore;
+  double min_confidence;
 
   if (meta->source == GST_DFLASH_SOURCE_CHAIN && gst_buffer_get_size (in) == 0) {
     /* dflashblock skipped the block: the router decided for the chain */
     *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
     return GST_FLOW_OK;
   }
-  if (gst_buffer_get_size (in) != sizeof (float) * (gsize) rows * (hs + self->width)) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("%s: a block of %" G_GSIZE_FORMAT
-            " bytes, not %d rows of %d hidden and %d logits", GST_ELEMENT_NAME (self),
-            gst_buffer_get_size (in), rows, hs, self->width), (NULL));
-    return GST_FLOW_ERROR;
-  }
+  if (gst_buffer_get_size (in) != sizeof (float) * (gsize) rows * (hs + self->width))
+    goto wrong_size;
+  GST_OBJECT_LOCK (self);
+  rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
+  min_confidence = self->min_confidence;
+  GST_OBJECT_UNLOCK (self);
   chosen = g_new (guint32, rows);
-  if (!s || !select_block (self, s, in, meta, chosen, &rows, &error)) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
-            meta->sequence, error ? error->message : "not running"), (NULL));
-    g_free (chosen);
-    return GST_FLOW_ERROR;
-  }
-  *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (chosen, sizeof (guint32) * rows),
-                                      &om);
+  if (!s || !select_block (self, s, in, meta, rescore, min_confidence, chosen, &rows, &error))
+    goto select_failed;
+  *out = gst_dflash_round_buffer_new (meta,
+      g_bytes_new_take (g_steal_pointer (&chosen), sizeof (guint32) * rows), &om);
   om->source = GST_DFLASH_SOURCE_BLOCK;
   return GST_FLOW_OK;
-}
 
-static void
-gst_dflash_selector_set_property (GObject *object, guint prop_id, const GValue *value,
-                                  GParamSpec *pspec)
-{
-  switch (prop_id) {
-    case PROP_MODE:
-      GST_DFLASH_SELECTOR (object)->mode = g_value_get_enum (value);
-      break;
-    case PROP_MIN_CONFIDENCE:
-      GST_DFLASH_SELECTOR (object)->min_confidence = g_value_get_double (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+  /* ERRORS */
+wrong_size:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("a block is not the size its caps say"),
+        ("a block of %" G_GSIZE_FORMAT " bytes, not %d rows of %d hidden and %d logits",
+         gst_buffer_get_size (in), rows, hs, self->width));
+    return GST_FLOW_ERROR;
   }
-}
-
-static void
-gst_dflash_selector_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
-{
-  switch (prop_id) {
-    case PROP_MODE:
-      g_value_set_enum (value, GST_DFLASH_SELECTOR (object)->mode);
-      break;
-    case PROP_MIN_CONFIDENCE:
-      g_value_set_double (value, GST_DFLASH_SELECTOR (object)->min_confidence);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
+select_failed:
+  return gst_dflash_filter_round_failed (filter, "could not choose the drafts of a block",
+                                         meta, error);
 }
 
 static void
@@ -264,18 +234,19 @@ gst_dflash_selector_class_init (GstDflashSelectorClass *klass)
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
 
-  gobject_class->set_property = gst_dflash_selector_set_property;
-  gobject_class->get_property = gst_dflash_selector_get_property;
+  gobject_class->set_property = gst_dflash_field_set_property;
+  gobject_class->get_property = gst_dflash_field_get_property;
   /**
    * GstDflashSelector:mode
    *
    * rescore: the selector's re-scoring of each row's top candidates; plain:
    * each row's argmax.
    */
-  g_object_class_install_property (gobject_class, PROP_MODE,
+  gst_dflash_install_field_property (gobject_class, PROP_MODE,
       g_param_spec_enum ("mode", "Mode", "How drafts are chosen from the block's logits",
           GST_TYPE_DFLASH_SELECT_MODE, GST_DFLASH_SELECT_RESCORE,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
+      G_STRUCT_OFFSET (GstDflashSelector, mode));
   /**
    * GstDflashSelector:min-confidence
    *
@@ -283,11 +254,12 @@ gst_dflash_selector_class_init (GstDflashSelectorClass *klass)
    * tokens' probabilities falls below this; 0 proposes every row. Blocks in
    * system memory only (on a GPU the logits stay there).
    */
-  g_object_class_install_property (gobject_class, PROP_MIN_CONFIDENCE,
+  gst_dflash_install_field_property (gobject_class, PROP_MIN_CONFIDENCE,
       g_param_spec_double ("min-confidence", "Min confidence",
           "End the draft before the first row where the product of the chosen tokens' "
           "probabilities falls below this (0: propose every row)", 0.0, 1.0, 0.0,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
+      G_STRUCT_OFFSET (GstDflashSelector, min_confidence));
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash selector",
       "Filter/Tensor", "Chooses draft tokens from a block's logits (re-scored or argmax)",
       "gst-dflash developers");

@@ -36,6 +36,7 @@
 
 #include "gstngramdraft.h"
 
+#include "gstdflashelement.h"
 #include "ngram.h"
 #include "round.h"
 
@@ -52,9 +53,10 @@ enum {
 
 struct _GstNgramDraft {
   GstDflashFilter parent;
+  /* properties (object lock) */
   DflNgram ngram;
-  int max_draft;         /* property: 0 for block − 1 */
-  double draft_per_match;  /* property: 0 for no bound by the match */
+  int max_draft;           /* 0 for block − 1 */
+  double draft_per_match;  /* 0 for no bound by the match */
   int block;
   GHashTable *texts;     /* sequence → GArray of its tokens */
 };
@@ -72,13 +74,17 @@ gst_ngram_draft_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *
   GstDflashModel *m = gst_dflash_filter_model (filter);
   const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
   g_autoptr (GstCaps) want = gst_caps_new_simple (GST_DFLASH_TAPS_CAPS, "vocab", G_TYPE_INT, c->vocab, NULL);
+  DflNgram ngram;
 
   if (!gst_dflash_caps_agree (sink_caps, want, why))
     return NULL;
   if (!gst_structure_get_int (gst_caps_get_structure (sink_caps, 0), "block", &self->block))
     self->block = 16;
-  if (self->ngram.min_n > self->ngram.max_n) {
-    g_string_append_printf (why, "min-n %d is above max-n %d", self->ngram.min_n, self->ngram.max_n);
+  GST_OBJECT_LOCK (self);
+  ngram = self->ngram;
+  GST_OBJECT_UNLOCK (self);
+  if (ngram.min_n > ngram.max_n) {
+    g_string_append_printf (why, "min-n %d is above max-n %d", ngram.min_n, ngram.max_n);
     return NULL;
   }
   return gst_caps_new_simple (GST_DFLASH_PROPOSAL_CAPS, "vocab", G_TYPE_INT, c->vocab,
@@ -91,9 +97,18 @@ gst_ngram_draft_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundM
 {
   GstNgramDraft *self = GST_NGRAM_DRAFT (filter);
   GArray *text = g_hash_table_lookup (self->texts, GUINT_TO_POINTER (meta->sequence));
-  int most = self->max_draft > 0 ? MIN (self->max_draft, self->block - 1) : self->block - 1;
-  int *draft = g_new (int, MAX (most, 1)), n, match;
+  DflNgram ngram;
+  int max_draft, most, *draft, n, match;
+  double draft_per_match;
   GstDflashRoundMeta *om;
+
+  GST_OBJECT_LOCK (self);
+  ngram = self->ngram;
+  max_draft = self->max_draft;
+  draft_per_match = self->draft_per_match;
+  GST_OBJECT_UNLOCK (self);
+  most = max_draft > 0 ? MIN (max_draft, self->block - 1) : self->block - 1;
+  draft = g_new (int, MAX (most, 1));
 
   if (meta->round == 0 || !text) {
     text = g_array_new (FALSE, FALSE, sizeof (int));
@@ -102,8 +117,8 @@ gst_ngram_draft_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundM
   if (meta->new_tokens)
     g_array_append_vals (text, g_bytes_get_data (meta->new_tokens, NULL),
                          g_bytes_get_size (meta->new_tokens) / sizeof (int));
-  n = dfl_round_propose_chain (&self->ngram, (const int *) text->data, text->len, most,
-                               self->draft_per_match, draft, &match);
+  n = dfl_round_propose_chain (&ngram, (const int *) text->data, text->len, most,
+                               draft_per_match, draft, &match);
   GST_LOG_OBJECT (self, "sequence %u round %u: match %d, %d proposed", meta->sequence, meta->round,
                   match, n);
   *out = gst_dflash_round_buffer_new (meta, g_bytes_new_take (draft, sizeof (int) * n), &om);
@@ -116,55 +131,6 @@ static void
 gst_ngram_draft_reset (GstDflashFilter *filter)
 {
   g_hash_table_remove_all (GST_NGRAM_DRAFT (filter)->texts);
-}
-
-static void
-gst_ngram_draft_set_property (GObject *object, guint prop_id, const GValue *value,
-                              GParamSpec *pspec)
-{
-  GstNgramDraft *self = GST_NGRAM_DRAFT (object);
-
-  switch (prop_id) {
-    case PROP_MIN_N:
-      self->ngram.min_n = g_value_get_int (value);
-      break;
-    case PROP_MAX_N:
-      self->ngram.max_n = g_value_get_int (value);
-      break;
-    case PROP_MAX_DRAFT:
-      self->max_draft = g_value_get_int (value);
-      break;
-    case PROP_DRAFT_PER_MATCH:
-      self->draft_per_match = g_value_get_double (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
-}
-
-static void
-gst_ngram_draft_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
-{
-  GstNgramDraft *self = GST_NGRAM_DRAFT (object);
-
-  switch (prop_id) {
-    case PROP_MIN_N:
-      g_value_set_int (value, self->ngram.min_n);
-      break;
-    case PROP_MAX_N:
-      g_value_set_int (value, self->ngram.max_n);
-      break;
-    case PROP_MAX_DRAFT:
-      g_value_set_int (value, self->max_draft);
-      break;
-    case PROP_DRAFT_PER_MATCH:
-      g_value_set_double (value, self->draft_per_match);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
 }
 
 static void
@@ -181,19 +147,22 @@ gst_ngram_draft_class_init (GstNgramDraftClass *klass)
   GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
   DflNgram defaults = DFL_NGRAM_DEFAULT;
 
-  gobject_class->set_property = gst_ngram_draft_set_property;
-  gobject_class->get_property = gst_ngram_draft_get_property;
+  gobject_class->set_property = gst_dflash_field_set_property;
+  gobject_class->get_property = gst_dflash_field_get_property;
   gobject_class->finalize = gst_ngram_draft_finalize;
-  g_object_class_install_property (gobject_class, PROP_MIN_N,
+  gst_dflash_install_field_property (gobject_class, PROP_MIN_N,
       g_param_spec_int ("min-n", "Min n", "Shortest suffix that counts as a match",
-          1, 64, defaults.min_n, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_MAX_N, g_param_spec_int ("max-n", "Max n",
-          "Longest suffix, tried first", 1, 64, defaults.max_n,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_MAX_DRAFT,
+          1, 64, defaults.min_n, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstNgramDraft, ngram.min_n));
+  gst_dflash_install_field_property (gobject_class, PROP_MAX_N,
+      g_param_spec_int ("max-n", "Max n", "Longest suffix, tried first", 1, 64, defaults.max_n,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstNgramDraft, ngram.max_n));
+  gst_dflash_install_field_property (gobject_class, PROP_MAX_DRAFT,
       g_param_spec_int ("max-draft", "Max draft",
-          "Tokens a proposal holds at most (0: the block's block − 1)", 0, 1024, 0,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+          "Tokens a proposal holds at most (0: the block size − 1)", 0, 1024, 0,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstNgramDraft, max_draft));
   /**
    * GstNgramDraft:draft-per-match
    *
@@ -201,11 +170,12 @@ gst_ngram_draft_class_init (GstNgramDraftClass *klass)
    * proposes at most n × this many, rounded down (and never more than
    * max-draft). 0 bounds a proposal by max-draft only.
    */
-  g_object_class_install_property (gobject_class, PROP_DRAFT_PER_MATCH,
+  gst_dflash_install_field_property (gobject_class, PROP_DRAFT_PER_MATCH,
       g_param_spec_double ("draft-per-match", "Draft per match",
           "Tokens a proposal may hold per token of the suffix it matched, rounded down (0: no "
           "bound but max-draft)", 0.0, 1024.0, 0.0,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
+      G_STRUCT_OFFSET (GstNgramDraft, draft_per_match));
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash n-gram drafter",
       "Filter/Tensor", "Proposes tokens by prompt lookup (the chain drafter)",
       "gst-dflash developers");

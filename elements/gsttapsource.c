@@ -49,6 +49,7 @@
 #include "gstdflashdevice.h"
 #include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
+#include "gstdflashelement.h"
 #include "gstdflashseq.h"
 #include "prompts.h"
 #include "round.h"
@@ -102,17 +103,11 @@ gst_dflash_gpu_weights_get_type (void)
     { 0, NULL, NULL },
   };
 
-  if (g_once_init_enter (&type)) {
-    GType t = g_enum_register_static ("GstDflashGpuWeights", values);
-    g_once_init_leave (&type, t);
-  }
-  return type;
+  return gst_dflash_register_enum (&type, "GstDflashGpuWeights", values);
 }
 
-struct _GstTapSource {
-  GstPushSrc parent;
-
-  /* properties */
+/* What the properties set. */
+typedef struct {
   char *model_dir;
   char *drafter;
   gboolean no_drafter;
@@ -125,6 +120,15 @@ struct _GstTapSource {
   guint64 seed;
   GstDflashBackend backend;
   GstDflashGpuWeights gpu_weights;
+} TapSettings;
+
+struct _GstTapSource {
+  GstPushSrc parent;
+
+  /* the properties (object lock), and the copy a run reads, taken when it
+   * starts (they are mutable in READY only) */
+  TapSettings props;
+  TapSettings run;
 
   GstDflashModel *model;
   /* the target on CUDA, where the caps negotiated CUDA memory */
@@ -139,7 +143,7 @@ struct _GstTapSource {
   guint next_prompt, running;
   gboolean flushing;
   gboolean restart;          /* a flush went downstream: start over from the first prompt */
-  guint64 busy_ns;
+  guint64 busy_ns;           /* the busy-time property (object lock) */
 };
 
 #define _do_init \
@@ -149,10 +153,6 @@ G_DEFINE_TYPE_WITH_CODE (GstTapSource, gst_tap_source, GST_TYPE_PUSH_SRC, _do_in
 GST_ELEMENT_REGISTER_DEFINE (tapsource, "tapsource", GST_RANK_NONE, GST_TYPE_TAP_SOURCE);
 
 static void gst_tap_source_finalize (GObject *object);
-static void gst_tap_source_set_property (GObject *object, guint prop_id, const GValue *value,
-                                         GParamSpec *pspec);
-static void gst_tap_source_get_property (GObject *object, guint prop_id, GValue *value,
-                                         GParamSpec *pspec);
 static void gst_tap_source_set_context (GstElement *element, GstContext *context);
 static gboolean gst_tap_source_start (GstBaseSrc *src);
 static gboolean gst_tap_source_stop (GstBaseSrc *src);
@@ -163,6 +163,31 @@ static gboolean gst_tap_source_unlock (GstBaseSrc *src);
 static gboolean gst_tap_source_unlock_stop (GstBaseSrc *src);
 static GstFlowReturn gst_tap_source_create (GstPushSrc *src, GstBuffer **buf);
 static gboolean gst_tap_source_set_caps (GstBaseSrc *src, GstCaps *caps);
+
+static void
+settings_clear (TapSettings *t)
+{
+  g_clear_pointer (&t->model_dir, g_free);
+  g_clear_pointer (&t->drafter, g_free);
+  g_clear_pointer (&t->prompt, g_free);
+  g_clear_pointer (&t->prompts_file, g_free);
+  g_clear_pointer (&t->tokens, g_free);
+}
+
+/* The properties for a run, copied under the object lock. */
+static void
+settings_take (GstTapSource *self)
+{
+  settings_clear (&self->run);
+  GST_OBJECT_LOCK (self);
+  self->run = self->props;
+  self->run.model_dir = g_strdup (self->props.model_dir);
+  self->run.drafter = g_strdup (self->props.drafter);
+  self->run.prompt = g_strdup (self->props.prompt);
+  self->run.prompts_file = g_strdup (self->props.prompts_file);
+  self->run.tokens = g_strdup (self->props.tokens);
+  GST_OBJECT_UNLOCK (self);
+}
 
 static gboolean
 gst_tap_source_negotiate (GstBaseSrc *src)
@@ -180,8 +205,8 @@ gst_tap_source_negotiate (GstBaseSrc *src)
       gst_dflash_caps_explain_refusal (GST_BASE_SRC_PAD (src), offer, why);
       gst_caps_unref (offer);
     }
-    GST_ELEMENT_ERROR (src, CORE, NEGOTIATION, ("%s: downstream does not take the model's taps: %s",
-        GST_ELEMENT_NAME (src), why->str), (NULL));
+    GST_ELEMENT_ERROR (src, CORE, NEGOTIATION, ("downstream does not take the model's taps: %s",
+        why->str), ("offered %" GST_PTR_FORMAT ", downstream takes %" GST_PTR_FORMAT, mine, peer));
     g_string_free (why, TRUE);
     gst_caps_unref (first);
     ok = FALSE;
@@ -200,8 +225,8 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
   GstPushSrcClass *pushsrc_class = GST_PUSH_SRC_CLASS (klass);
 
   gobject_class->finalize = gst_tap_source_finalize;
-  gobject_class->set_property = gst_tap_source_set_property;
-  gobject_class->get_property = gst_tap_source_get_property;
+  gobject_class->set_property = gst_dflash_field_set_property;
+  gobject_class->get_property = gst_dflash_field_get_property;
 
   /**
    * GstTapSource:model
@@ -209,58 +234,69 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
    * The target: a Qwen3 checkpoint folder (config.json, model.safetensors or
    * shards, tokenizer.json).
    */
-  g_object_class_install_property (gobject_class, PROP_MODEL,
+  gst_dflash_install_field_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
           "Qwen3 checkpoint folder of the target (default: $DFLASH_MODEL, else the embedded default)",
-          DFL_DEFAULT_MODEL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+          DFL_DEFAULT_MODEL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.model_dir));
   /**
    * GstTapSource:drafter
    *
    * The drafter: a DFlash 2 sidecar or a released DFlash folder; empty for
    * dflash.safetensors in the model folder.
    */
-  g_object_class_install_property (gobject_class, PROP_DRAFTER,
+  gst_dflash_install_field_property (gobject_class, PROP_DRAFTER,
       g_param_spec_string ("drafter", "Drafter",
           "DFlash sidecar file or released DFlash folder (empty: dflash.safetensors in the model folder)",
-          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_NO_DRAFTER,
+          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.drafter));
+  gst_dflash_install_field_property (gobject_class, PROP_NO_DRAFTER,
       g_param_spec_boolean ("no-drafter", "No drafter",
           "Load no drafter: plain decoding or the chain drafter alone",
-          FALSE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_PROMPT,
+          FALSE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.no_drafter));
+  gst_dflash_install_field_property (gobject_class, PROP_PROMPT,
       g_param_spec_string ("prompt", "Prompt",
           "The prompt text (used when prompts-file is not set)",
-          DEFAULT_PROMPT, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_PROMPTS_FILE,
+          DEFAULT_PROMPT, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.prompt));
+  gst_dflash_install_field_property (gobject_class, PROP_PROMPTS_FILE,
       g_param_spec_string ("prompts-file", "Prompts file",
           "A file of prompts, one a line (\\n and \\t escapes); each is a sequence",
-          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_TOKENS,
+          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.prompts_file));
+  gst_dflash_install_field_property (gobject_class, PROP_TOKENS,
       g_param_spec_string ("tokens", "Tokens",
           "The prompt as token ids, comma-separated (instead of prompt and prompts-file)",
-          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_MAX_NEW_TOKENS,
+          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.tokens));
+  gst_dflash_install_field_property (gobject_class, PROP_MAX_NEW_TOKENS,
       g_param_spec_int ("max-new-tokens", "Max new tokens",
           "Tokens to generate at most for each prompt", 1, G_MAXINT / 2, DEFAULT_MAX_NEW,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_IN_FLIGHT,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.max_new));
+  gst_dflash_install_field_property (gobject_class, PROP_IN_FLIGHT,
       g_param_spec_int ("in-flight", "In flight",
           "Sequences running at once", 1, 1024, DEFAULT_IN_FLIGHT,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_TEMPERATURE,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.in_flight));
+  gst_dflash_install_field_property (gobject_class, PROP_TEMPERATURE,
       g_param_spec_double ("temperature", "Temperature",
           "Sampling temperature of the target (0: greedy)", 0.0, DFL_SAMPLER_MAX_TEMPERATURE, 0.0,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_TOP_P,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.temperature));
+  gst_dflash_install_field_property (gobject_class, PROP_TOP_P,
       g_param_spec_double ("top-p", "Top p",
           "Sample from the smallest set of tokens holding this much probability",
           DFL_SAMPLER_MIN_TOP_P, 1.0, 1.0,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_SEED,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.top_p));
+  gst_dflash_install_field_property (gobject_class, PROP_SEED,
       g_param_spec_uint64 ("seed", "Seed",
           "Seed of the sampling stream (a sequence's stream is keyed by seed + its index)",
           0, G_MAXUINT64, 0,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.seed));
   /**
    * GstTapSource:backend
    *
@@ -271,21 +307,19 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
    * else the CPU, so auto never needs a GPU. The target has no Vulkan path
    * (under a Vulkan drafter it stays on the CPU): vulkan is refused.
    */
-  g_object_class_install_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend",
-          "Where the target runs (auto: CUDA only where downstream takes only CUDA memory, else "
-          "the CPU; cpu; cuda); the verifier verifies where the target ran",
-          GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_GPU_WEIGHTS,
+  gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
+      "Where the target runs (auto: CUDA only where downstream takes only CUDA memory, else "
+      "the CPU; cpu; cuda); the verifier verifies where the target ran",
+      G_STRUCT_OFFSET (GstTapSource, props.backend));
+  gst_dflash_install_field_property (gobject_class, PROP_GPU_WEIGHTS,
       g_param_spec_enum ("gpu-weights", "GPU weights",
           "How the target's and drafter's matrices go onto a CUDA card (f32: the CPU's numbers)",
           GST_TYPE_DFLASH_GPU_WEIGHTS, GST_DFLASH_GPU_WEIGHTS_STORED,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_BUSY_TIME,
-      g_param_spec_uint64 ("busy-time", "Busy time",
-          "Nanoseconds spent running the target over prompts so far", 0, G_MAXUINT64, 0,
-          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.gpu_weights));
+  gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
+      "Nanoseconds spent running the target over prompts so far",
+      G_STRUCT_OFFSET (GstTapSource, busy_ns));
 
   gst_element_class_set_static_metadata (element_class, "DFlash tap source",
       "Source/Tensor", "Runs the target over prompts and starts each speculative round",
@@ -317,12 +351,12 @@ gst_tap_source_init (GstTapSource *self)
 {
   /* DFLASH_MODEL names another default (tests point it at their tiny
    * checkpoint) */
-  self->model_dir = g_strdup (g_getenv ("DFLASH_MODEL") && *g_getenv ("DFLASH_MODEL")
-                              ? g_getenv ("DFLASH_MODEL") : DFL_DEFAULT_MODEL);
-  self->prompt = g_strdup (DEFAULT_PROMPT);
-  self->max_new = DEFAULT_MAX_NEW;
-  self->in_flight = DEFAULT_IN_FLIGHT;
-  self->top_p = 1.0;
+  self->props.model_dir = g_strdup (g_getenv ("DFLASH_MODEL") && *g_getenv ("DFLASH_MODEL")
+                                    ? g_getenv ("DFLASH_MODEL") : DFL_DEFAULT_MODEL);
+  self->props.prompt = g_strdup (DEFAULT_PROMPT);
+  self->props.max_new = DEFAULT_MAX_NEW;
+  self->props.in_flight = DEFAULT_IN_FLIGHT;
+  self->props.top_p = 1.0;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->ready);
@@ -336,11 +370,8 @@ gst_tap_source_finalize (GObject *object)
 {
   GstTapSource *self = GST_TAP_SOURCE (object);
 
-  g_free (self->model_dir);
-  g_free (self->drafter);
-  g_free (self->prompt);
-  g_free (self->prompts_file);
-  g_free (self->tokens);
+  settings_clear (&self->props);
+  settings_clear (&self->run);
   g_clear_object (&self->model);
   gst_clear_object (&self->device);
   g_clear_pointer (&self->prompts, g_ptr_array_unref);
@@ -349,121 +380,6 @@ gst_tap_source_finalize (GObject *object)
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
   G_OBJECT_CLASS (parent_class)->finalize (object);
-}
-
-static void
-gst_tap_source_set_property (GObject *object, guint prop_id, const GValue *value,
-                             GParamSpec *pspec)
-{
-  GstTapSource *self = GST_TAP_SOURCE (object);
-
-  GST_OBJECT_LOCK (self);
-  switch (prop_id) {
-    case PROP_MODEL:
-      g_free (self->model_dir);
-      self->model_dir = g_value_dup_string (value);
-      break;
-    case PROP_DRAFTER:
-      g_free (self->drafter);
-      self->drafter = g_value_dup_string (value);
-      break;
-    case PROP_NO_DRAFTER:
-      self->no_drafter = g_value_get_boolean (value);
-      break;
-    case PROP_PROMPT:
-      g_free (self->prompt);
-      self->prompt = g_value_dup_string (value);
-      break;
-    case PROP_PROMPTS_FILE:
-      g_free (self->prompts_file);
-      self->prompts_file = g_value_dup_string (value);
-      break;
-    case PROP_TOKENS:
-      g_free (self->tokens);
-      self->tokens = g_value_dup_string (value);
-      break;
-    case PROP_MAX_NEW_TOKENS:
-      self->max_new = g_value_get_int (value);
-      break;
-    case PROP_IN_FLIGHT:
-      self->in_flight = g_value_get_int (value);
-      break;
-    case PROP_TEMPERATURE:
-      self->temperature = g_value_get_double (value);
-      break;
-    case PROP_TOP_P:
-      self->top_p = g_value_get_double (value);
-      break;
-    case PROP_SEED:
-      self->seed = g_value_get_uint64 (value);
-      break;
-    case PROP_BACKEND:
-      self->backend = g_value_get_enum (value);
-      break;
-    case PROP_GPU_WEIGHTS:
-      self->gpu_weights = g_value_get_enum (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
-  GST_OBJECT_UNLOCK (self);
-}
-
-static void
-gst_tap_source_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
-{
-  GstTapSource *self = GST_TAP_SOURCE (object);
-
-  GST_OBJECT_LOCK (self);
-  switch (prop_id) {
-    case PROP_MODEL:
-      g_value_set_string (value, self->model_dir);
-      break;
-    case PROP_DRAFTER:
-      g_value_set_string (value, self->drafter);
-      break;
-    case PROP_NO_DRAFTER:
-      g_value_set_boolean (value, self->no_drafter);
-      break;
-    case PROP_PROMPT:
-      g_value_set_string (value, self->prompt);
-      break;
-    case PROP_PROMPTS_FILE:
-      g_value_set_string (value, self->prompts_file);
-      break;
-    case PROP_TOKENS:
-      g_value_set_string (value, self->tokens);
-      break;
-    case PROP_MAX_NEW_TOKENS:
-      g_value_set_int (value, self->max_new);
-      break;
-    case PROP_IN_FLIGHT:
-      g_value_set_int (value, self->in_flight);
-      break;
-    case PROP_TEMPERATURE:
-      g_value_set_double (value, self->temperature);
-      break;
-    case PROP_TOP_P:
-      g_value_set_double (value, self->top_p);
-      break;
-    case PROP_SEED:
-      g_value_set_uint64 (value, self->seed);
-      break;
-    case PROP_BACKEND:
-      g_value_set_enum (value, self->backend);
-      break;
-    case PROP_GPU_WEIGHTS:
-      g_value_set_enum (value, self->gpu_weights);
-      break;
-    case PROP_BUSY_TIME:
-      g_value_set_uint64 (value, self->busy_ns);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
-  GST_OBJECT_UNLOCK (self);
 }
 
 static void
@@ -478,96 +394,153 @@ gst_tap_source_set_context (GstElement *element, GstContext *context)
 }
 
 
+/* The model the properties name, unless an application handed one in;
+ * the elements downstream and the bin learn of it. */
+static gboolean
+load_model (GstTapSource *self)
+{
+  const TapSettings *run = &self->run;
+  g_autoptr (GError) error = NULL;
+
+  if (self->model)
+    return TRUE;
+  if (!run->model_dir || !*run->model_dir)
+    goto no_folder;
+  if (!(self->model = gst_dflash_model_new (run->model_dir, run->drafter, run->no_drafter, &error)))
+    goto open_failed;
+  gst_element_post_message (GST_ELEMENT (self), gst_message_new_have_context (GST_OBJECT (self),
+          gst_dflash_model_context_new (self->model)));
+  return TRUE;
+
+  /* ERRORS */
+no_folder:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("no model folder set (property 'model')"),
+        (NULL));
+    return FALSE;
+  }
+open_failed:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("%s", error->message),
+        ("model %s, drafter %s", run->model_dir, run->no_drafter ? "none"
+         : run->drafter ? run->drafter : "beside the model"));
+    return FALSE;
+  }
+}
+
+/* The tokens property: one prompt of ids. */
+static gboolean
+parse_tokens (GstTapSource *self)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (int));
+  int vocab = dfl_target_config (gst_dflash_model_target (self->model))->vocab;
+  g_auto (GStrv) parts = g_strsplit (self->run.tokens, ",", -1);
+  const char *t = NULL;
+
+  g_ptr_array_add (self->prompts, ids);
+  for (int i = 0; parts[i]; i++) {
+    char *end = NULL;
+    gint64 v;
+    t = g_strstrip (parts[i]);
+    v = g_ascii_strtoll (t, &end, 10);
+    if (!*t || *end || v < 0 || v >= vocab)
+      goto not_a_token;
+    g_array_append_val (ids, (int) { (int) v });
+  }
+  if (ids->len == 0)
+    goto empty;
+  return TRUE;
+
+  /* ERRORS */
+not_a_token:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("tokens: '%s' is not a token id of %s (0 … %d)", t, self->run.model_dir, vocab - 1),
+        (NULL));
+    return FALSE;
+  }
+empty:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("tokens: the list is empty"), (NULL));
+    return FALSE;
+  }
+}
+
+/* The text prompts (prompts-file, else prompt), encoded. */
+static gboolean
+encode_prompts (GstTapSource *self)
+{
+  const TapSettings *run = &self->run;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) texts = NULL;
+  const DflTokenizer *tok;
+  GArray *ids = NULL;
+  guint i;
+
+  if (run->prompts_file && *run->prompts_file) {
+    if (!(texts = dfl_read_prompts (run->prompts_file, &error)))
+      goto no_prompts;
+  } else {
+    texts = g_ptr_array_new_with_free_func (g_free);
+    g_ptr_array_add (texts, g_strdup (run->prompt ? run->prompt : ""));
+  }
+  if (!(tok = gst_dflash_model_tokenizer (self->model)))
+    goto no_tokenizer;
+  for (i = 0; i < texts->len; i++) {
+    if (!(ids = dfl_tokenizer_encode (tok, g_ptr_array_index (texts, i), -1, &error))
+        || ids->len == 0)
+      goto bad_prompt;
+    g_ptr_array_add (self->prompts, ids);
+  }
+  return TRUE;
+
+  /* ERRORS */
+no_prompts:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("%s", error->message),
+        ("prompts-file %s", run->prompts_file));
+    return FALSE;
+  }
+no_tokenizer:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+        ("%s has no tokenizer.json: it is needed for text prompts", run->model_dir),
+        ("use the tokens property for a prompt of ids"));
+    return FALSE;
+  }
+bad_prompt:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, READ, ("prompt %u: %s", i + 1,
+            ids ? "the prompt is empty" : error->message), (NULL));
+    if (ids)
+      g_array_unref (ids);
+    return FALSE;
+  }
+}
+
 static gboolean
 gst_tap_source_start (GstBaseSrc *src)
 {
   GstTapSource *self = GST_TAP_SOURCE (src);
   g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) texts = NULL;
-  const DflTokenizer *tok;
+  GstDflashBackend backend;
 
-  if (!gst_dflash_backend_check (GST_ELEMENT (self), self->backend, &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
+  settings_take (self);
+  backend = self->run.backend;
+  if (!gst_dflash_element_check_target_backend (GST_ELEMENT (self), backend,
+          "under a Vulkan drafter it stays on the CPU: set backend=vulkan on ctxsettle"))
     return FALSE;
-  }
-  if (self->backend == GST_DFLASH_BACKEND_VULKAN) {
-    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
-        ("%s: backend=vulkan: the target runs on cpu or cuda (under a Vulkan drafter it stays on "
-         "the CPU: set backend=vulkan on ctxsettle)", GST_ELEMENT_NAME (self)), (NULL));
-    return FALSE;
-  }
   /* a forced CUDA finds its device when the element starts: a machine
    * without one fails here, saying why */
-  if (self->backend == GST_DFLASH_BACKEND_CUDA
+  if (backend == GST_DFLASH_BACKEND_CUDA
       && !gst_dflash_device_ensure (GST_ELEMENT (self), GST_BASE_SRC_PAD (self),
-                                    GST_DFLASH_BACKEND_CUDA, &self->device, &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
+                                    GST_DFLASH_BACKEND_CUDA, &self->device, &error))
+    goto no_device;
+  if (!load_model (self))
     return FALSE;
-  }
-  if (!self->model) {
-    GstMessage *msg;
-    if (!self->model_dir || !*self->model_dir) {
-      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("tapsource: no model folder set (property 'model')"), (NULL));
-      return FALSE;
-    }
-    if (!(self->model = gst_dflash_model_new (self->model_dir, self->drafter, self->no_drafter, &error))) {
-      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("%s", error->message), (NULL));
-      return FALSE;
-    }
-    /* the elements downstream, and the bin, learn of the model */
-    msg = gst_message_new_have_context (GST_OBJECT (self), gst_dflash_model_context_new (self->model));
-    gst_element_post_message (GST_ELEMENT (self), msg);
-  }
   self->prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
-  if (self->tokens && *self->tokens) {
-    GArray *ids = g_array_new (FALSE, FALSE, sizeof (int));
-    int vocab = dfl_target_config (gst_dflash_model_target (self->model))->vocab;
-    g_auto (GStrv) parts = g_strsplit (self->tokens, ",", -1);
-    g_ptr_array_add (self->prompts, ids);
-    for (int i = 0; parts[i]; i++) {
-      const char *t = g_strstrip (parts[i]);
-      char *end = NULL;
-      gint64 v = g_ascii_strtoll (t, &end, 10);
-      if (!*t || *end || v < 0 || v >= vocab) {
-        GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
-            ("tapsource: tokens: '%s' is not a token id of %s (0 … %d)", t, self->model_dir, vocab - 1),
-            (NULL));
-        return FALSE;
-      }
-      g_array_append_val (ids, (int) { (int) v });
-    }
-    if (ids->len == 0) {
-      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("tapsource: tokens: the list is empty"), (NULL));
-      return FALSE;
-    }
-    goto ready;
-  }
-  if (self->prompts_file && *self->prompts_file) {
-    if (!(texts = dfl_read_prompts (self->prompts_file, &error))) {
-      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("tapsource: %s", error->message), (NULL));
-      return FALSE;
-    }
-  } else {
-    texts = g_ptr_array_new_with_free_func (g_free);
-    g_ptr_array_add (texts, g_strdup (self->prompt ? self->prompt : ""));
-  }
-  if (!(tok = gst_dflash_model_tokenizer (self->model))) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
-        ("%s has no tokenizer.json: tapsource needs it for text prompts", self->model_dir), (NULL));
+  if (self->run.tokens && *self->run.tokens ? !parse_tokens (self) : !encode_prompts (self))
     return FALSE;
-  }
-  for (guint i = 0; i < texts->len; i++) {
-    GArray *ids = dfl_tokenizer_encode (tok, g_ptr_array_index (texts, i), -1, &error);
-    if (!ids || ids->len == 0) {
-      GST_ELEMENT_ERROR (self, RESOURCE, READ, ("prompt %u: %s", i + 1,
-              ids ? "the prompt is empty" : error->message), (NULL));
-      if (ids)
-        g_array_unref (ids);
-      return FALSE;
-    }
-    g_ptr_array_add (self->prompts, ids);
-  }
-ready:
   g_mutex_lock (&self->lock);
   self->next_prompt = 0;
   self->running = 0;
@@ -576,8 +549,15 @@ ready:
   g_queue_clear (&self->ready);
   g_mutex_unlock (&self->lock);
   GST_INFO_OBJECT (self, "%u prompts, %d in flight, drafter %s", self->prompts->len,
-                   self->in_flight, gst_dflash_model_drafter_path (self->model));
+                   self->run.in_flight, gst_dflash_model_drafter_path (self->model));
   return TRUE;
+
+  /* ERRORS */
+no_device:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
+    return FALSE;
+  }
 }
 
 static gboolean
@@ -610,9 +590,14 @@ gst_tap_source_get_caps (GstBaseSrc *src, GstCaps *filter)
         "vocab", G_TYPE_INT, c->vocab,
         "block", G_TYPE_INT, g ? g->block : 16, NULL);
     g_autofree char *structure = gst_caps_to_string (plain);
-    guint backends = self->backend == GST_DFLASH_BACKEND_CPU ? 1u << GST_DFLASH_BACKEND_CPU
-                     : self->backend == GST_DFLASH_BACKEND_CUDA ? 1u << GST_DFLASH_BACKEND_CUDA
-                     : TAPS_BACKENDS;
+    GstDflashBackend backend;
+    guint backends;
+    GST_OBJECT_LOCK (self);
+    backend = self->props.backend;
+    GST_OBJECT_UNLOCK (self);
+    backends = backend == GST_DFLASH_BACKEND_CPU ? 1u << GST_DFLASH_BACKEND_CPU
+               : backend == GST_DFLASH_BACKEND_CUDA ? 1u << GST_DFLASH_BACKEND_CUDA
+               : TAPS_BACKENDS;
     /* system memory first: auto takes the CPU wherever downstream does */
     caps = gst_dflash_tensor_caps (structure, backends);
     gst_caps_unref (plain);
@@ -653,12 +638,18 @@ gst_tap_source_set_caps (GstBaseSrc *src, GstCaps *caps)
   if (!gst_dflash_device_ensure (GST_ELEMENT (self), GST_BASE_SRC_PAD (self),
                                  GST_DFLASH_BACKEND_CUDA, &self->device, &error)
       || !gst_dflash_device_target (self->device, self->model,
-                                    self->gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
-    return FALSE;
-  }
+                                    self->run.gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, &error))
+    goto no_device_target;
   GST_INFO_OBJECT (self, "the target runs on %s", gst_dflash_device_describe (self->device));
   return TRUE;
+
+  /* ERRORS */
+no_device_target:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("%s", error->message),
+        ("the caps negotiated CUDA memory: %" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
 }
 
 /* The verdict of a round: its sequence may start its next round. Called in
@@ -767,7 +758,7 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps, int
   const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
   const DflTarget *t = self->cuda
       ? gst_dflash_device_target (self->device, self->model,
-                                  self->gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, error)
+                                  self->run.gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, error)
       : gst_dflash_model_target (self->model);
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model);
   DflRoundTaps want = { 0 };
@@ -825,45 +816,55 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   GstBuffer *device_taps = NULL;
   gint64 t0 = g_get_monotonic_time ();
 
-  if ((gint64) n + self->max_new + (g ? g->block : 1) > c->max_positions) {
-    /* room for the prompt, every new token and one block */
-    int block = g ? g->block : 1;
-    gint64 room = (gint64) c->max_positions - block - n;
-    if (room < 1)
-      GST_ELEMENT_ERROR (self, STREAM, FAILED,
-          ("%s: prompt %u has %d tokens, more than the context of %s holds "
-           "(max_position_embeddings %d, less a block of %d: at most %d prompt tokens)",
-           GST_ELEMENT_NAME (self), index + 1, n, dfl_target_dir (t), c->max_positions, block,
-           MAX (c->max_positions - block - 1, 0)), (NULL));
-    else
-      GST_ELEMENT_ERROR (self, STREAM, FAILED,
-          ("%s: prompt %u has %d tokens: with max-new-tokens %d it passes the context of %s "
-           "(max_position_embeddings %d); with this prompt max-new-tokens may be at most %"
-           G_GINT64_FORMAT, GST_ELEMENT_NAME (self), index + 1, n, self->max_new,
-           dfl_target_dir (t), c->max_positions, room), (NULL));
-    return GST_FLOW_ERROR;
-  }
+  if ((gint64) n + self->run.max_new + (g ? g->block : 1) > c->max_positions)
+    goto too_long;
   s = gst_dflash_seq_new (self->model, index);
   g_mutex_lock (&self->lock);
   g_hash_table_replace (self->seqs, GUINT_TO_POINTER (index), s);
   g_mutex_unlock (&self->lock);
-  s->max_new = self->max_new;
-  s->sampler = (DflSampler) { .temperature = self->temperature, .top_p = self->top_p,
-                              .seed = self->seed + index };
+  s->max_new = self->run.max_new;
+  s->sampler = (DflSampler) { .temperature = self->run.temperature, .top_p = self->run.top_p,
+                              .seed = self->run.seed + index };
   if (g && !self->cuda)
     taps = g_new (float, (gsize) n * tw);
-  if (!prefill (self, s, ids, taps, &first, &device_taps, &error)) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("prompt %u: %s", index + 1, error->message), (NULL));
-    return GST_FLOW_ERROR;
-  }
+  if (!prefill (self, s, ids, taps, &first, &device_taps, &error))
+    goto prefill_failed;
   g_array_append_vals (s->tokens, ids->data, n);
   g_array_append_val (s->tokens, first);
   s->prompt_len = n;
   /* the prompt and the first token are the round's new tokens */
   *buf = round_buffer (self, s, 0, taps, g_steal_pointer (&device_taps), n, 0);
+  GST_OBJECT_LOCK (self);
   self->busy_ns += (g_get_monotonic_time () - t0) * 1000;
+  GST_OBJECT_UNLOCK (self);
   GST_DEBUG_OBJECT (self, "sequence %u: %d prompt tokens, first token %d", index, n, first);
   return GST_FLOW_OK;
+
+  /* ERRORS */
+too_long:
+  {
+    /* room for the prompt, every new token and one block */
+    int block = g ? g->block : 1;
+    gint64 room = (gint64) c->max_positions - block - n;
+    if (room < 1)
+      GST_ELEMENT_ERROR (self, STREAM, FAILED,
+          ("prompt %u has %d tokens, more than the context of %s holds (max_position_embeddings "
+           "%d, less a block of %d: at most %d prompt tokens)", index + 1, n, dfl_target_dir (t),
+           c->max_positions, block, MAX (c->max_positions - block - 1, 0)), (NULL));
+    else
+      GST_ELEMENT_ERROR (self, STREAM, FAILED,
+          ("prompt %u has %d tokens: with max-new-tokens %d it passes the context of %s "
+           "(max_position_embeddings %d); with this prompt max-new-tokens may be at most %"
+           G_GINT64_FORMAT, index + 1, n, self->run.max_new, dfl_target_dir (t), c->max_positions,
+           room), (NULL));
+    return GST_FLOW_ERROR;
+  }
+prefill_failed:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("could not run the target over prompt %u: %s",
+            index + 1, error->message), ("sequence %u", index));
+    return GST_FLOW_ERROR;
+  }
 }
 
 static GstFlowReturn
@@ -903,8 +904,8 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
         gint64 ctx_pos = s->tokens->len - 1 - s->taps_rows;
         if (dfl_target_device (dfl_target_seq_target (s->kv)) && !s->taps_buf
             && gst_dflash_model_tap_width (self->model)) {
-          GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: the verifier left no taps "
-                  "on the card for its next round", GST_ELEMENT_NAME (self), id), (NULL));
+          GST_ELEMENT_ERROR (self, STREAM, FAILED, ("the verifier left no taps on the card for "
+                  "a sequence's next round"), ("sequence %u", id));
           return GST_FLOW_ERROR;
         }
         *buf = round_buffer (self, s, ctx_pos, s->taps, g_steal_pointer (&s->taps_buf),
@@ -914,7 +915,7 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
       g_mutex_lock (&self->lock);
       continue;
     }
-    if (self->running < (guint) self->in_flight && self->next_prompt < self->prompts->len) {
+    if (self->running < (guint) self->run.in_flight && self->next_prompt < self->prompts->len) {
       guint index = self->next_prompt++;
       self->running++;
       g_mutex_unlock (&self->lock);

@@ -49,6 +49,7 @@
 #include "gstdflashdevicememory.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
+#include "gstdflashelement.h"
 #include "gstdflashseq.h"
 #include "gstdflashsummary.h"
 
@@ -74,7 +75,7 @@ enum {
 struct _GstVerifier {
   GstElement parent;
   GstPad *sinkpad, *srcpad, *tokenspad;
-  GstDflashBackend backend;
+  GstDflashBackend backend;   /* the property (object lock) */
 
   GstDflashModel *model;
   DflVerifier *verifier;
@@ -88,7 +89,7 @@ struct _GstVerifier {
   guint head;
   /* figures */
   DflRoundStats stats;
-  guint64 busy_ns;
+  guint64 busy_ns;            /* the busy-time property (object lock) */
   gint64 first_us;
 };
 
@@ -99,10 +100,6 @@ G_DEFINE_TYPE_WITH_CODE (GstVerifier, gst_verifier, GST_TYPE_ELEMENT, _do_init);
 GST_ELEMENT_REGISTER_DEFINE (verifier, "verifier", GST_RANK_NONE, GST_TYPE_VERIFIER);
 
 static void gst_verifier_finalize (GObject *object);
-static void gst_verifier_set_property (GObject *object, guint prop_id, const GValue *value,
-                                       GParamSpec *pspec);
-static void gst_verifier_get_property (GObject *object, guint prop_id, GValue *value,
-                                       GParamSpec *pspec);
 static void gst_verifier_set_context (GstElement *element, GstContext *context);
 static GstStateChangeReturn gst_verifier_change_state (GstElement *element,
                                                        GstStateChange transition);
@@ -117,8 +114,8 @@ gst_verifier_class_init (GstVerifierClass *klass)
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
 
   gobject_class->finalize = gst_verifier_finalize;
-  gobject_class->set_property = gst_verifier_set_property;
-  gobject_class->get_property = gst_verifier_get_property;
+  gobject_class->set_property = gst_dflash_field_set_property;
+  gobject_class->get_property = gst_dflash_field_get_property;
 
   /**
    * GstVerifier:backend
@@ -127,16 +124,12 @@ gst_verifier_class_init (GstVerifierClass *klass)
    * sequence says which): auto follows it; cpu or cuda insist, and a
    * sequence of the other is an error. The target has no Vulkan path.
    */
-  g_object_class_install_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend",
-          "Where the target's verification runs (auto: where tapsource ran the sequence's target; "
-          "cpu and cuda insist)",
-          GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_BUSY_TIME,
-      g_param_spec_uint64 ("busy-time", "Busy time",
-          "Nanoseconds spent verifying so far", 0, G_MAXUINT64, 0,
-          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
+      "Where the target's verification runs (auto: where tapsource ran the sequence's target; "
+      "cpu and cuda insist)",
+      G_STRUCT_OFFSET (GstVerifier, backend));
+  gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
+      "Nanoseconds spent verifying so far", G_STRUCT_OFFSET (GstVerifier, busy_ns));
 
   gst_element_class_set_static_metadata (element_class, "DFlash verifier",
       "Filter/Tensor", "Verifies proposed tokens with the target and emits the accepted text",
@@ -210,39 +203,16 @@ gst_verifier_finalize (GObject *object)
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
-static void
-gst_verifier_set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
+/* The backend property, read under the object lock. */
+static GstDflashBackend
+backend_property (GstVerifier *self)
 {
-  GstVerifier *self = GST_VERIFIER (object);
+  GstDflashBackend b;
 
-  switch (prop_id) {
-    case PROP_BACKEND:
-      self->backend = g_value_get_enum (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
-}
-
-static void
-gst_verifier_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
-{
-  GstVerifier *self = GST_VERIFIER (object);
-
-  switch (prop_id) {
-    case PROP_BACKEND:
-      g_value_set_enum (value, self->backend);
-      break;
-    case PROP_BUSY_TIME:
-      GST_OBJECT_LOCK (self);
-      g_value_set_uint64 (value, self->busy_ns);
-      GST_OBJECT_UNLOCK (self);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
+  GST_OBJECT_LOCK (self);
+  b = self->backend;
+  GST_OBJECT_UNLOCK (self);
+  return b;
 }
 
 static void
@@ -256,20 +226,12 @@ static GstStateChangeReturn
 gst_verifier_change_state (GstElement *element, GstStateChange transition)
 {
   GstVerifier *self = GST_VERIFIER (element);
-  g_autoptr (GError) error = NULL;
   GstStateChangeReturn ret;
 
   if (transition == GST_STATE_CHANGE_NULL_TO_READY
-      && !gst_dflash_backend_check (element, self->backend, &error)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
+      && !gst_dflash_element_check_target_backend (element, backend_property (self),
+                                                   "under a Vulkan drafter it stays on the CPU"))
     return GST_STATE_CHANGE_FAILURE;
-  }
-  if (transition == GST_STATE_CHANGE_NULL_TO_READY && self->backend == GST_DFLASH_BACKEND_VULKAN) {
-    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
-        ("%s: backend=vulkan: the target runs on cpu or cuda (under a Vulkan drafter it stays on "
-         "the CPU)", GST_ELEMENT_NAME (self)), (NULL));
-    return GST_STATE_CHANGE_FAILURE;
-  }
   ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
     reset (self);
@@ -410,19 +372,11 @@ ensure_model (GstVerifier *self, const GstCaps *caps)
   const GstStructure *st = gst_caps_get_structure (caps, 0);
   int vocab;
 
-  if (!gst_dflash_model_find (GST_ELEMENT (self), self->sinkpad, &self->model)) {
-    GST_ELEMENT_ERROR (self, CORE, MISSING_PLUGIN,
-        ("verifier: no dflash model found: it needs a tapsource upstream (or a dflash.model context)"),
-        (NULL));
-    return FALSE;
-  }
+  if (!gst_dflash_model_find (GST_ELEMENT (self), self->sinkpad, &self->model))
+    goto no_model;
   if (gst_structure_get_int (st, "vocab", &vocab)
-      && vocab != dfl_target_config (gst_dflash_model_target (self->model))->vocab) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
-        ("verifier: upstream drafts over a vocabulary of %d, the target has %d", vocab,
-         dfl_target_config (gst_dflash_model_target (self->model))->vocab), (NULL));
-    return FALSE;
-  }
+      && vocab != dfl_target_config (gst_dflash_model_target (self->model))->vocab)
+    goto wrong_vocab;
   g = gst_dflash_model_geometry (self->model);
   if (!gst_structure_get_int (st, "block", &self->block))
     self->block = g ? g->block : 16;
@@ -433,6 +387,21 @@ ensure_model (GstVerifier *self, const GstCaps *caps)
     dfl_round_stats_init (&self->stats, self->block - 1);
   }
   return TRUE;
+
+  /* ERRORS */
+no_model:
+  {
+    gst_dflash_element_error_no_model (GST_ELEMENT (self));
+    return FALSE;
+  }
+wrong_vocab:
+  {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+        ("upstream drafts over a vocabulary of %d, the target has %d", vocab,
+         dfl_target_config (gst_dflash_model_target (self->model))->vocab),
+        ("input caps %" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
 }
 
 /* Whether tapsource ran the sequence's target on a device. */
@@ -513,12 +482,13 @@ static gboolean
 check_backend (GstVerifier *self, GstDflashSeq *s, GError **error)
 {
   gboolean on_cuda = seq_on_device (s);
+  GstDflashBackend backend = backend_property (self);
 
-  if ((self->backend == GST_DFLASH_BACKEND_CPU && on_cuda)
-      || (self->backend == GST_DFLASH_BACKEND_CUDA && !on_cuda)) {
+  if ((backend == GST_DFLASH_BACKEND_CPU && on_cuda)
+      || (backend == GST_DFLASH_BACKEND_CUDA && !on_cuda)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
                  "backend=%s, but tapsource ran sequence %u's target on %s",
-                 gst_dflash_backend_nick (self->backend), s->id, on_cuda ? "cuda" : "the cpu");
+                 gst_dflash_backend_nick (backend), s->id, on_cuda ? "cuda" : "the cpu");
     return FALSE;
   }
   return TRUE;
@@ -575,13 +545,11 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   DflVerdict v = { 0 };
   gint64 t0 = g_get_monotonic_time (), t1;
   GstMapInfo map;
+  int vocab, j;
 
-  if (!meta || !self->model || !(s = meta->seq)) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("verifier: a buffer without a round of a running sequence"), (NULL));
-    gst_buffer_unref (buf);
-    return GST_FLOW_ERROR;
-  }
+  if (!meta || !self->model || !(s = meta->seq))
+    goto no_round;
+  vocab = dfl_target_config (gst_dflash_model_target (self->model))->vocab;
   if (!self->first_us)
     self->first_us = t0;
   {
@@ -604,22 +572,11 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     done = emit_tokens (self, s, &meta->anchor, 1, &ret);
   }
   if (!done && ret == GST_FLOW_OK) {
-    for (int j = 0; j < m; j++)
-      if (drafts[j] < 0 || drafts[j] >= dfl_target_config (gst_dflash_model_target (self->model))->vocab) {
-        GST_ELEMENT_ERROR (self, STREAM, DECODE,
-            ("%s: draft %d of sequence %u round %u is token %d, outside the vocabulary of %s "
-             "(0 … %d): the drafter upstream sent it", GST_ELEMENT_NAME (self), j, s->id,
-             meta->round, drafts[j], dfl_target_dir (gst_dflash_model_target (self->model)),
-             dfl_target_config (gst_dflash_model_target (self->model))->vocab - 1), (NULL));
-        gst_buffer_unref (buf);
-        return GST_FLOW_ERROR;
-      }
-    if (!check_backend (self, s, &error) || !verify (self, s, meta, drafts, m, &v, &error)) {
-      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s: sequence %u: %s", GST_ELEMENT_NAME (self),
-              s->id, error->message), (NULL));
-      gst_buffer_unref (buf);
-      return GST_FLOW_ERROR;
-    }
+    for (j = 0; j < m; j++)
+      if (drafts[j] < 0 || drafts[j] >= vocab)
+        goto bad_draft;
+    if (!check_backend (self, s, &error) || !verify (self, s, meta, drafts, m, &v, &error))
+      goto verify_failed;
     verified = TRUE;
     t1 = g_get_monotonic_time ();
     drafts = g_renew (int, drafts, v.accepted + 1);
@@ -651,4 +608,31 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   if (ret == GST_FLOW_NOT_LINKED)
     ret = GST_FLOW_OK;
   return ret;
+
+  /* ERRORS */
+no_round:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("a buffer without a round of a running sequence"),
+        ("%s", !meta ? "the buffer carries no GstDflashRoundMeta"
+         : !self->model ? "no dflash model: no caps came before the buffer"
+         : "the round has no sequence"));
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+bad_draft:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, DECODE,
+        ("a draft is token %d, outside the vocabulary of %s (0 … %d): the drafter upstream sent "
+         "it", drafts[j], dfl_target_dir (gst_dflash_model_target (self->model)), vocab - 1),
+        ("draft %d of sequence %u round %u", j, s->id, meta->round));
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+verify_failed:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("could not verify a round: %s", error->message),
+        ("sequence %u round %u", s->id, meta->round));
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
 }

@@ -40,8 +40,8 @@ gst_dflash_backend_check (GstElement *element, GstDflashBackend backend, GError 
   if (gst_dflash_backend_built (backend))
     return TRUE;
   g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-               "%s: backend=%s is not available in this build (it was built without %s)",
-               GST_ELEMENT_NAME (element), dfl_backend_name (gst_dflash_backend_id (backend)),
+               "backend=%s is not available in this build (it was built without %s)",
+               dfl_backend_name (gst_dflash_backend_id (backend)),
                backend == GST_DFLASH_BACKEND_CUDA ? "the CUDA toolkit" : "Vulkan and glslc");
   return FALSE;
 }

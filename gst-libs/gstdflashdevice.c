@@ -274,9 +274,9 @@ gst_dflash_device_ensure (GstElement *element, GstPad *pad, GstDflashBackend bac
   if (*slot)
     return TRUE;
   if (!(dev = gst_dflash_device_open (backend, error))) {
-    /* "ctxsettle0: backend=cuda: CUDA is unavailable: …" */
-    g_prefix_error (error, "%s: backend=%s: ", GST_ELEMENT_NAME (element),
-                    gst_dflash_backend_nick (backend));
+    /* "backend=cuda: CUDA is unavailable: …": the element posting the
+     * error is its source, the text need not name it */
+    g_prefix_error (error, "backend=%s: ", gst_dflash_backend_nick (backend));
     return FALSE;
   }
   GST_OBJECT_LOCK (element);
@@ -291,7 +291,7 @@ gst_dflash_device_ensure (GstElement *element, GstPad *pad, GstDflashBackend bac
 }
 
 GstBufferPool *
-gst_dflash_device_pool_new (GstDflashDevice *dev, gsize size, GError **error)
+gst_dflash_device_pool_propose (GstDflashDevice *dev, gsize size)
 {
   GstBufferPool *pool = gst_buffer_pool_new ();
   GstStructure *config = gst_buffer_pool_get_config (pool);
@@ -301,14 +301,39 @@ gst_dflash_device_pool_new (GstDflashDevice *dev, gsize size, GError **error)
    * allocated again on the card */
   gst_buffer_pool_config_set_params (config, NULL, size, 0, 0);
   gst_buffer_pool_config_set_allocator (config, dev->allocator, NULL);
-  if (!gst_buffer_pool_set_config (pool, config) || !gst_buffer_pool_set_active (pool, TRUE)) {
+  if (!gst_buffer_pool_set_config (pool, config))
+    gst_clear_object (&pool);
+  return pool;
+}
+
+GstBufferPool *
+gst_dflash_device_pool_new (GstDflashDevice *dev, gsize size, GError **error)
+{
+  GstBufferPool *pool = gst_dflash_device_pool_propose (dev, size);
+
+  if (!pool || !gst_buffer_pool_set_active (pool, TRUE)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT,
                  "a pool of %" G_GSIZE_FORMAT "-byte tensors on %s would not start", size,
                  gst_dflash_device_describe (dev));
-    gst_object_unref (pool);
+    gst_clear_object (&pool);
     return NULL;
   }
   return pool;
+}
+
+gboolean
+gst_dflash_device_pool_fits (GstBufferPool *pool, GstDflashDevice *dev, gsize size)
+{
+  GstStructure *config = gst_buffer_pool_get_config (pool);
+  GstAllocator *allocator = NULL;
+  guint pool_size = 0;
+  gboolean fits;
+
+  fits = gst_buffer_pool_config_get_params (config, NULL, &pool_size, NULL, NULL)
+         && gst_buffer_pool_config_get_allocator (config, &allocator, NULL)
+         && allocator == dev->allocator && pool_size == size;
+  gst_structure_free (config);
+  return fits;
 }
 
 GstBuffer *

@@ -64,8 +64,9 @@ void gst_dflash_device_handle_set_context (GstElement *element, GstContext *cont
 /* Find `backend`'s device if *slot is empty: a context query on `pad`'s
  * peer (then on the peers of the element's other pads), then NEED_CONTEXT
  * on the bus, and where nobody has one, open it and post HAVE_CONTEXT.
- * FALSE where it cannot be opened, the reason prefixed with the element's
- * name and the backend ("ctxsettle0: backend=cuda: CUDA is unavailable: …"). */
+ * FALSE where it cannot be opened, the reason prefixed with the backend
+ * ("backend=cuda: CUDA is unavailable: …"; the element that posts it is
+ * the error's source). */
 gboolean gst_dflash_device_ensure (GstElement *element, GstPad *pad, GstDflashBackend backend,
                                    GstDflashDevice **slot, GError **error);
 
@@ -73,6 +74,12 @@ gboolean gst_dflash_device_ensure (GstElement *element, GstPad *pad, GstDflashBa
  * active; acquire one (NULL with an error naming the device where the
  * card has no room). */
 GstBufferPool *gst_dflash_device_pool_new (GstDflashDevice *dev, gsize size, GError **error);
+/* The same pool configured but not active: what a consumer offers in its
+ * answer to an ALLOCATION query (the producer activates it). */
+GstBufferPool *gst_dflash_device_pool_propose (GstDflashDevice *dev, gsize size);
+/* Whether `pool` (one downstream proposed) holds `size`-byte tensors of
+ * `dev`'s memory, so that a producer on `dev` may fill it. */
+gboolean gst_dflash_device_pool_fits (GstBufferPool *pool, GstDflashDevice *dev, gsize size);
 GstBuffer *gst_dflash_device_pool_acquire (GstBufferPool *pool, GstDflashDevice *dev,
                                            GError **error);
 

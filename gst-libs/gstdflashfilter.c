@@ -1,6 +1,8 @@
 /* gst-dflash — the base of the one-in, one-out stages of the loop. */
 #include "gstdflashfilter.h"
 
+#include "gstdflashelement.h"
+
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_filter_debug);
 #define GST_CAT_DEFAULT gst_dflash_filter_debug
 
@@ -13,10 +15,10 @@ enum {
 typedef struct {
   GstPad *sinkpad, *srcpad;
   GstDflashModel *model;
-  GstDflashBackend backend;   /* the property */
+  GstDflashBackend backend;   /* the property (object lock) */
   GstDflashBackend active;    /* where it runs, once the caps are set */
   GstDflashDevice *device;
-  guint64 busy_ns;
+  guint64 busy_ns;            /* the busy-time property (object lock) */
 } GstDflashFilterPrivate;
 
 G_DEFINE_ABSTRACT_TYPE_WITH_CODE (GstDflashFilter, gst_dflash_filter, GST_TYPE_ELEMENT,
@@ -37,13 +39,8 @@ chain (GstPad *pad, GstObject *parent, GstBuffer *in)
   guint64 spent;
   GstDflashRoundMeta *out_meta;
 
-  if (!meta || !p->model) {
-    GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
-        ("%s: a buffer without a dflash round (it must come from tapsource)",
-         GST_ELEMENT_NAME (filter)), (NULL));
-    gst_buffer_unref (in);
-    return GST_FLOW_ERROR;
-  }
+  if (!meta || !p->model)
+    goto no_round;
   ret = GST_DFLASH_FILTER_GET_CLASS (filter)->process (filter, in, meta, &out);
   spent = (g_get_monotonic_time () - t0) * 1000;
   gst_buffer_unref (in);
@@ -56,6 +53,29 @@ chain (GstPad *pad, GstObject *parent, GstBuffer *in)
   p->busy_ns += spent;
   GST_OBJECT_UNLOCK (filter);
   return gst_pad_push (p->srcpad, out);
+
+  /* ERRORS */
+no_round:
+  {
+    GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
+        ("a buffer without a dflash round: it must come from tapsource"),
+        ("%s", meta ? "no dflash model: no caps came before the buffer"
+         : "the buffer carries no GstDflashRoundMeta"));
+    gst_buffer_unref (in);
+    return GST_FLOW_ERROR;
+  }
+}
+
+/* The backend property, read under the object lock. */
+static GstDflashBackend
+backend_property (GstDflashFilter *filter)
+{
+  GstDflashBackend b;
+
+  GST_OBJECT_LOCK (filter);
+  b = PRIV (filter)->backend;
+  GST_OBJECT_UNLOCK (filter);
+  return b;
 }
 
 static gboolean
@@ -76,7 +96,7 @@ static guint
 sink_backends (GstDflashFilter *filter)
 {
   GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
-  GstDflashBackend b = PRIV (filter)->backend;
+  GstDflashBackend b = backend_property (filter);
 
   if (klass->sink_any_memory || b == GST_DFLASH_BACKEND_AUTO)
     return GST_DFLASH_BACKENDS_ALL;
@@ -89,6 +109,52 @@ static gboolean
 takes_backend (guint backends, GstDflashBackend b)
 {
   return (backends & (1u << b)) != 0;
+}
+
+/* The bytes of an input tensor where its caps fix them: a block's rows
+ * and logits. Taps and context rows vary from round to round: 0. */
+static gsize
+fixed_tensor_bytes (const GstCaps *caps)
+{
+  const GstStructure *st = gst_caps_get_structure (caps, 0);
+  int hidden, block, width;
+
+  if (!gst_structure_has_name (st, GST_DFLASH_BLOCK_CAPS)
+      || !gst_structure_get_int (st, "hidden", &hidden)
+      || !gst_structure_get_int (st, "block", &block)
+      || !gst_structure_get_int (st, "width", &width))
+    return 0;
+  return (gsize) (block - 1) * (hidden + width) * sizeof (float);
+}
+
+/* A producer of device tensors asks where to put them: a pool of the
+ * stage's device, of the size the caps fix. Nothing is proposed for other
+ * memory, or for tensors whose size varies (the producer then uses its
+ * own); the query does not go on downstream, where the caps are others. */
+static gboolean
+propose_allocation (GstDflashFilter *filter, GstQuery *query)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+  GstBufferPool *pool;
+  GstCaps *caps;
+  gboolean need_pool;
+  gsize size;
+
+  gst_query_parse_allocation (query, &caps, &need_pool);
+  if (!caps || gst_caps_is_empty (caps) || !p->device
+      || gst_dflash_caps_backend (caps) != gst_dflash_device_backend (p->device)
+      || !(size = fixed_tensor_bytes (caps)))
+    return FALSE;
+  if (need_pool) {
+    if (!(pool = gst_dflash_device_pool_propose (p->device, size)))
+      return FALSE;
+    gst_query_add_allocation_pool (query, pool, size, 0, 0);
+    gst_object_unref (pool);
+  }
+  gst_query_add_allocation_param (query, gst_dflash_device_allocator (p->device), NULL);
+  GST_DEBUG_OBJECT (filter, "proposed %s tensors of %" G_GSIZE_FORMAT " bytes",
+                    gst_dflash_device_describe (p->device), size);
+  return TRUE;
 }
 
 static gboolean
@@ -124,6 +190,8 @@ sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
       if (gst_dflash_device_handle_context_query (GST_ELEMENT (filter), query, p->device))
         return TRUE;
       break;
+    case GST_QUERY_ALLOCATION:
+      return propose_allocation (filter, query);
     default:
       break;
   }
@@ -141,62 +209,88 @@ ensure_device (GstDflashFilter *filter, GstDflashBackend backend)
     return TRUE;
   if (p->device && gst_dflash_device_backend (p->device) != backend)
     gst_clear_object (&p->device);
-  if (!gst_dflash_device_ensure (GST_ELEMENT (filter), p->sinkpad, backend, &p->device, &error)) {
-    GST_ELEMENT_ERROR (filter, RESOURCE, NOT_FOUND, ("%s", error->message), (NULL));
+  if (!gst_dflash_device_ensure (GST_ELEMENT (filter), p->sinkpad, backend, &p->device, &error))
+    goto no_device;
+  return TRUE;
+
+  /* ERRORS */
+no_device:
+  {
+    GST_ELEMENT_ERROR (filter, RESOURCE, NOT_FOUND, ("%s", error->message),
+        ("no %s device for the stage", gst_dflash_backend_nick (backend)));
     return FALSE;
   }
-  return TRUE;
+}
+
+/* The input caps: find the model, where the stage runs, and the caps it
+ * outputs. */
+static gboolean
+set_sink_caps (GstDflashFilter *filter, GstCaps *caps)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+  GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
+  g_autoptr (GString) why = g_string_new (NULL);
+  GstDflashBackend backend = backend_property (filter);
+  GstCaps *out;
+  gboolean ok;
+
+  if (!gst_dflash_model_find (GST_ELEMENT (filter), p->sinkpad, &p->model))
+    goto no_model;
+  /* where the stage runs: forced, or the memory upstream offers */
+  if (klass->sink_any_memory)
+    p->active = GST_DFLASH_BACKEND_CPU;
+  else if (backend != GST_DFLASH_BACKEND_AUTO)
+    p->active = backend;
+  else
+    p->active = gst_dflash_caps_backend (caps);
+  if (!ensure_device (filter, p->active))
+    return FALSE;
+  if (!(out = klass->src_caps (filter, caps, why)))
+    goto refused;
+  /* a tensor leaves in the memory of the device the stage ran on */
+  if (is_tensor_caps (out) && p->active != GST_DFLASH_BACKEND_CPU)
+    gst_caps_set_features (out, 0,
+        gst_caps_features_new (gst_dflash_backend_caps_feature (p->active), NULL));
+  if (gst_pad_is_linked (p->srcpad) && !gst_pad_peer_query_accept_caps (p->srcpad, out))
+    goto not_accepted;
+  ok = gst_pad_set_caps (p->srcpad, out);
+  gst_caps_unref (out);
+  return ok;
+
+  /* ERRORS */
+no_model:
+  {
+    gst_dflash_element_error_no_model (GST_ELEMENT (filter));
+    return FALSE;
+  }
+refused:
+  {
+    GST_ELEMENT_ERROR (filter, CORE, NEGOTIATION, ("%s", why->str),
+        ("input caps %" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
+not_accepted:
+  {
+    gst_dflash_caps_explain_refusal (p->srcpad, out, why);
+    GST_ELEMENT_ERROR (filter, CORE, NEGOTIATION, ("%s", why->str),
+        ("downstream refused %" GST_PTR_FORMAT, out));
+    gst_caps_unref (out);
+    return FALSE;
+  }
 }
 
 static gboolean
 sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
-  GstDflashFilterPrivate *p = PRIV (filter);
 
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_CAPS: {
-      GstCaps *caps, *out;
-      g_autoptr (GString) why = g_string_new (NULL);
+      GstCaps *caps;
       gboolean ok;
       gst_event_parse_caps (event, &caps);
-      if (!gst_dflash_model_find (GST_ELEMENT (filter), p->sinkpad, &p->model)) {
-        GST_ELEMENT_ERROR (filter, CORE, MISSING_PLUGIN,
-            ("%s: no dflash model found: it needs a tapsource upstream (or a dflash.model context)",
-             GST_ELEMENT_NAME (filter)), (NULL));
-        gst_event_unref (event);
-        return FALSE;
-      }
-      /* where the stage runs: forced, or the memory upstream offers */
-      if (GST_DFLASH_FILTER_GET_CLASS (filter)->sink_any_memory)
-        p->active = GST_DFLASH_BACKEND_CPU;
-      else if (p->backend != GST_DFLASH_BACKEND_AUTO)
-        p->active = p->backend;
-      else
-        p->active = gst_dflash_caps_backend (caps);
-      if (!ensure_device (filter, p->active)) {
-        gst_event_unref (event);
-        return FALSE;
-      }
-      out = GST_DFLASH_FILTER_GET_CLASS (filter)->src_caps (filter, caps, why);
+      ok = set_sink_caps (filter, caps);
       gst_event_unref (event);
-      if (!out) {
-        GST_ELEMENT_ERROR (filter, CORE, NEGOTIATION,
-            ("%s: %s", GST_ELEMENT_NAME (filter), why->str), (NULL));
-        return FALSE;
-      }
-      /* a tensor leaves in the memory of the device the stage ran on */
-      if (is_tensor_caps (out) && p->active != GST_DFLASH_BACKEND_CPU)
-        gst_caps_set_features (out, 0,
-            gst_caps_features_new (gst_dflash_backend_caps_feature (p->active), NULL));
-      if (gst_pad_is_linked (p->srcpad) && !gst_pad_peer_query_accept_caps (p->srcpad, out)) {
-        gst_dflash_caps_explain_refusal (p->srcpad, out, why);
-        GST_ELEMENT_ERROR (filter, CORE, NEGOTIATION, ("%s", why->str), (NULL));
-        gst_caps_unref (out);
-        return FALSE;
-      }
-      ok = gst_pad_set_caps (p->srcpad, out);
-      gst_caps_unref (out);
       return ok;
     }
     case GST_EVENT_FLUSH_START:
@@ -252,72 +346,40 @@ static GstStateChangeReturn
 change_state (GstElement *element, GstStateChange transition)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (element);
-  g_autoptr (GError) error = NULL;
+  GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
+  GstDflashFilterPrivate *p = PRIV (filter);
+  GstDflashBackend backend = backend_property (filter);
   GstStateChangeReturn ret;
 
-  GstDflashFilterPrivate *p = PRIV (filter);
-
   if (transition == GST_STATE_CHANGE_NULL_TO_READY) {
-    if (!gst_dflash_backend_check (element, p->backend, &error)) {
-      GST_ELEMENT_ERROR (filter, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
+    if (!gst_dflash_element_check_backend_built (element, backend))
       return GST_STATE_CHANGE_FAILURE;
-    }
-    if (GST_DFLASH_FILTER_GET_CLASS (filter)->sink_any_memory
-        && (p->backend == GST_DFLASH_BACKEND_CUDA || p->backend == GST_DFLASH_BACKEND_VULKAN)) {
-      GST_ELEMENT_ERROR (filter, RESOURCE, SETTINGS,
-          ("%s: backend=%s: this stage runs on the CPU only (it reads token ids; it takes "
-           "rounds in any memory)", GST_ELEMENT_NAME (filter),
-           gst_dflash_backend_nick (p->backend)), (NULL));
-      return GST_STATE_CHANGE_FAILURE;
-    }
+    if (klass->sink_any_memory
+        && (backend == GST_DFLASH_BACKEND_CUDA || backend == GST_DFLASH_BACKEND_VULKAN))
+      goto cpu_only;
   }
   /* a forced GPU finds its device when the stage starts: a machine
    * without one fails here, saying why */
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED
-      && !GST_DFLASH_FILTER_GET_CLASS (filter)->sink_any_memory
-      && !ensure_device (filter, p->backend))
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !klass->sink_any_memory
+      && !ensure_device (filter, backend))
     return GST_STATE_CHANGE_FAILURE;
   /* a round waiting in process() must let the streaming thread go */
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && GST_DFLASH_FILTER_GET_CLASS (filter)->unlock)
-    GST_DFLASH_FILTER_GET_CLASS (filter)->unlock (filter);
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && klass->unlock)
+    klass->unlock (filter);
   ret = GST_ELEMENT_CLASS (gst_dflash_filter_parent_class)->change_state (element, transition);
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && GST_DFLASH_FILTER_GET_CLASS (filter)->reset)
-    GST_DFLASH_FILTER_GET_CLASS (filter)->reset (filter);
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && klass->reset)
+    klass->reset (filter);
   if (transition == GST_STATE_CHANGE_READY_TO_NULL)
     gst_clear_object (&p->device);
   return ret;
-}
 
-static void
-set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
-{
-  switch (prop_id) {
-    case PROP_BACKEND:
-      PRIV (GST_DFLASH_FILTER (object))->backend = g_value_get_enum (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
-  }
-}
-
-static void
-get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
-{
-  GstDflashFilterPrivate *p = PRIV (GST_DFLASH_FILTER (object));
-
-  switch (prop_id) {
-    case PROP_BACKEND:
-      g_value_set_enum (value, p->backend);
-      break;
-    case PROP_BUSY_TIME:
-      GST_OBJECT_LOCK (object);
-      g_value_set_uint64 (value, p->busy_ns);
-      GST_OBJECT_UNLOCK (object);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+  /* ERRORS */
+cpu_only:
+  {
+    GST_ELEMENT_ERROR (filter, RESOURCE, SETTINGS,
+        ("backend=%s: this stage runs on the CPU only (it reads token ids; it takes rounds in "
+         "any memory)", gst_dflash_backend_nick (backend)), (NULL));
+    return GST_STATE_CHANGE_FAILURE;
   }
 }
 
@@ -363,23 +425,20 @@ gst_dflash_filter_class_init (GstDflashFilterClass *klass)
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
 
-  gobject_class->set_property = set_property;
-  gobject_class->get_property = get_property;
+  gobject_class->set_property = gst_dflash_field_set_property;
+  gobject_class->get_property = gst_dflash_field_get_property;
   gobject_class->finalize = finalize;
   gobject_class->constructed = constructed;
   element_class->set_context = GST_DEBUG_FUNCPTR (set_context);
   element_class->change_state = GST_DEBUG_FUNCPTR (change_state);
 
-  g_object_class_install_property (gobject_class, PROP_BACKEND,
-      g_param_spec_enum ("backend", "Backend",
-          "Where the stage runs (auto: in the memory upstream offers; cpu, cuda, vulkan force one "
-          "and take only its memory)",
-          GST_TYPE_DFLASH_BACKEND, GST_DFLASH_BACKEND_AUTO,
-          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
-  g_object_class_install_property (gobject_class, PROP_BUSY_TIME,
-      g_param_spec_uint64 ("busy-time", "Busy time",
-          "Nanoseconds spent working on rounds so far", 0, G_MAXUINT64, 0,
-          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
+      "Where the stage runs (auto: in the memory upstream offers; cpu, cuda, vulkan force one "
+      "and take only its memory)",
+      G_PRIVATE_OFFSET (GstDflashFilter, backend));
+  gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
+      "Nanoseconds spent working on rounds so far",
+      G_PRIVATE_OFFSET (GstDflashFilter, busy_ns));
 }
 
 GstDflashModel *
@@ -431,4 +490,32 @@ gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *sink_
       gst_pad_template_new ("src", GST_PAD_SRC, GST_PAD_ALWAYS, src));
   gst_caps_unref (sink);
   gst_caps_unref (src);
+}
+
+GstFlowReturn
+gst_dflash_filter_round_failed (GstDflashFilter *filter, const char *what,
+                                const GstDflashRoundMeta *meta, const GError *error)
+{
+  GST_ELEMENT_ERROR (filter, STREAM, FAILED, ("%s: %s", what,
+          error ? error->message : "the sequence is not running"),
+      ("sequence %u round %u", meta->sequence, meta->round));
+  return GST_FLOW_ERROR;
+}
+
+const DflDrafterGeometry *
+gst_dflash_filter_drafter_input (GstDflashFilter *filter, GstCaps *sink_caps, const char *name,
+                                 GString *why)
+{
+  GstDflashModel *m = PRIV (filter)->model;
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (m));
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
+  g_autoptr (GstCaps) want = NULL;
+
+  if (!g) {
+    g_string_append (why, "the model has no drafter");
+    return NULL;
+  }
+  want = gst_caps_new_simple (name, "hidden", G_TYPE_INT, c->hidden, "vocab", G_TYPE_INT,
+                              c->vocab, "block", G_TYPE_INT, g->block, NULL);
+  return gst_dflash_caps_agree (sink_caps, want, why) ? g : NULL;
 }

@@ -5,7 +5,9 @@
  * model when the caps arrive, answering context queries, passing upstream
  * events (the verdicts) on, the `backend` property and the memory it
  * negotiates (cpu: system memory; cuda, vulkan: that device's memory; auto:
- * what upstream offers), the device shared through a GstContext, the
+ * what upstream offers), the device shared through a GstContext, the pool
+ * of that device it proposes to a producer through the ALLOCATION query
+ * (for tensors whose caps fix their size: a block), the
  * `busy-time` figure, and the time a round spends drafting. A stage says what it
  * outputs (src_caps) and does its work on a round (process).
  */
@@ -66,5 +68,18 @@ GstPad *gst_dflash_filter_src_pad (GstDflashFilter *filter);
  * build has (gst_dflash_tensor_caps), the others system memory. */
 void gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *sink_caps,
                                        const char *src_caps);
+
+/* The drafter's geometry where the model has a drafter and `sink_caps`
+ * agree with `name` caps of the target's hidden and vocab and the
+ * drafter's block; else NULL, with why in `why` (a src_caps's check). */
+const DflDrafterGeometry *gst_dflash_filter_drafter_input (GstDflashFilter *filter,
+                                                           GstCaps *sink_caps, const char *name,
+                                                           GString *why);
+/* Post the error of a round the stage could not do (`what`, then the
+ * error's message; the sequence and round in the debug part), and return
+ * GST_FLOW_ERROR. */
+GstFlowReturn gst_dflash_filter_round_failed (GstDflashFilter *filter, const char *what,
+                                              const GstDflashRoundMeta *meta,
+                                              const GError *error);
 
 G_END_DECLS

@@ -179,7 +179,9 @@ text_of (const gchar *description)
   return text;
 }
 
-/* Run expecting an ERROR holding each of the NULL-terminated needles. */
+/* Run expecting an ERROR holding each of the NULL-terminated needles; a
+ * needle "@NAME" is the element the ERROR must come from (its source: the
+ * text does not repeat the name). */
 static void
 expect_error (const gchar *description, ...)
 {
@@ -190,9 +192,14 @@ expect_error (const gchar *description, ...)
   fail_if (run_play (r), "'%s' ran to EOS; an ERROR was expected", description);
   va_start (args, description);
   while ((needle = va_arg (args, const gchar *)))
-    fail_unless (strstr (r->error, needle) != NULL,
-        "'%s': the ERROR (from %s) does not name '%s': %s", description, r->error_from, needle,
-        r->error);
+    if (needle[0] == '@')
+      fail_unless (g_strcmp0 (r->error_from, needle + 1) == 0,
+          "'%s': the ERROR comes from %s, not %s: %s", description, r->error_from, needle + 1,
+          r->error);
+    else
+      fail_unless (strstr (r->error, needle) != NULL,
+          "'%s': the ERROR (from %s) does not name '%s': %s", description, r->error_from, needle,
+          r->error);
   va_end (args);
   run_free (r);
 }
@@ -250,7 +257,7 @@ probe (const gchar *backend, const gchar *description, const gchar *expect_env, 
   if (run_play (r)) {
     d = DEVICE_PRESENT;
   } else {
-    /* "ctxsettle0: backend=cuda: CUDA is unavailable: …" */
+    /* "backend=cuda: CUDA is unavailable: …", from the element forced */
     fail_unless ((strstr (r->error, unavailable) && strstr (r->error, "is unavailable"))
                  || strstr (r->error, not_built),
         "backend=%s failed, but not because the back end is unavailable: %s: %s", backend,
@@ -328,15 +335,15 @@ GST_START_TEST (test_cuda_forced)
   if (have_cuda ())
     return;
   expect_error ("tapsource name=tapsource0 backend=cuda max-new-tokens=2 ! verifier ! fakesink",
-                "tapsource0: backend=cuda: ", "is unavailable", NULL);
+                "@tapsource0", "backend=cuda: ", "is unavailable", NULL);
   for (guint i = 0; i < G_N_ELEMENTS (stages); i++) {
     g_autofree gchar *d = g_strdup_printf ("tapsource max-new-tokens=2 ! "
         "ctxsettle name=ctxsettle%s ! dflashblock name=dflashblock%s ! selector name=selector%s ! "
         "verifier ! fakesink",
         i == 0 ? "0 backend=cuda" : "0", i == 1 ? "0 backend=cuda" : "0",
         i == 2 ? "0 backend=cuda" : "0");
-    g_autofree gchar *needle = g_strdup_printf ("%s0: backend=cuda: ", stages[i]);
-    expect_error (d, needle, "is unavailable", NULL);
+    g_autofree gchar *source = g_strdup_printf ("@%s0", stages[i]);
+    expect_error (d, source, "backend=cuda: ", "is unavailable", NULL);
   }
 }
 GST_END_TEST;
@@ -347,17 +354,17 @@ GST_END_TEST;
 GST_START_TEST (test_backend_refusals)
 {
   expect_error ("tapsource name=tapsource0 backend=vulkan max-new-tokens=2 ! verifier ! fakesink",
-                "tapsource0: backend=vulkan: the target runs on cpu or cuda", NULL);
+                "@tapsource0", "backend=vulkan: the target runs on cpu or cuda", NULL);
   expect_error ("tapsource max-new-tokens=2 ! verifier name=verifier0 backend=vulkan ! fakesink",
-                "verifier0: backend=vulkan: the target runs on cpu or cuda", NULL);
+                "@verifier0", "backend=vulkan: the target runs on cpu or cuda", NULL);
   expect_error ("tapsource max-new-tokens=2 ! ngramdraft name=ngramdraft0 backend=vulkan ! "
                 "verifier ! fakesink",
-                "ngramdraft0: backend=vulkan: this stage runs on the CPU only", NULL);
+                "@ngramdraft0", "backend=vulkan: this stage runs on the CPU only", NULL);
   expect_error ("tapsource max-new-tokens=2 ! ngramdraft name=ngramdraft0 backend=cuda ! "
                 "verifier ! fakesink",
-                "ngramdraft0: backend=cuda: this stage runs on the CPU only", NULL);
+                "@ngramdraft0", "backend=cuda: this stage runs on the CPU only", NULL);
   expect_error ("tapsource backend=cpu max-new-tokens=2 ! verifier name=verifier0 backend=cuda ! "
-                "fakesink", "verifier0",
+                "fakesink", "@verifier0",
                 "backend=cuda, but tapsource ran sequence 0's target on the cpu", NULL);
 }
 GST_END_TEST;
@@ -413,6 +420,88 @@ GST_START_TEST (test_vulkan_text)
   fail_unless (pad_has_feature (r->pipeline, "cs", "sink", "memory:SystemMemory"));
   fail_unless_equals_int (g_atomic_int_get (&r->device_contexts), 1);
   run_free (r);
+}
+GST_END_TEST;
+
+/* The ALLOCATION query dflashblock sends downstream, and the buffers it
+ * then pushes: whether they come from the pool the selector proposed. */
+typedef struct {
+  GMutex lock;
+  GstBufferPool *proposed;
+  guint blocks, from_proposed;
+} PoolWatch;
+
+static GstPadProbeReturn
+watch_allocation (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  PoolWatch *w = data;
+  GstQuery *query = GST_PAD_PROBE_INFO_QUERY (info);
+  GstBufferPool *pool = NULL;
+
+  /* answered: the pool downstream proposed */
+  if (GST_QUERY_TYPE (query) == GST_QUERY_ALLOCATION && gst_query_get_n_allocation_pools (query)) {
+    gst_query_parse_nth_allocation_pool (query, 0, &pool, NULL, NULL, NULL);
+    g_mutex_lock (&w->lock);
+    gst_object_replace ((GstObject **) &w->proposed, GST_OBJECT (pool));
+    g_mutex_unlock (&w->lock);
+    gst_clear_object (&pool);
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+static GstPadProbeReturn
+watch_block (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  PoolWatch *w = data;
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
+
+  if (gst_buffer_get_size (buf) == 0)
+    return GST_PAD_PROBE_OK;
+  g_mutex_lock (&w->lock);
+  w->blocks++;
+  if (w->proposed && buf->pool == w->proposed)
+    w->from_proposed++;
+  g_mutex_unlock (&w->lock);
+  return GST_PAD_PROBE_OK;
+}
+
+/* The block on a device goes into the pool the selector (on the same
+ * device) proposes through the ALLOCATION query, and the text is the
+ * plain decoding's. */
+static void
+check_proposed_pool (const gchar *backend)
+{
+  g_autofree gchar *want = dfl_test_reference_text (PROMPT, MAX_NEW), *got = NULL;
+  Run *r = run_new ("tapsource max-new-tokens=%d ! ctxsettle backend=%s ! dflashblock name=db ! "
+                    "selector ! verifier ! fakesink name=out", MAX_NEW, backend);
+  GstElement *db = gst_bin_get_by_name (GST_BIN (r->pipeline), "db");
+  GstPad *src = gst_element_get_static_pad (db, "src");
+  PoolWatch w = { 0 };
+
+  g_mutex_init (&w.lock);
+  gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM | GST_PAD_PROBE_TYPE_PULL,
+                     watch_allocation, &w, NULL);
+  gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_BUFFER, watch_block, &w, NULL);
+  fail_unless (run_play (r), "backend=%s: an ERROR from %s: %s", backend, r->error_from, r->error);
+  got = run_text (r);
+  assert_text (got, want, "the block in the pool downstream proposed");
+  fail_unless (w.proposed != NULL, "backend=%s: the selector proposed no pool", backend);
+  fail_unless (w.blocks > 0, "backend=%s: no block was drafted", backend);
+  fail_unless_equals_int (w.from_proposed, w.blocks);
+  gst_object_unref (src);
+  gst_object_unref (db);
+  run_free (r);
+  gst_clear_object (&w.proposed);
+  g_mutex_clear (&w.lock);
+}
+
+/* on each device this machine has */
+GST_START_TEST (test_proposed_pool)
+{
+  if (have_vulkan ())
+    check_proposed_pool ("vulkan");
+  if (have_cuda ())
+    check_proposed_pool ("cuda");
 }
 GST_END_TEST;
 
@@ -595,6 +684,7 @@ dflash_gpu_suite (void)
   tcase_add_test (tc, test_cpu_next_to_gpu);
   tcase_add_test (tc, test_vulkan_text);
   tcase_add_test (tc, test_vulkan_block_parity);
+  tcase_add_test (tc, test_proposed_pool);
   tcase_add_test (tc, test_vulkan_forced_in_flight);
   tcase_add_test (tc, test_vulkan_routed);
   tcase_add_test (tc, test_cuda_text);

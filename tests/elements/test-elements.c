@@ -745,6 +745,13 @@ GST_START_TEST (test_router_one_chain_pad)
   fail_unless (again == NULL);
   msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
   fail_unless (msg != NULL, "the refused request posted no ERROR");
+  {
+    g_autoptr (GError) e = NULL;
+    gst_message_parse_error (msg, &e, NULL);
+    fail_unless (GST_MESSAGE_SRC (msg) == GST_OBJECT (router));
+    fail_unless (g_error_matches (e, GST_CORE_ERROR, GST_CORE_ERROR_PAD), "%s", e->message);
+    fail_unless (strstr (e->message, "already requested") != NULL, "%s", e->message);
+  }
   gst_message_unref (msg);
   gst_element_release_request_pad (router, chain);
   gst_object_unref (chain);
@@ -1615,9 +1622,11 @@ GST_START_TEST (test_too_long)
   Run *r = run_new ("tapsource max-new-tokens=1000000 ! verifier ! fakesink");
   GString *tokens = g_string_new ("1");
 
-  /* the error names the element, both numbers and what would fit */
+  /* the error comes from the element and names both numbers and what
+   * would fit */
   run_to_error (r, "max_position_embeddings 512");
-  fail_unless (strstr (r->error, "tapsource0: prompt 1 has ") != NULL, "%s", r->error);
+  fail_unless_equals_string (r->error_from, "tapsource0");
+  fail_unless (strstr (r->error, "prompt 1 has ") != NULL, "%s", r->error);
   fail_unless (strstr (r->error, "max-new-tokens 1000000") != NULL, "%s", r->error);
   fail_unless (strstr (r->error, "max-new-tokens may be at most ") != NULL, "%s", r->error);
   run_free (r);
@@ -1659,7 +1668,8 @@ GST_START_TEST (test_verifier_bad_draft)
 
   gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, bad_draft, NULL, NULL);
   run_to_error (r, "is token 5000, outside the vocabulary of ");
-  fail_unless (strstr (r->error, "v: draft 0 of sequence 0 round ") != NULL, "%s", r->error);
+  fail_unless_equals_string (r->error_from, "v");
+  fail_unless (strstr (r->error, "draft 0 of sequence 0 round ") != NULL, "%s", r->error);
   fail_unless (strstr (r->error, "(0 … 1023)") != NULL, "%s", r->error);
   gst_object_unref (pad);
   gst_object_unref (sel);

@@ -4,18 +4,29 @@
 #include <math.h>
 #include <string.h>
 
+/* size: bytes per block; block: elements per block (1: an element type) */
 static const struct {
   const char *name;
   size_t size;
+  size_t block;
 } dfl_dtypes[] = {
-  [DFL_DTYPE_F32] = { "F32", 4 },
-  [DFL_DTYPE_F16] = { "F16", 2 },
-  [DFL_DTYPE_BF16] = { "BF16", 2 },
-  [DFL_DTYPE_I32] = { "I32", 4 },
-  [DFL_DTYPE_I64] = { "I64", 8 },
-  [DFL_DTYPE_I8] = { "I8", 1 },
-  [DFL_DTYPE_U8] = { "U8", 1 },
+  [DFL_DTYPE_F32] = { "F32", 4, 1 },
+  [DFL_DTYPE_F16] = { "F16", 2, 1 },
+  [DFL_DTYPE_BF16] = { "BF16", 2, 1 },
+  [DFL_DTYPE_I32] = { "I32", 4, 1 },
+  [DFL_DTYPE_I64] = { "I64", 8, 1 },
+  [DFL_DTYPE_I8] = { "I8", 1, 1 },
+  [DFL_DTYPE_U8] = { "U8", 1, 1 },
+  /* an F16 scale and 32 int8 */
+  [DFL_DTYPE_Q8_0] = { "Q8_0", 34, 32 },
+  /* an F16 scale and 32 nibbles */
+  [DFL_DTYPE_Q4_0] = { "Q4_0", 18, 32 },
+  /* F16 d and dmin, 12 bytes of 6-bit sub-block scales and mins, 128 bytes of nibbles */
+  [DFL_DTYPE_Q4_K] = { "Q4_K", 144, 256 },
+  /* 128 bytes of low nibbles, 64 of high 2 bits, 16 int8 scales, an F16 d */
+  [DFL_DTYPE_Q6_K] = { "Q6_K", 210, 256 },
 };
+_Static_assert (sizeof (dfl_dtypes) / sizeof (dfl_dtypes[0]) == DFL_N_DTYPES, "one row per DflDtype");
 
 #define N_DTYPES (sizeof (dfl_dtypes) / sizeof (dfl_dtypes[0]))
 
@@ -30,9 +41,37 @@ dfl_dtype_name (DflDtype dtype)
 size_t
 dfl_dtype_size (DflDtype dtype)
 {
-  if ((unsigned) dtype >= N_DTYPES)
+  if ((unsigned) dtype >= N_DTYPES || dfl_dtypes[dtype].block != 1)
     return 0;
   return dfl_dtypes[dtype].size;
+}
+
+size_t
+dfl_dtype_block_elems (DflDtype dtype)
+{
+  return (unsigned) dtype < N_DTYPES ? dfl_dtypes[dtype].block : 0;
+}
+
+size_t
+dfl_dtype_block_bytes (DflDtype dtype)
+{
+  return (unsigned) dtype < N_DTYPES ? dfl_dtypes[dtype].size : 0;
+}
+
+int
+dfl_dtype_is_quantized (DflDtype dtype)
+{
+  return dfl_dtype_block_elems (dtype) > 1;
+}
+
+size_t
+dfl_dtype_row_bytes (DflDtype dtype, int64_t n)
+{
+  size_t block = dfl_dtype_block_elems (dtype);
+
+  if (block == 0 || n < 0 || n % (int64_t) block != 0)
+    return 0;
+  return (size_t) (n / (int64_t) block) * dfl_dtypes[dtype].size;
 }
 
 int
@@ -43,7 +82,7 @@ dfl_dtype_from_name (const char *name, DflDtype *dtype)
   if (name == NULL)
     return 0;
   for (i = 0; i < N_DTYPES; i++) {
-    if (strcmp (name, dfl_dtypes[i].name) == 0) {
+    if (dfl_dtypes[i].block == 1 && strcmp (name, dfl_dtypes[i].name) == 0) {
       if (dtype)
         *dtype = (DflDtype) i;
       return 1;

@@ -22,13 +22,31 @@ typedef enum {
   DFL_DTYPE_I64,
   DFL_DTYPE_I8,
   DFL_DTYPE_U8,
+  /* Block-quantized weights, laid out as GGUF files store them (ggml's
+   * block_q8_0, block_q4_0, block_q4_K, block_q6_K): a row of n elements
+   * is n / block elements' worth of blocks of block_bytes each. */
+  DFL_DTYPE_Q8_0,
+  DFL_DTYPE_Q4_0,
+  DFL_DTYPE_Q4_K,
+  DFL_DTYPE_Q6_K,
 } DflDtype;
+#define DFL_N_DTYPES (DFL_DTYPE_Q6_K + 1)
 
 /* The name safetensors uses: "F32", "BF16", …; "invalid" out of range. */
 const char *dfl_dtype_name (DflDtype dtype);
-/* Bytes of one element; 0 out of range. */
+/* Bytes of one element; 0 out of range and for the block types (whose
+ * elements share bytes: see dfl_dtype_row_bytes). */
 size_t dfl_dtype_size (DflDtype dtype);
-/* The type of a safetensors name; 0 (and *dtype untouched) where none is. */
+/* Elements per block (1 for the element types; 32 for Q8_0 and Q4_0, 256
+ * for the K types) and bytes per block; 0 out of range. */
+size_t dfl_dtype_block_elems (DflDtype dtype);
+size_t dfl_dtype_block_bytes (DflDtype dtype);
+int dfl_dtype_is_quantized (DflDtype dtype);
+/* Bytes of a row of n elements; 0 where n is not a whole number of blocks
+ * (or the type is out of range). */
+size_t dfl_dtype_row_bytes (DflDtype dtype, int64_t n);
+/* The type of a safetensors name (an element type: safetensors stores no
+ * blocks); 0 (and *dtype untouched) where none is. */
 int dfl_dtype_from_name (const char *name, DflDtype *dtype);
 /* F32, F16 or BF16: what weight matrices may be stored as. */
 int dfl_dtype_is_float (DflDtype dtype);

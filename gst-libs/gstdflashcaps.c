@@ -33,7 +33,7 @@ gst_dflash_backend_built (GstDflashBackend backend)
 }
 
 gboolean
-gst_dflash_backend_check (GstElement *element, GstDflashBackend backend, GError **error)
+gst_dflash_backend_check (GstDflashBackend backend, GError **error)
 {
   /* whether a device exists is found when the element starts; this is
    * about the build */

@@ -46,9 +46,10 @@ typedef enum {
 #define GST_TYPE_DFLASH_BACKEND (gst_dflash_backend_get_type ())
 GType gst_dflash_backend_get_type (void);
 
-/* Whether `backend` can run in this build on this machine; FALSE with a
- * message naming the element and the value. AUTO and CPU always can. */
-gboolean gst_dflash_backend_check (GstElement *element, GstDflashBackend backend, GError **error);
+/* Whether this build has `backend` (whether the machine has its device is
+ * found when the element starts); FALSE with a message naming the value.
+ * AUTO and CPU always pass. */
+gboolean gst_dflash_backend_check (GstDflashBackend backend, GError **error);
 
 /* Whether the back end was built (AUTO and CPU always are). */
 gboolean gst_dflash_backend_built (GstDflashBackend backend);

@@ -142,12 +142,6 @@ gst_dflash_device_backend (GstDflashDevice *dev)
   return dev->backend;
 }
 
-gpointer
-gst_dflash_device_handle (GstDflashDevice *dev)
-{
-  return dfl_device_native (dev->device);
-}
-
 DflDevice *
 gst_dflash_device_dfl (GstDflashDevice *dev)
 {

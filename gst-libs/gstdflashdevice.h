@@ -34,9 +34,6 @@ G_DECLARE_FINAL_TYPE (GstDflashDevice, gst_dflash_device, GST, DFLASH_DEVICE, Gs
 GstDflashDevice *gst_dflash_device_open (GstDflashBackend backend, GError **error);
 
 GstDflashBackend gst_dflash_device_backend (GstDflashDevice *dev);
-/* The back end's device object, for the engines written for one back end:
- * DflCudaDevice *, DflVkDevice * (dfl_device_native). */
-gpointer gst_dflash_device_handle (GstDflashDevice *dev);
 /* The device of the back-end interface (transfer none). */
 DflDevice *gst_dflash_device_dfl (GstDflashDevice *dev);
 /* The allocator of the device's memory (transfer none). */

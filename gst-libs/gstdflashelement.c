@@ -107,7 +107,7 @@ gst_dflash_element_check_backend_built (GstElement *element, GstDflashBackend ba
 {
   g_autoptr (GError) error = NULL;
 
-  if (gst_dflash_backend_check (element, backend, &error))
+  if (gst_dflash_backend_check (backend, &error))
     return TRUE;
   GST_ELEMENT_ERROR (element, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
   return FALSE;

@@ -19,16 +19,19 @@ typedef struct _DflBackendOps DflBackendOps;
 typedef struct {
   const char *name;
   gboolean built;
-  gpointer (*open) (int index, char **description, GError **error);
+  /* the back end's device object (NULL for the CPU, which needs none) */
+  gboolean (*open) (int index, gpointer *native, GError **error);
+  /* another reference to a device object opened elsewhere */
+  gpointer (*ref) (gpointer native);
   void (*close) (gpointer native);
+  /* "CUDA: NVIDIA H200 (sm_90, 139 GiB)" (newly allocated) */
+  char *(*describe) (gpointer native);
   gpointer (*alloc) (gpointer native, gsize bytes, GError **error);
   void (*free) (gpointer native, gpointer handle);
   gboolean (*upload) (gpointer native, gpointer handle, gsize offset, const void *src,
                       gsize bytes, GError **error);
   gboolean (*download) (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
                         GError **error);
-  /* another reference to a device object opened elsewhere, described */
-  gpointer (*adopt) (gpointer native, char **description);
   const DflBackendOps *ops;
 } DflBackendDeviceOps;
 

@@ -24,16 +24,28 @@
 
 /* --- CPU: host memory --- */
 
-static gpointer
-cpu_open (int index, char **description, GError **error)
+static gboolean
+cpu_open (int index, gpointer *native, GError **error)
 {
-  *description = g_strdup ("CPU: host memory");
+  *native = NULL;
+  return TRUE;
+}
+
+static gpointer
+cpu_ref (gpointer native)
+{
   return NULL;
 }
 
 static void
 cpu_close (gpointer native)
 {
+}
+
+static char *
+cpu_describe (gpointer native)
+{
+  return g_strdup ("CPU: host memory");
 }
 
 static gpointer
@@ -69,35 +81,36 @@ cpu_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize b
   return TRUE;
 }
 
-static gpointer
-cpu_adopt (gpointer native, char **description)
-{
-  *description = g_strdup ("CPU: host memory");
-  return NULL;
-}
-
 static const DflBackendDeviceOps cpu_ops = {
-  "cpu", TRUE, cpu_open, cpu_close, cpu_alloc, cpu_free, cpu_upload, cpu_download, cpu_adopt,
-  &dfl_backend_cpu_ops,
+  "cpu", TRUE, cpu_open, cpu_ref, cpu_close, cpu_describe, cpu_alloc, cpu_free, cpu_upload,
+  cpu_download, &dfl_backend_cpu_ops,
 };
 
 /* --- CUDA: device pointers --- */
 
 #ifdef HAVE_CUDA
-static gpointer
-cuda_open (int index, char **description, GError **error)
+static gboolean
+cuda_open (int index, gpointer *native, GError **error)
 {
-  DflCudaDevice *dev = dfl_cuda_device_open (index < 0 ? 0 : index, error);
+  return (*native = dfl_cuda_device_open (index < 0 ? 0 : index, error)) != NULL;
+}
 
-  if (dev)
-    *description = g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (dev));
-  return dev;
+static gpointer
+cuda_ref (gpointer native)
+{
+  return dfl_cuda_device_ref (native);
 }
 
 static void
 cuda_close (gpointer native)
 {
   dfl_cuda_device_unref (native);
+}
+
+static char *
+cuda_describe (gpointer native)
+{
+  return g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (native));
 }
 
 static gpointer
@@ -126,16 +139,9 @@ cuda_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize 
   return dfl_cuda_download (native, dst, (const char *) handle + offset, bytes, error);
 }
 
-static gpointer
-cuda_adopt (gpointer native, char **description)
-{
-  *description = g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (native));
-  return dfl_cuda_device_ref (native);
-}
-
 static const DflBackendDeviceOps cuda_ops = {
-  "cuda", TRUE, cuda_open, cuda_close, cuda_alloc, cuda_free, cuda_upload, cuda_download,
-  cuda_adopt, &dfl_backend_cuda_ops,
+  "cuda", TRUE, cuda_open, cuda_ref, cuda_close, cuda_describe, cuda_alloc, cuda_free,
+  cuda_upload, cuda_download, &dfl_backend_cuda_ops,
 };
 #else
 static const DflBackendDeviceOps cuda_ops = { "cuda", FALSE };
@@ -144,20 +150,28 @@ static const DflBackendDeviceOps cuda_ops = { "cuda", FALSE };
 /* --- Vulkan: whole device-local buffers, offsets into them --- */
 
 #ifdef HAVE_VULKAN
-static gpointer
-vk_open (int index, char **description, GError **error)
+static gboolean
+vk_open (int index, gpointer *native, GError **error)
 {
-  DflVkDevice *dev = dfl_vk_device_open (index, DFL_VK_DEVICE_DEFAULT, error);
+  return (*native = dfl_vk_device_open (index, DFL_VK_DEVICE_DEFAULT, error)) != NULL;
+}
 
-  if (dev)
-    *description = g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (dev));
-  return dev;
+static gpointer
+vk_ref (gpointer native)
+{
+  return dfl_vk_device_ref (native);
 }
 
 static void
 vk_close (gpointer native)
 {
   dfl_vk_device_unref (native);
+}
+
+static char *
+vk_describe (gpointer native)
+{
+  return g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (native));
 }
 
 static gpointer
@@ -186,16 +200,9 @@ vk_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize by
   return dfl_vk_download (native, dst, handle, offset, bytes, error);
 }
 
-static gpointer
-vk_adopt (gpointer native, char **description)
-{
-  *description = g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (native));
-  return dfl_vk_device_ref (native);
-}
-
 static const DflBackendDeviceOps vulkan_ops = {
-  "vulkan", TRUE, vk_open, vk_close, vk_alloc, vk_free, vk_upload, vk_download, vk_adopt,
-  &dfl_backend_vulkan_ops,
+  "vulkan", TRUE, vk_open, vk_ref, vk_close, vk_describe, vk_alloc, vk_free, vk_upload,
+  vk_download, &dfl_backend_vulkan_ops,
 };
 #else
 static const DflBackendDeviceOps vulkan_ops = { "vulkan", FALSE };
@@ -219,10 +226,11 @@ dfl_backend_built (DflBackendId id)
   return (guint) id < DFL_N_BACKENDS && backends[id]->built;
 }
 
-/* A device object around `native` (the back end's own, referenced by the
- * caller's open or adopt), with the operations' state made for it. */
+/* A device object around `native` (the back end's own; the reference the
+ * caller's open or ref took passes to it), described, with the
+ * operations' state made for it. */
 static DflDevice *
-device_new (DflBackendId id, gpointer native, char *description, GError **error)
+device_new (DflBackendId id, gpointer native, GError **error)
 {
   DflDevice *dev = g_new0 (DflDevice, 1);
 
@@ -230,10 +238,10 @@ device_new (DflBackendId id, gpointer native, char *description, GError **error)
   dev->id = id;
   dev->backend = backends[id];
   dev->native = native;
-  dev->description = description;
+  dev->description = dev->backend->describe (native);
   if (dev->backend->ops->init && !(dev->state = dev->backend->ops->init (dev, error))) {
     dev->backend->close (native);
-    g_free (description);
+    g_free (dev->description);
     g_free (dev);
     return NULL;
   }
@@ -253,26 +261,19 @@ check_built (DflBackendId id, GError **error)
 DflDevice *
 dfl_device_open (DflBackendId id, int index, GError **error)
 {
-  char *description = NULL;
   gpointer native;
 
-  if (!check_built (id, error))
+  if (!check_built (id, error) || !backends[id]->open (index, &native, error))
     return NULL;
-  native = backends[id]->open (index, &description, error);
-  if (!description)
-    return NULL;
-  return device_new (id, native, description, error);
+  return device_new (id, native, error);
 }
 
 DflDevice *
 dfl_device_wrap (DflBackendId id, gpointer native, GError **error)
 {
-  char *description = NULL;
-
   if (!check_built (id, error))
     return NULL;
-  native = backends[id]->adopt (native, &description);
-  return device_new (id, native, description, error);
+  return device_new (id, backends[id]->ref (native), error);
 }
 
 DflDevice *

@@ -313,7 +313,7 @@ main (int argc, char **argv)
   if (!(device = dfl_device_open (DFL_BACKEND_CUDA, ordinal, &error)))
     goto out;
   dev = dfl_device_native (device);
-  bw = dfl_cuda_copy_bandwidth (dev, (size_t) 1 << 30, &error);
+  bw = dfl_cuda_read_bandwidth (dev, (size_t) 1 << 30, &error);
   if (bw <= 0 || error)
     goto out;
   if (!(t = dfl_target_new_random (device, &c, DFL_DTYPE_BF16, 1, &error))
@@ -410,11 +410,14 @@ main (int argc, char **argv)
           g.block, g.conv_group, g.conv_kernel, g.selector_rank, g.selector_top, taps[0],
           taps[1], taps[2], taps[3], taps[4], g.target_layers, drafter_bytes / 1e9,
           head_bytes / 1e9);
-  printf ("copy bandwidth             %.0f GB/s (device to device, this run)\n", bw / 1e9);
+  printf ("read bandwidth             %.0f GB/s (a pure-read pass over 1 GiB, this run)\n",
+          bw / 1e9);
   printf ("context                    %d tokens at the start of each pattern; %d rounds each "
           "after %d warm-up\n", context, rounds, WARMUP_ROUNDS);
   printf ("plain decode               %.3f ms/token, %.1f tokens/s (median of %d steps at "
-          "context %d)\n", t_decode * 1e3, plain_tps, rounds, context);
+          "context %d),\n"
+          "                           %.2f× the read floor of its weights\n", t_decode * 1e3,
+          plain_tps, rounds, context, t_decode / (target_bytes / bw));
   printf ("\n");
   /* τ and × are two bytes each: their headers' widths are one more */
   printf ("%-12s %7s %10s %10s %10s %10s %11s %10s\n", "pattern", "τ", "round ms", "draft ms",
@@ -436,10 +439,10 @@ main (int argc, char **argv)
           " verify (forward, argmax back) and settle (queue + settle; its kernels finish in the\n"
           " next draft): medians; tokens/s: emitted over the wall time of the rounds)\n");
   if (goal_x >= 0)
-    printf ("goal: τ 6.5 ≥ 4× plain decoding; this run %.2f× (%s)\n", goal_x,
-            goal_x >= 4 ? "met" : "not met");
+    printf ("goal: τ 6.5 ≥ 5.5× plain decoding; this run %.2f× (%s)\n", goal_x,
+            goal_x >= 5.5 ? "met" : "not met");
   else
-    printf ("goal: τ 6.5 ≥ 4× plain decoding; not measured (no pattern of τ 6.5)\n");
+    printf ("goal: τ 6.5 ≥ 5.5× plain decoding; not measured (no pattern of τ 6.5)\n");
   ret = 0;
 
 out:

@@ -10,10 +10,13 @@
  *   - verify: --verify rows (default 16) a forward, every row's argmax back,
  *     the cache truncated back after each, as a speculative round does;
  * each --steps times (default 32) after a warm-up, and prints the median
- * against the floor: the weight bytes a step reads over the device-to-device
- * copy bandwidth measured in the same run (and, apart, with the KV cache the
- * step's attention reads). A benchmark, not a test: it asserts nothing about
- * time.
+ * against the floor: the weight bytes a step reads over the rate at which the
+ * card reads memory, measured in the same run by a pure-read pass over 1 GiB
+ * (and, apart, with the KV cache the step's attention reads). The floor over
+ * the device-to-device copy rate stands beside it, labelled: a copy counts
+ * each byte once but moves it twice, so that floor is about twice as far off
+ * as a step that only reads. A benchmark, not a test: it asserts nothing
+ * about time.
  */
 #include <glib.h>
 #include <stdio.h>
@@ -74,7 +77,7 @@ main (int argc, char **argv)
   g_autoptr (GRand) rng = g_rand_new_with_seed (11);
   g_autofree int *prompt = NULL;
   DflQwen3Config c = { 0 };
-  double bw, floor_s, kv_floor_s, t_prefill, t_decode, t_verify;
+  double bw, copy_bw, floor_s, kv_floor_s, t_prefill, t_decode, t_verify;
   guint64 weight_bytes, kv_bytes;
 
   g_option_context_add_main_entries (octx, entries, NULL);
@@ -100,8 +103,11 @@ main (int argc, char **argv)
     return 1;
   }
   dev = dfl_device_native (device);
-  bw = dfl_cuda_copy_bandwidth (dev, (size_t) 1 << 30, &error);
+  bw = dfl_cuda_read_bandwidth (dev, (size_t) 1 << 30, &error);
   if (bw <= 0 || error)
+    goto fail;
+  copy_bw = dfl_cuda_copy_bandwidth (dev, (size_t) 1 << 30, &error);
+  if (copy_bw <= 0 || error)
     goto fail;
   if (!(t = dfl_target_new_random (device, &c, DFL_DTYPE_BF16, 1, &error)))
     goto fail;
@@ -141,13 +147,17 @@ main (int argc, char **argv)
   printf ("device                     %s\n", dfl_cuda_device_describe (dev));
   printf ("model                      Qwen3-8B shape, %d layers, BF16 random weights\n",
           c.layers);
-  printf ("copy bandwidth             %.0f GB/s (device to device, this run; a copy reads\n"
-          "                           and writes each byte, counted once, so a step that only\n"
-          "                           reads can go below this floor)\n", bw / 1e9);
+  printf ("read bandwidth             %.0f GB/s (a pure-read pass over 1 GiB, this run)\n",
+          bw / 1e9);
+  printf ("copy bandwidth             %.0f GB/s (device to device, bytes copied; each is read\n"
+          "                           and written, so it is not a step's floor: shown apart)\n",
+          copy_bw / 1e9);
   printf ("weights per step           %.3f GB\n", weight_bytes / 1e9);
   printf ("KV read at context %-6d  %.3f GB\n", context, kv_bytes / 1e9);
-  printf ("floor = weights / bw       %.3f ms (with the KV read: %.3f ms)\n", floor_s * 1e3,
+  printf ("floor = weights / read bw  %.3f ms (with the KV read: %.3f ms)\n", floor_s * 1e3,
           kv_floor_s * 1e3);
+  printf ("(weights / copy bw         %.3f ms, the older and looser floor)\n",
+          weight_bytes / copy_bw * 1e3);
   printf ("\n");
   printf ("%-22s %6s %12s %12s %10s %12s\n", "step (median)", "rows", "ms", "rows/s",
           "× floor", "× floor+KV");
@@ -158,8 +168,11 @@ main (int argc, char **argv)
   printf ("%-22s %6d %12.3f %12.1f %10s %12s\n", "prefill (one run)", context,
           t_prefill * 1e3, context / t_prefill, "-", "-");
   printf ("\nverify step / decode step  %.2f×\n", t_verify / t_decode);
-  printf ("goal: verify ≤ 1.3× floor; this run %.2f× (%s)\n", t_verify / floor_s,
-          t_verify / floor_s <= 1.3 ? "met" : "not met");
+  printf ("goal: decode ≤ 1.2× read floor; this run %.2f× (%s)\n", t_decode / floor_s,
+          t_decode / floor_s <= 1.2 ? "met" : "not met");
+  printf ("goal: verify ≤ %.1f× read floor at context %d; this run %.2f× (%s)\n",
+          context >= 4096 ? 1.5 : 1.3, context, t_verify / floor_s,
+          t_verify / floor_s <= (context >= 4096 ? 1.5 : 1.3) ? "met" : "not met");
   printf ("(decode's rows/s is its tokens/s; a verify step checks its rows, "
           "not all are accepted)\n");
   return 0;

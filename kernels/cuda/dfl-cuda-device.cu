@@ -394,6 +394,82 @@ out:
   return result;
 }
 
+/* Every word of `words` is read once (16-byte loads, a grid-stride loop
+ * over as many blocks as keep the card busy); each block XORs what it read
+ * and writes one word, so the bytes written are nothing beside those read
+ * and the loads cannot be elided. */
+__global__ void
+read_only_kernel (const uint4 *__restrict__ src, size_t n, unsigned *__restrict__ sink)
+{
+  __shared__ unsigned partial[32];
+  unsigned x = 0;
+
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x) {
+    uint4 v = __ldg (src + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  for (int off = 16; off > 0; off >>= 1)
+    x ^= __shfl_xor_sync (0xffffffffu, x, off);
+  if ((threadIdx.x & 31) == 0)
+    partial[threadIdx.x >> 5] = x;
+  __syncthreads ();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < (int) (blockDim.x >> 5); w++)
+      x ^= partial[w];
+    sink[blockIdx.x] = x;
+  }
+}
+
+double
+dfl_cuda_read_bandwidth (DflCudaDevice *dev, size_t bytes, GError **error)
+{
+  const int reps = 10, threads = 512;
+  size_t n = bytes / sizeof (uint4);
+  int sms = 0, blocks;
+  void *d_src = NULL;
+  unsigned *d_sink = NULL;
+  cudaEvent_t start = NULL, stop = NULL;
+  float ms = 0.0f, best = G_MAXFLOAT;
+  double result = 0.0;
+
+  if (!cuda_ok (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, dev->ordinal),
+                "cudaDeviceGetAttribute", dev->ordinal, error))
+    return 0.0;
+  /* a few resident blocks per multiprocessor: enough loads in flight to
+   * cover the memory's latency */
+  blocks = sms * 4;
+  if (!(d_src = dfl_cuda_alloc (dev, n * sizeof (uint4), error))
+      || !(d_sink = (unsigned *) dfl_cuda_alloc (dev, blocks * sizeof (unsigned), error)))
+    goto out;
+  if (!cuda_ok (cudaEventCreate (&start), "cudaEventCreate", dev->ordinal, error)
+      || !cuda_ok (cudaEventCreate (&stop), "cudaEventCreate", dev->ordinal, error))
+    goto out;
+  dfl_cuda_memset (dev, d_src, 1, n * sizeof (uint4));
+  /* first pass out of the timing; then the best of single passes, as the
+   * copy rate above */
+  read_only_kernel<<<blocks, threads, 0, dev->stream>>> ((const uint4 *) d_src, n, d_sink);
+  for (int i = 0; i < reps; i++) {
+    cudaEventRecord (start, dev->stream);
+    read_only_kernel<<<blocks, threads, 0, dev->stream>>> ((const uint4 *) d_src, n, d_sink);
+    cudaEventRecord (stop, dev->stream);
+    if (!dfl_cuda_sync (dev, error)
+        || !cuda_ok (cudaEventElapsedTime (&ms, start, stop), "cudaEventElapsedTime",
+                     dev->ordinal, error))
+      goto out;
+    best = MIN (best, ms);
+  }
+  result = n * sizeof (uint4) / (best / 1e3);
+out:
+  if (start)
+    cudaEventDestroy (start);
+  if (stop)
+    cudaEventDestroy (stop);
+  dfl_cuda_free (dev, d_src);
+  dfl_cuda_free (dev, d_sink);
+  return result;
+}
+
 /* --- graphs --- */
 
 struct _DflCudaGraph {

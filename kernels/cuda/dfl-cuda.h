@@ -78,6 +78,10 @@ gboolean dfl_cuda_check (DflCudaDevice *dev, const char *what, GError **error);
 /* Bytes/s of a device-to-device copy of `bytes`, measured now (benches'
  * floors). */
 double dfl_cuda_copy_bandwidth (DflCudaDevice *dev, size_t bytes, GError **error);
+/* Bytes/s the card READS, measured now: a pure-read pass over `bytes`
+ * (at least 1 GiB, so no cache holds it). A step streams its weights and
+ * writes little, so this, not the copy rate, is its floor's rate. */
+double dfl_cuda_read_bandwidth (DflCudaDevice *dev, size_t bytes, GError **error);
 
 /* CUDA graphs of the stream's work (the block, the verify step): capture
  * begins; end returns an executable graph (NULL with an error); launch

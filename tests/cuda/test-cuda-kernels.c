@@ -1047,6 +1047,10 @@ test_copies (void)
   g_assert_cmpfloat (bw, >, 0.0);
   g_test_message ("device-to-device copy: %.0f GB/s on %s", bw / 1e9,
                   dfl_cuda_device_describe (dev));
+  bw = dfl_cuda_read_bandwidth (dev, 64 << 20, &error);
+  g_assert_no_error (error);
+  g_assert_cmpfloat (bw, >, 0.0);
+  g_test_message ("pure read: %.0f GB/s", bw / 1e9);
   dfl_cuda_free (dev, d_src);
   dfl_cuda_free (dev, d_dst);
   dfl_cuda_free (dev, d_copy);

@@ -24,7 +24,10 @@
  * costs a fraction of a target step (a large target on a GPU), that is the
  * block; where it costs several (a small target, on a few CPU cores or on
  * a GPU alike), mostly a plain step, the block still tried once every
- * #GstDflashRouter:probe-every decisions. The figures are the router's
+ * #GstDflashRouter:probe-every decisions. A near tie does not flip the
+ * choice from run to run: an arm's seconds are the median of its last
+ * rounds (a slow hand-off does not move it) and the other arm takes over
+ * only when ahead by 10% (core/route-cost.h). The figures are the router's
  * own (apart for targets on the CPU and on CUDA), kept from one run to the
  * next of the same element (a stop and a flush keep them: they are the
  * machine's and the pair's, not the run's), and never shared with another
@@ -606,7 +609,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_BLOCK_RATE,
       g_param_spec_double ("block-tokens-per-second", "Block tokens per second",
-          "policy=cost: tokens a second the block's rounds have given (decayed figures)",
+          "policy=cost: tokens a second the block's rounds have given (mean tokens a round over the median round's seconds)",
           0, G_MAXDOUBLE, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
   /**
    * GstDflashRouter:chain-tokens-per-second
@@ -616,7 +619,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_CHAIN_RATE,
       g_param_spec_double ("chain-tokens-per-second", "Chain tokens per second",
-          "policy=cost: tokens a second the chain's rounds below match-min have given (decayed figures)",
+          "policy=cost: tokens a second the chain's rounds below match-min have given (mean tokens a round over the median round's seconds)",
           0, G_MAXDOUBLE, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
   gst_element_class_set_static_metadata (element_class, "DFlash router",
       "Filter/Tensor", "Chooses between the block's and the chain drafter's proposals",

@@ -243,6 +243,63 @@ test_route_cost (void)
   g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_BLOCK), 100.0, 1e-6);
 }
 
+/* Round figures as a machine gives them: `tokens` a round, `seconds` with
+ * ±5% jitter and one round in ten 8× slow (a hand-off that waited). */
+static int
+noisy_blocks (DflRouteCost *rc, GRand *rng, int rounds, int block_tokens, double block_s,
+              int chain_tokens, double chain_s, int *switches)
+{
+  int blocks = 0;
+
+  for (int i = 0; i < rounds; i++) {
+    DflRouteArm before = rc->favoured, arm = dfl_route_cost_choose (rc);
+    double s = arm == DFL_ROUTE_ARM_BLOCK ? block_s : chain_s;
+    s *= g_rand_double_range (rng, 0.95, 1.05) * (g_rand_int_range (rng, 0, 10) == 0 ? 8 : 1);
+    *switches += rc->favoured != before;
+    blocks += arm == DFL_ROUTE_ARM_BLOCK;
+    dfl_route_cost_observe (rc, arm, arm == DFL_ROUTE_ARM_BLOCK ? block_tokens : chain_tokens, s);
+  }
+  return blocks;
+}
+
+/* Stable decisions: slow outliers do not move an arm's figure (the median
+ * of its seconds), and arms that pay within the margin of each other keep
+ * the run's choice, so runs with different noise on the same figures route
+ * alike; a clear difference still turns the choice. */
+static void
+test_route_cost_stable (void)
+{
+  DflRouteCost rc;
+
+  /* one slow round in ten leaves the figure where the others put it */
+  dfl_route_cost_init (&rc, 0);
+  for (int i = 0; i < 30; i++)
+    dfl_route_cost_observe (&rc, DFL_ROUTE_ARM_BLOCK, 6, i % 10 == 9 ? 0.080 : 0.010);
+  g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_BLOCK), 600.0, 1e-6);
+
+  /* the block ahead by 3% (6 tokens in 10 ms against 4 in 6.86 ms): within
+   * the margin, so every run, whatever its noise, stays on the chain it
+   * began with, and only the probes go to the block */
+  for (guint32 seed = 1; seed <= 8; seed++) {
+    g_autoptr (GRand) rng = g_rand_new_with_seed (seed);
+    int switches = 0;
+    dfl_route_cost_init (&rc, 16);
+    g_assert_cmpint (noisy_blocks (&rc, rng, 400, 6, 0.010, 4, 0.00686, &switches), ==, 25);
+    g_assert_cmpint (switches, ==, 0);
+  }
+  /* ahead by 40% (6 in 10 ms against 3 in 7 ms): every run turns to the
+   * block once its figure is made of enough rounds, and stays */
+  for (guint32 seed = 1; seed <= 8; seed++) {
+    g_autoptr (GRand) rng = g_rand_new_with_seed (seed);
+    int switches = 0, blocks;
+    dfl_route_cost_init (&rc, 16);
+    blocks = noisy_blocks (&rc, rng, 400, 6, 0.010, 3, 0.007, &switches);
+    g_assert_cmpint (switches, ==, 1);
+    g_assert_cmpint (rc.favoured, ==, DFL_ROUTE_ARM_BLOCK);
+    g_assert_cmpint (blocks, >, 300);
+  }
+}
+
 static void
 test_route_needs_drafter (void)
 {
@@ -268,6 +325,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/spec/lossless-chain/gqa-hd32-sharded", "gqa-hd32-sharded", test_lossless_chain);
   g_test_add_func ("/spec/route-needs-drafter", test_route_needs_drafter);
   g_test_add_func ("/spec/route-cost", test_route_cost);
+  g_test_add_func ("/spec/route-cost-stable", test_route_cost_stable);
   g_test_add_func ("/spec/lossless-block-auto-match-cost", test_lossless_block);
   return g_test_run ();
 }

@@ -426,19 +426,15 @@ dfl_cuda_read_bandwidth (DflCudaDevice *dev, size_t bytes, GError **error)
 {
   const int reps = 10, threads = 512;
   size_t n = bytes / sizeof (uint4);
-  int sms = 0, blocks;
+  /* a few resident blocks per multiprocessor: enough loads in flight to
+   * cover the memory's latency */
+  const int blocks = dev->multiprocessors * 4;
   void *d_src = NULL;
   unsigned *d_sink = NULL;
   cudaEvent_t start = NULL, stop = NULL;
   float ms = 0.0f, best = G_MAXFLOAT;
   double result = 0.0;
 
-  if (!cuda_ok (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, dev->ordinal),
-                "cudaDeviceGetAttribute", dev->ordinal, error))
-    return 0.0;
-  /* a few resident blocks per multiprocessor: enough loads in flight to
-   * cover the memory's latency */
-  blocks = sms * 4;
   if (!(d_src = dfl_cuda_alloc (dev, n * sizeof (uint4), error))
       || !(d_sink = (unsigned *) dfl_cuda_alloc (dev, blocks * sizeof (unsigned), error)))
     goto out;

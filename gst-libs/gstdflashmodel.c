@@ -51,14 +51,16 @@ gst_dflash_model_new (const char *target_dir, const char *drafter, gboolean no_d
                       GError **error)
 {
   g_autoptr (GstDflashModel) m = g_object_ref_sink (g_object_new (GST_TYPE_DFLASH_MODEL, NULL));
-  g_autofree char *tok_path = g_build_filename (target_dir, "tokenizer.json", NULL);
   g_autofree char *beside = g_build_filename (target_dir, "dflash.safetensors", NULL);
   const DflQwen3Config *c;
+  gboolean has_tokenizer;
 
   if (!(m->target = dfl_target_load (target_dir, error)))
     return NULL;
   c = dfl_target_config (m->target);
-  if (g_file_test (tok_path, G_FILE_TEST_EXISTS) && !(m->tokenizer = dfl_tokenizer_load (tok_path, error)))
+  /* tokenizer.json in a folder, tokenizer.ggml.* in a .gguf file */
+  m->tokenizer = dfl_tokenizer_load_checkpoint (target_dir, &has_tokenizer, error);
+  if (has_tokenizer && !m->tokenizer)
     return NULL;
   if (!no_drafter) {
     if (drafter && *drafter)

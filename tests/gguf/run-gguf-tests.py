@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Convert the default model to GGUF, then run the GGUF tests against it.
+
+    run-gguf-tests.py --converter tools/hf-to-gguf.py --model models/qwen3-go
+                      --dflash build/tools/dflash -- test-gguf --tap
+
+Writes go-f32.gguf, go-bf16.gguf and go-f16.gguf (tools/hf-to-gguf.py) and
+go-other.gguf (go-f32.gguf with the sign of its first embedding value
+flipped: a model of the same sizes and other weights) to a scratch folder,
+checks `dflash inspect` on go-bf16.gguf, then runs the test program with
+DFL_GGUF_DIR and DFL_GGUF_MODEL set; its exit status is this script's.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import gguf
+
+
+def flip_first_embedding_sign(src, dst):
+    reader = gguf.GGUFReader(src)
+    embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    assert embd.tensor_type == gguf.GGMLQuantizationType.F32
+    with open(src, "rb") as f:
+        data = bytearray(f.read())
+    data[embd.data_offset + 3] ^= 0x80
+    with open(dst, "wb") as f:
+        f.write(data)
+
+
+def check_inspect(dflash, path):
+    out = subprocess.run([dflash, "inspect", "--tensors", path], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"dflash inspect {path} failed: {out.stderr}")
+    for want in ("general.architecture", "qwen3", "tokenizer.ggml.tokens",
+                 "token_embd.weight", "BF16", "[8192, 384]", "blk.7.ffn_down.weight",
+                 "8 layers", "vocab 8192"):
+        if want not in out.stdout:
+            sys.exit(f"dflash inspect {path}: no '{want}' in:\n{out.stdout}")
+    print("# dflash inspect on a .gguf shows its metadata and tensors")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--converter", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--dflash", required=True)
+    ap.add_argument("test", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    test = [a for a in args.test if a != "--"]
+
+    with tempfile.TemporaryDirectory(prefix="dfl-gguf-") as tmp:
+        for t in ("f32", "bf16", "f16"):
+            subprocess.run([sys.executable, args.converter, args.model,
+                            os.path.join(tmp, f"go-{t}.gguf"), "--outtype", t], check=True)
+        flip_first_embedding_sign(os.path.join(tmp, "go-f32.gguf"),
+                                  os.path.join(tmp, "go-other.gguf"))
+        check_inspect(args.dflash, os.path.join(tmp, "go-bf16.gguf"))
+        env = dict(os.environ, DFL_GGUF_DIR=tmp, DFL_GGUF_MODEL=os.path.abspath(args.model))
+        sys.exit(subprocess.run(test, env=env).returncode)
+
+
+if __name__ == "__main__":
+    main()

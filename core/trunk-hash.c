@@ -11,6 +11,15 @@
  * (F32 to BF16, or BF16 to F16 where values fall outside F16's normal
  * range) holds other weights than the drafter was made against, and is
  * refused as another model is.
+ *
+ * A sidecar may also carry trunk_signs64: FNV-1a over the sign bits of the
+ * embedding's (and an untied head's) values, eight to a byte, lowest bit
+ * first, of all values where there are at most 2^21, else the first 2^20
+ * and the last 2^20. That is the values rounded to the coarsest tolerance
+ * that no conversion between F32, F16 and BF16 can cross (rounding keeps
+ * the sign, down to a signed zero), so every such conversion of the target
+ * binds, F16 of a BF16 model included; another model's embedding differs
+ * in about half its signs. Where it is there, either hash binding binds.
  */
 #include "drafter-private.h"
 #include "dfl-error.h"
@@ -120,12 +129,67 @@ dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex[17], GEr
   return trunk_hash_as (target, tied, -1, hex, error);
 }
 
-gboolean
-dfl_trunk_hash64_as (const DflSafetensors *target, gboolean tied, DflDtype as, char hex[17],
-                     GError **error)
+/* The trunk hash over the tensors as a checkpoint storing their values as
+ * `as` (F32, F16 or BF16) would hold them: the stored bytes where that is
+ * their type, else the values converted (round to nearest even). */
+static gboolean
+trunk_hash64_as (const DflSafetensors *target, gboolean tied, DflDtype as, char hex[17],
+                 GError **error)
 {
   g_return_val_if_fail (dfl_dtype_is_float (as), FALSE);
   return trunk_hash_as (target, tied, as, hex, error);
+}
+
+/* Sign bits of elements [from, from + n), packed eight to a byte, lowest
+ * bit first (element `from` in bit 0 of the first byte), hashed. The sign
+ * is the top bit of an element's last byte in each float type. */
+static guint64
+hash_signs (guint64 h, const DflStoredTensor *t, gint64 from, gint64 n)
+{
+  gsize size = dfl_dtype_size (t->dtype);
+  guint8 packed[1024];
+  gsize used = 0;
+
+  memset (packed, 0, sizeof packed);
+  for (gint64 i = 0; i < n; i++) {
+    guint8 sign = t->data[(gsize) (from + i) * size + size - 1] >> 7;
+
+    packed[used / 8] |= (guint8) (sign << (used % 8));
+    if (++used == 8 * sizeof packed) {
+      h = fnv1a (h, packed, sizeof packed);
+      memset (packed, 0, sizeof packed);
+      used = 0;
+    }
+  }
+  return fnv1a (h, packed, (used + 7) / 8);
+}
+
+#define SIGN_ENDS ((gint64) 1 << 20)
+
+static gboolean
+trunk_signs (const DflSafetensors *target, gboolean tied, char hex[17], GError **error)
+{
+  const char *names[2] = { "model.embed_tokens.weight", "lm_head.weight" };
+  guint64 h = FNV_OFFSET;
+
+  for (int i = 0; i < (tied ? 1 : 2); i++) {
+    const DflStoredTensor *t = dfl_safetensors_find (target, names[i]);
+
+    if (!t || !dfl_dtype_is_float (t->dtype)) {
+      g_set_error (error, DFL_ERROR, t ? DFL_ERROR_UNSUPPORTED : DFL_ERROR_FORMAT,
+                   "%s: %s %s%s", dfl_safetensors_path (target), names[i],
+                   t ? "is " : "is missing", t ? dfl_dtype_name (t->dtype) : "");
+      return FALSE;
+    }
+    if (t->n_elements <= 2 * SIGN_ENDS) {
+      h = hash_signs (h, t, 0, t->n_elements);
+    } else {
+      h = hash_signs (h, t, 0, SIGN_ENDS);
+      h = hash_signs (h, t, t->n_elements - SIGN_ENDS, SIGN_ENDS);
+    }
+  }
+  g_snprintf (hex, 17, "%016" G_GINT64_MODIFIER "x", h);
+  return TRUE;
 }
 
 /* Whether the target's trunk hash, as stored or as a checkpoint of the
@@ -142,7 +206,7 @@ binding_matches (const DflSafetensors *target, gboolean tied, const char *want,
   if (g_strcmp0 (have, want) == 0)
     return TRUE;
   for (int i = 0; i < 3; i++) {
-    if (!dfl_trunk_hash64_as (target, tied, types[i], other, error))
+    if (!trunk_hash64_as (target, tied, types[i], other, error))
       return FALSE;
     if (g_strcmp0 (other, want) == 0) {
       memcpy (have, other, 17);
@@ -171,11 +235,25 @@ dfl_drafter_weights_check_target (const DflDrafterWeights *d, const DflSafetenso
   /* a released v1 drafter carries no binding: the sizes are all there is */
   if (d->v1)
     return TRUE;
-  if (!d->has_binding) {
+  if (!d->has_binding && !d->has_binding_signs) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
                  "%s has no base_binding in its __metadata__; it cannot say which target it was made for",
                  d->path);
     return FALSE;
+  }
+  if (d->has_binding_signs) {
+    char signs[17];
+
+    if (!trunk_signs (target, tied, signs, error))
+      return FALSE;
+    if (g_strcmp0 (signs, d->binding_signs) == 0)
+      return TRUE;
+    if (!d->has_binding) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                   "%s was made for the target of trunk signs %s, this target (%s) has %s",
+                   d->path, d->binding_signs, dfl_safetensors_path (target), signs);
+      return FALSE;
+    }
   }
   if (!binding_matches (target, tied, d->binding, have, error)) {
     if (error && *error)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert a Hugging Face Qwen3 checkpoint folder to one GGUF file.
 
-    hf-to-gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16|bf16]
+    hf-to-gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16|bf16] [--sidecar DFLASH]
 
 The file is laid out as llama.cpp's convert_hf_to_gguf.py lays out a Qwen3
 model: general.architecture "qwen3", the sizes under qwen3.*, the tensors
@@ -11,6 +11,12 @@ tensors (norms) in F32, and the tokenizer as tokenizer.ggml.* (model gpt2,
 pre qwen2: tokens, token types, merges, special token ids). Qwen3's q and k
 projections are written as they are (no permutation: its RoPE rotates
 halves, which GGUF's NEOX RoPE also does).
+
+With --sidecar, a DFlash sidecar bound to MODEL_DIR (its base_binding's
+trunk_hash64 is the folder's) is copied to OUT.dflash.safetensors (OUT
+without .gguf) with base_binding's trunk_signs64 added: the hash of the
+embedding's signs, which every F32/F16/BF16 conversion keeps, so the copy
+binds to the .gguf (core/trunk-hash.c says how both hashes are made).
 
 Reads model.safetensors or its shards (model.safetensors.index.json),
 config.json, generation_config.json where present, and tokenizer.json.
@@ -111,6 +117,61 @@ def tensor_data(dtype, shape, raw, qtype):
     return gguf.quants.quantize(as_f32(dtype, shape, raw), qtype), None
 
 
+FNV_OFFSET, FNV_PRIME, MASK = 0xCBF29CE484222325, 0x100000001B3, 0xFFFFFFFFFFFFFFFF
+MIB = 1 << 20
+
+
+def fnv1a(h, data):
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & MASK
+    return h
+
+
+def binding_tensors(tensors, tied):
+    return [tensors[n] for n in ["model.embed_tokens.weight"] + ([] if tied else ["lm_head.weight"])]
+
+
+def trunk_hash64(tensors, tied):
+    """The bytes' hash: each tensor whole up to 2 MiB, else its first and last MiB."""
+    h = FNV_OFFSET
+    for _, _, raw in binding_tensors(tensors, tied):
+        h = fnv1a(h, raw) if len(raw) <= 2 * MIB else fnv1a(fnv1a(h, raw[:MIB]), raw[-MIB:])
+    return f"{h:016x}"
+
+
+def trunk_signs64(tensors, tied):
+    """The signs' hash: each value's sign bit, eight to a byte, lowest bit
+    first; all values up to 2^21, else the first and last 2^20."""
+    h = FNV_OFFSET
+    for dtype, _, raw in binding_tensors(tensors, tied):
+        size = {"F32": 4, "F16": 2, "BF16": 2}[dtype]
+        signs = np.frombuffer(raw, np.uint8)[size - 1::size] >> 7
+        if signs.size > 2 * MIB:
+            signs = np.concatenate([signs[:MIB], signs[-MIB:]])
+        h = fnv1a(h, np.packbits(signs, bitorder="little").tobytes())
+    return f"{h:016x}"
+
+
+def copy_sidecar(sidecar, out, tensors, tied):
+    with open(sidecar, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.get("__metadata__", {})
+    binding = json.loads(meta.get("base_binding", "{}"))
+    want = trunk_hash64(tensors, tied)
+    if binding.get("trunk_hash64") != want:
+        raise SystemExit(f"hf-to-gguf.py: {sidecar} is bound to {binding.get('trunk_hash64')}, "
+                         f"the model folder's trunk hash is {want}")
+    binding["trunk_signs64"] = trunk_signs64(tensors, tied)
+    meta["base_binding"] = json.dumps(binding)
+    header["__metadata__"] = meta
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(out, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
 def add_tokenizer(w, model_dir, cfg, gen):
     with open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8") as f:
         tok = json.load(f)
@@ -164,6 +225,7 @@ def main():
     ap.add_argument("model_dir")
     ap.add_argument("out")
     ap.add_argument("--outtype", choices=sorted(OUTTYPES), default="bf16")
+    ap.add_argument("--sidecar", help="a DFlash sidecar of MODEL_DIR to copy, bound to the .gguf too")
     args = ap.parse_args()
 
     with open(os.path.join(args.model_dir, "config.json")) as f:
@@ -215,6 +277,10 @@ def main():
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+    if args.sidecar:
+        stem = args.out[:-len(".gguf")] if args.out.endswith(".gguf") else args.out
+        copy_sidecar(args.sidecar, stem + ".dflash.safetensors", tensors, tied)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
     run-gguf-tests.py --converter tools/hf-to-gguf.py --model models/qwen3-go
                       --dflash build/tools/dflash -- test-gguf --tap
 
-Writes go-f32.gguf, go-bf16.gguf and go-f16.gguf (tools/hf-to-gguf.py) and
+Writes go-f32.gguf, go-bf16.gguf and go-f16.gguf (tools/hf-to-gguf.py; the
+last with go-f16.dflash.safetensors, the model's sidecar bound by signs too) and
 go-other.gguf (go-f32.gguf with the sign of its first embedding value
 flipped: a model of the same sizes and other weights) to a scratch folder,
 checks `dflash inspect` on go-bf16.gguf, then runs the test program with
@@ -53,8 +54,10 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="dfl-gguf-") as tmp:
         for t in ("f32", "bf16", "f16"):
+            # the f16 conversion carries the sidecar along, bound by signs
+            extra = ["--sidecar", os.path.join(args.model, "dflash.safetensors")] if t == "f16" else []
             subprocess.run([sys.executable, args.converter, args.model,
-                            os.path.join(tmp, f"go-{t}.gguf"), "--outtype", t], check=True)
+                            os.path.join(tmp, f"go-{t}.gguf"), "--outtype", t] + extra, check=True)
         flip_first_embedding_sign(os.path.join(tmp, "go-f32.gguf"),
                                   os.path.join(tmp, "go-other.gguf"))
         check_inspect(args.dflash, os.path.join(tmp, "go-bf16.gguf"))

@@ -4,8 +4,9 @@
  *
  * The model tests read DFL_GGUF_DIR, where run-gguf-tests.py has put
  * models/qwen3-go converted by tools/hf-to-gguf.py (go-f32.gguf,
- * go-bf16.gguf, go-f16.gguf, and go-other.gguf: go-f32.gguf with one
- * embedding value's sign flipped), and DFL_GGUF_MODEL, the folder.
+ * go-bf16.gguf, go-f16.gguf with go-f16.dflash.safetensors, the sidecar
+ * bound by signs too, and go-other.gguf: go-f32.gguf with one embedding
+ * value's sign flipped), and DFL_GGUF_MODEL, the folder.
  */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -620,10 +621,8 @@ test_tokenizer (void)
 }
 
 static gboolean
-binds (const char *target_path, GError **error)
+binds_sidecar (const char *sidecar, const char *target_path, GError **error)
 {
-  g_autofree char *sidecar = g_build_filename (g_getenv ("DFL_GGUF_MODEL"), "dflash.safetensors",
-                                               NULL);
   g_autoptr (DflTarget) t = dfl_target_load (target_path, error);
   g_autoptr (DflDrafterWeights) d = NULL;
   const DflQwen3Config *c;
@@ -636,14 +635,25 @@ binds (const char *target_path, GError **error)
                                            c->layers, c->hidden, c->vocab, error);
 }
 
+/* With the model's own sidecar (bound by the trunk hash alone). */
+static gboolean
+binds (const char *target_path, GError **error)
+{
+  g_autofree char *sidecar = g_build_filename (g_getenv ("DFL_GGUF_MODEL"), "dflash.safetensors",
+                                               NULL);
+
+  return binds_sidecar (sidecar, target_path, error);
+}
+
 static void
 test_binding (void)
 {
-  g_autofree char *f32 = NULL, *bf16 = NULL, *other = NULL;
+  g_autofree char *f32 = NULL, *bf16 = NULL, *f16 = NULL, *other = NULL;
   g_autoptr (GError) error = NULL;
 
   if (!gguf_dir ())
     return;
+  f16 = converted ("f16");
   f32 = converted ("f32");
   bf16 = converted ("bf16");
   other = converted ("other");
@@ -658,6 +668,38 @@ test_binding (void)
   g_assert_false (binds (other, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
   g_assert_nonnull (strstr (error->message, "was made for the target"));
+  g_assert_nonnull (strstr (error->message, other));
+  g_clear_error (&error);
+  /* F16 rounds the BF16 values under F16's normal range (2822 of the
+   * embedding's): other bytes, which the trunk hash alone refuses */
+  g_assert_false (binds (f16, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+  g_clear_error (&error);
+}
+
+/* The sidecar copy that carries trunk_signs64 too (hf-to-gguf.py
+ * --sidecar): every conversion binds, the folder too, the other model not. */
+static void
+test_binding_signs (void)
+{
+  const char *types[] = { "f32", "bf16", "f16" };
+  g_autofree char *signed_sidecar = NULL, *other = NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (!gguf_dir ())
+    return;
+  signed_sidecar = g_strdup_printf ("%s/go-f16.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
+  other = converted ("other");
+  g_assert_true (binds_sidecar (signed_sidecar, g_getenv ("DFL_GGUF_MODEL"), &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++) {
+    g_autofree char *path = converted (types[i]);
+
+    g_assert_true (binds_sidecar (signed_sidecar, path, &error));
+    g_assert_no_error (error);
+  }
+  g_assert_false (binds_sidecar (signed_sidecar, other, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
   g_assert_nonnull (strstr (error->message, other));
 }
 
@@ -746,6 +788,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/qwen3/target-f32", test_target_f32);
   g_test_add_func ("/gguf/qwen3/target-bf16", test_target_bf16);
   g_test_add_func ("/gguf/tokenizer", test_tokenizer);
-  g_test_add_func ("/gguf/binding", test_binding);
+  g_test_add_func ("/gguf/binding/trunk-hash", test_binding);
+  g_test_add_func ("/gguf/binding/signs", test_binding_signs);
   return g_test_run ();
 }

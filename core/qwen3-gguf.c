@@ -231,6 +231,14 @@ dfl_qwen3_gguf_open (const char *path, DflQwen3Config *cfg, GError **error)
                    path, t->name);
       return NULL;
     }
+    /* a layer past block_count would never be read */
+    if (g_str_has_prefix (t->name, "blk.")
+        && g_ascii_strtoull (t->name + 4, NULL, 10) >= (guint64) cfg->layers) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                   "%s: tensor '%s' is of a layer past qwen3.block_count (%d)", path, t->name,
+                   cfg->layers);
+      return NULL;
+    }
     if (!dfl_safetensors_view_add (st, name, t, error))
       return NULL;
   }

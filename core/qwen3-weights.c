@@ -1,6 +1,8 @@
 /* gst-dflash — the tensors of a Qwen3 checkpoint: their names and shapes. */
 #include "qwen3-weights.h"
 
+#include <string.h>
+
 #include "gguf.h"
 #include "qwen3-gguf.h"
 
@@ -153,6 +155,17 @@ gboolean
 dfl_qwen3_checkpoint_is_gguf (const char *path)
 {
   return dfl_gguf_is_gguf (path);
+}
+
+char *
+dfl_qwen3_checkpoint_sidecar (const char *path)
+{
+  g_autofree char *stem = NULL;
+
+  if (!dfl_gguf_is_gguf (path))
+    return g_build_filename (path, "dflash.safetensors", NULL);
+  stem = g_str_has_suffix (path, ".gguf") ? g_strndup (path, strlen (path) - 5) : g_strdup (path);
+  return g_strconcat (stem, ".dflash.safetensors", NULL);
 }
 
 DflSafetensors *

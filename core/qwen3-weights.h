@@ -77,6 +77,11 @@ DflSafetensors *dfl_qwen3_checkpoint_open (const char *path, DflQwen3Config *cfg
                                            GError **error);
 /* Whether `path` is a GGUF file rather than a folder. */
 gboolean dfl_qwen3_checkpoint_is_gguf (const char *path);
+/* Where a checkpoint's own drafter sidecar lies: dflash.safetensors in a
+ * folder, X.dflash.safetensors beside X.gguf (as tools/hf-to-gguf.py
+ * --sidecar writes it). g_free it; whether it exists is the caller's to
+ * check. */
+char *dfl_qwen3_checkpoint_sidecar (const char *path);
 
 /* Find every tensor of a checkpoint of config `c` in `st`, each checked
  * against its shape: the embedding, the final norm, the head, then each

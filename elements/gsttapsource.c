@@ -233,9 +233,8 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
    *
    * The target: a Qwen3 checkpoint folder (config.json, model.safetensors or
    * shards, tokenizer.json), or a .gguf file as llama.cpp writes a Qwen3
-   * model (its tokenizer in its tokenizer.ggml metadata). With a .gguf file
-   * the drafter is named with the drafter property: there is no folder to
-   * find dflash.safetensors in.
+   * model (its tokenizer in its tokenizer.ggml metadata; its drafter, where
+   * the drafter property names none, X.dflash.safetensors beside X.gguf).
    */
   gst_dflash_install_field_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
@@ -246,11 +245,12 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
    * GstTapSource:drafter
    *
    * The drafter: a DFlash 2 sidecar or a released DFlash folder; empty for
-   * dflash.safetensors in the model folder.
+   * dflash.safetensors in the model folder (X.dflash.safetensors beside a
+   * model X.gguf).
    */
   gst_dflash_install_field_property (gobject_class, PROP_DRAFTER,
       g_param_spec_string ("drafter", "Drafter",
-          "DFlash sidecar file or released DFlash folder (empty: dflash.safetensors in the model folder)",
+          "DFlash sidecar file or released DFlash folder (empty: dflash.safetensors in the model folder, X.dflash.safetensors beside a model X.gguf)",
           NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstTapSource, props.drafter));
   gst_dflash_install_field_property (gobject_class, PROP_NO_DRAFTER,

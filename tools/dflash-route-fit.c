@@ -148,7 +148,7 @@ dfl_cmd_route_fit (int argc, char **argv)
   int max_new = DEFAULT_MAX_NEW, rank = DEFAULT_RANK, ties = 0;
   GOptionEntry entries[] = {
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder or .gguf file (default: the embedded default model)", "DIR|FILE" },
-    { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash 2 sidecar (default: dflash.safetensors in the target folder)", "FILE" },
+    { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash 2 sidecar (default: dflash.safetensors in the target folder, X.dflash.safetensors beside X.gguf)", "FILE" },
     { "prompts", 0, 0, G_OPTION_ARG_FILENAME, &prompts_path, "Prompts, one a line (\\n and \\t escapes)", "FILE" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens decoded after each prompt (default 128)", "N" },
     { "rank", 0, 0, G_OPTION_ARG_INT, &rank, "Rank of each subspace (default 4)", "R" },

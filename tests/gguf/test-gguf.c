@@ -703,34 +703,36 @@ test_binding_signs (void)
   g_assert_nonnull (strstr (error->message, other));
 }
 
-/* A qwen3 file whose matrices are Q8_0: loaded where the CPU multiplies
- * Q8_0, else refused naming the first such tensor and the type. */
-static void
-test_quantized (void)
+/* A one-layer qwen3 file of hidden 64: its matrices of GGUF type
+ * `matrix_type` (0 F32, 8 Q8_0), `arch` its architecture, `skip_key` a
+ * sizes key left out, `extra` a tensor beyond a Qwen3 checkpoint's (NULL:
+ * none). */
+static char *
+qwen3_file (const char *arch, guint32 matrix_type, const char *skip_key, const char *extra)
 {
   const int hidden = 64, ffn = 64, heads = 2, head_dim = 32, vocab = 32;
   const char *norms[] = { "attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm" };
   const char *mats[] = { "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
     "ffn_down" };
+  const struct { const char *key; guint32 v; } sizes[] = {
+    { "qwen3.block_count", 1 }, { "qwen3.embedding_length", hidden },
+    { "qwen3.feed_forward_length", ffn }, { "qwen3.attention.head_count", heads },
+    { "qwen3.attention.head_count_kv", heads }, { "qwen3.context_length", 128 },
+    { "qwen3.attention.key_length", head_dim },
+  };
+  /* a row of 64: 256 bytes in F32, two 34-byte blocks in Q8_0 */
+  guint64 row_bytes = matrix_type == 8 ? 68 : 256, offset = 0, ne[2];
   Builder w = { g_byte_array_new () };
-  g_autofree char *path = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autoptr (DflDevice) cpu = dfl_device_open (DFL_BACKEND_CPU, 0, &error);
-  g_autoptr (DflTarget) t = NULL;
-  guint64 offset = 0, ne[2];
-  int n_tensors = 2 + G_N_ELEMENTS (norms) + G_N_ELEMENTS (mats);
+  int n_tensors = 2 + G_N_ELEMENTS (norms) + G_N_ELEMENTS (mats) + (extra != NULL);
+  int n_kv = 2 + G_N_ELEMENTS (sizes) - (skip_key != NULL);
+  char *path;
 
-  g_assert_no_error (error);
-  header (&w, 3, n_tensors, 9);
-  kv_str (&w, "general.architecture", "qwen3");
-  kv_u32 (&w, "qwen3.block_count", 1);
-  kv_u32 (&w, "qwen3.embedding_length", hidden);
-  kv_u32 (&w, "qwen3.feed_forward_length", ffn);
-  kv_u32 (&w, "qwen3.attention.head_count", heads);
-  kv_u32 (&w, "qwen3.attention.head_count_kv", heads);
-  kv_u32 (&w, "qwen3.context_length", 128);
+  header (&w, 3, n_tensors, n_kv);
+  kv_str (&w, "general.architecture", arch);
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    if (!skip_key || strcmp (skip_key, sizes[i].key) != 0)
+      kv_u32 (&w, sizes[i].key, sizes[i].v);
   kv_f32 (&w, "qwen3.attention.layer_norm_rms_epsilon", 1e-6f);
-  kv_u32 (&w, "qwen3.attention.key_length", head_dim);
   ne[0] = hidden; ne[1] = vocab;
   tensor_info (&w, "token_embd.weight", 2, ne, 0, offset);
   offset += (guint64) hidden * vocab * 4;
@@ -746,17 +748,36 @@ test_quantized (void)
   for (guint i = 0; i < G_N_ELEMENTS (mats); i++) {
     g_autofree char *name = g_strdup_printf ("blk.0.%s.weight", mats[i]);
 
-    /* every matrix here is 64 × 64: two Q8_0 blocks of 34 bytes a row */
+    /* every matrix here is 64 × 64 */
     ne[0] = 64; ne[1] = 64;
-    tensor_info (&w, name, 2, ne, 8, offset);
-    offset += 64 * 68;
+    tensor_info (&w, name, 2, ne, matrix_type, offset);
+    offset += 64 * row_bytes;
     offset += (32 - offset % 32) % 32;
+  }
+  if (extra) {
+    ne[0] = hidden;
+    tensor_info (&w, extra, 1, ne, 0, offset);
+    offset += hidden * 4;
   }
   pad_zeros (&w, 32);
   g_byte_array_set_size (w.b, w.b->len + offset);
   memset (w.b->data + w.b->len - offset, 0, offset);
-  path = write_file (&w, "q8.gguf");
+  path = write_file (&w, "qwen3.gguf");
+  g_byte_array_unref (w.b);
+  return path;
+}
 
+/* A qwen3 file whose matrices are Q8_0: loaded where the CPU multiplies
+ * Q8_0, else refused naming the first such tensor and the type. */
+static void
+test_quantized (void)
+{
+  g_autofree char *path = qwen3_file ("qwen3", 8, NULL, NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflDevice) cpu = dfl_device_open (DFL_BACKEND_CPU, 0, &error);
+  g_autoptr (DflTarget) t = NULL;
+
+  g_assert_no_error (error);
   t = dfl_target_load (path, &error);
   if (dfl_device_supports (cpu, DFL_OP_MATMUL, DFL_DTYPE_Q8_0)) {
     /* the check lets them through to the loader's own */
@@ -769,8 +790,83 @@ test_quantized (void)
     g_assert_nonnull (strstr (error->message, "tensor 'model.layers.0.self_attn.q_proj.weight' "
                                               "is Q8_0, a type the CPU back end does not multiply"));
   }
-  g_byte_array_unref (w.b);
   remove_file (path);
+}
+
+/* The same file in F32 loads and runs; each fault of the metadata or the
+ * tensor names is refused with its message. */
+static void
+test_qwen3_file (void)
+{
+  const struct {
+    const char *arch, *skip_key, *extra;
+    int code;
+    const char *message;
+  } cases[] = {
+    { "qwen3", NULL, NULL, -1, NULL },
+    { "llama", NULL, NULL, DFL_ERROR_UNSUPPORTED,
+      "general.architecture is 'llama'; gst-dflash runs qwen3" },
+    { "qwen3", "qwen3.block_count", NULL, DFL_ERROR_FORMAT, "no metadata 'qwen3.block_count'" },
+    { "qwen3", NULL, "blk.0.attn_q.bias", DFL_ERROR_UNSUPPORTED,
+      "tensor 'blk.0.attn_q.bias' is not one of a Qwen3 checkpoint's" },
+    { "qwen3", NULL, "blk.1.attn_norm.weight", DFL_ERROR_FORMAT,
+      "tensor 'blk.1.attn_norm.weight' is of a layer past qwen3.block_count (1)" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree char *path = qwen3_file (cases[i].arch, 0, cases[i].skip_key, cases[i].extra);
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DflTarget) t = dfl_target_load (path, &error);
+
+    if (cases[i].code < 0) {
+      g_autoptr (DflTargetSeq) s = NULL;
+      const int ids[2] = { 1, 2 };
+      int32_t next[1];
+      DflForwardOut out = { .logits_from = 1, .argmax = next };
+
+      g_assert_no_error (error);
+      g_assert_cmpint (dfl_target_config (t)->vocab, ==, 32);
+      g_assert_true (dfl_target_config (t)->tie_word_embeddings);
+      s = dfl_target_seq_new (t);
+      g_assert_true (dfl_target_forward (t, s, ids, 2, &out, &error));
+      g_assert_no_error (error);
+    } else {
+      g_assert_null (t);
+      g_assert_error (error, DFL_ERROR, cases[i].code);
+      if (!strstr (error->message, cases[i].message) || !strstr (error->message, path))
+        g_error ("message '%s' does not name the file and say '%s'", error->message,
+                 cases[i].message);
+    }
+    remove_file (path);
+  }
+}
+
+/* A file's tokenizer of another model or pre-tokenizer is refused. */
+static void
+test_tokenizer_refused (void)
+{
+  const struct { const char *model, *pre, *message; } cases[] = {
+    { "llama", "qwen2", "tokenizer.ggml.model is 'llama'" },
+    { "gpt2", "llama3", "tokenizer.ggml.pre is 'llama3'" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    Builder w = { g_byte_array_new () };
+    g_autofree char *path = NULL;
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DflTokenizer) tok = NULL;
+
+    header (&w, 3, 0, 2);
+    kv_str (&w, "tokenizer.ggml.model", cases[i].model);
+    kv_str (&w, "tokenizer.ggml.pre", cases[i].pre);
+    path = write_file (&w, "tok.gguf");
+    tok = dfl_tokenizer_load_gguf (path, &error);
+    g_assert_null (tok);
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+    g_assert_nonnull (strstr (error->message, cases[i].message));
+    g_byte_array_unref (w.b);
+    remove_file (path);
+  }
 }
 
 int
@@ -784,6 +880,8 @@ main (int argc, char **argv)
     g_test_add_data_func (name, &bad_cases[i], test_reader_bad);
   }
   g_test_add_func ("/gguf/qwen3/quantized-refused", test_quantized);
+  g_test_add_func ("/gguf/qwen3/file-checks", test_qwen3_file);
+  g_test_add_func ("/gguf/tokenizer-refused", test_tokenizer_refused);
   g_test_add_func ("/gguf/qwen3/config", test_config);
   g_test_add_func ("/gguf/qwen3/target-f32", test_target_f32);
   g_test_add_func ("/gguf/qwen3/target-bf16", test_target_bf16);

@@ -315,7 +315,7 @@ static gboolean
 read_tensor_info (DflGguf *g, Cursor *c, guint index, DflGgufTensor *gt, GError **error)
 {
   DflStoredTensor *t = &gt->t;
-  guint64 ne[DFL_GGUF_MAX_DIMS], rows = 1, row_bytes, n_bytes, n_elements = 1;
+  guint64 ne[DFL_GGUF_MAX_DIMS], rows = 1, row_bytes, n_bytes, n_elements = 1, block;
   g_autofree char *what = g_strdup_printf ("the name of tensor %u", index);
   g_autofree char *dims = NULL;
   guint32 n_dims;
@@ -360,19 +360,21 @@ read_tensor_info (DflGguf *g, Cursor *c, guint index, DflGgufTensor *gt, GError 
     return FALSE;
   }
   t->dtype = dtype;
-  /* a row is the innermost dim: a whole number of blocks */
-  row_bytes = dfl_dtype_row_bytes (t->dtype, (gint64) ne[0]);
-  if (row_bytes == 0) {
+  /* a row is the innermost dim: a whole number of blocks; its bytes and the
+   * tensor's are counted with overflow checks (an F32 row of 2^62 elements
+   * would wrap) */
+  block = dfl_dtype_block_elems (t->dtype);
+  if (ne[0] % block != 0) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
                  "%s: tensor '%s' of type %s has rows of %" G_GUINT64_FORMAT
-                 " elements, not a whole number of its %" G_GSIZE_FORMAT "-element blocks",
-                 c->path, t->name, dfl_dtype_name (t->dtype), ne[0],
-                 dfl_dtype_block_elems (t->dtype));
+                 " elements, not a whole number of its %" G_GUINT64_FORMAT "-element blocks",
+                 c->path, t->name, dfl_dtype_name (t->dtype), ne[0], block);
     return FALSE;
   }
   for (guint i = 1; i < n_dims; i++)
     rows *= ne[i];
-  if (!g_uint64_checked_mul (&n_bytes, rows, row_bytes) || n_bytes > G_MAXSIZE) {
+  if (!g_uint64_checked_mul (&row_bytes, ne[0] / block, dfl_dtype_block_bytes (t->dtype))
+      || !g_uint64_checked_mul (&n_bytes, rows, row_bytes) || n_bytes > G_MAXSIZE) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "%s: tensor '%s' %s %s needs more bytes "
                  "than fit in memory", c->path, t->name, dfl_dtype_name (t->dtype), dims);
     return FALSE;

@@ -358,6 +358,19 @@ bad_block_row (Builder *w)
 }
 
 static void
+bad_bytes_overflow (Builder *w)
+{
+  const guint64 ne[1] = { (G_GUINT64_CONSTANT (1) << 62) + 8 };
+
+  /* 2^62 + 8 F32 elements: 2^64 + 32 bytes, which wrap to the 32 the data
+   * section holds */
+  header (w, 3, 1, 0);
+  tensor_info (w, "t", 1, ne, 0, 0);
+  pad_zeros (w, 32);
+  put (w, 0, 32);
+}
+
+static void
 bad_unknown_type (Builder *w)
 {
   const guint64 ne[1] = { 4 };
@@ -414,6 +427,8 @@ static const BadCase bad_cases[] = {
     "tensor 't' at offset 0 of 128 bytes runs past the end of the data section (64 bytes)" },
   { "block-row", bad_block_row, DFL_ERROR_FORMAT,
     "rows of 48 elements, not a whole number of its 32-element blocks" },
+  { "bytes-overflow", bad_bytes_overflow, DFL_ERROR_LIMIT,
+    "tensor 't' F32 [4611686018427387912] needs more bytes than fit in memory" },
   { "unknown-type", bad_unknown_type, DFL_ERROR_FORMAT, "tensor 't' has unknown type 99" },
   { "unread-type", bad_unread_type, DFL_ERROR_UNSUPPORTED,
     "tensor 't' has unsupported type 13 (Q5_K)" },

@@ -36,8 +36,13 @@ read_through (const DflGguf *g)
   for (guint i = 0; i < dfl_gguf_n_tensors (g); i++) {
     const DflStoredTensor *t = dfl_gguf_nth_tensor (g, i);
 
+    gint64 row = t->shape[t->n_dims - 1];
+
     g_assert (dfl_gguf_find_tensor (g, t->name) == t);
-    g_assert (t->data + t->n_bytes <= t->data + t->n_bytes);
+    /* the bytes are what the type and shape need, exactly */
+    g_assert ((guint64) t->n_bytes / dfl_dtype_row_bytes (t->dtype, row)
+              == (guint64) (t->n_elements / row));
+    g_assert (t->n_bytes % dfl_dtype_row_bytes (t->dtype, row) == 0);
     if (dfl_dtype_is_float (t->dtype) && t->n_elements <= (1 << 20)) {
       g_autofree float *v = dfl_tensor_dup_f32 (t);
 

@@ -60,6 +60,32 @@ print_tensors (const DflSafetensors *st)
     print_tensor (dfl_safetensors_nth (st, i));
 }
 
+/* A string as printed: quotes, backslashes and control characters (a
+ * token may be any of them) escaped, UTF-8 kept, at most `max` bytes of it. */
+static char *
+quote (const char *s, gsize max)
+{
+  GString *out = g_string_new (NULL);
+  gsize n = strlen (s), cut = MIN (n, max);
+
+  /* cut between characters */
+  while (cut > 0 && cut < n && ((guchar) s[cut] & 0xc0) == 0x80)
+    cut--;
+  for (gsize i = 0; i < cut; i++) {
+    guchar c = (guchar) s[i];
+
+    if (c == '"' || c == '\\')
+      g_string_append_printf (out, "\\%c", c);
+    else if (c < 0x20 || c == 0x7f)
+      g_string_append_printf (out, "\\x%02x", c);
+    else
+      g_string_append_c (out, (char) c);
+  }
+  if (cut < n)
+    g_string_append (out, "…");
+  return g_string_free (out, FALSE);
+}
+
 /* One metadata value; arrays by their first few items. */
 static void
 print_value (const DflGgufValue *v)
@@ -67,9 +93,12 @@ print_value (const DflGgufValue *v)
   const guint64 shown = 6;
 
   switch (v->type) {
-    case DFL_GGUF_STRING:
-      printf ("%.*s%s", 200, v->str, strlen (v->str) > 200 ? " …" : "");
+    case DFL_GGUF_STRING: {
+      g_autofree char *quoted = quote (v->str, 200);
+
+      printf ("%s", quoted);
       break;
+    }
     case DFL_GGUF_FLOAT32: case DFL_GGUF_FLOAT64:
       printf ("%g", v->f);
       break;
@@ -82,8 +111,11 @@ print_value (const DflGgufValue *v)
     case DFL_GGUF_ARRAY:
       printf ("%" G_GUINT64_FORMAT " × %s [", v->n, dfl_gguf_type_name (v->item_type));
       for (guint64 i = 0; i < MIN (v->n, shown); i++) {
-        if (v->item_type == DFL_GGUF_STRING)
-          printf ("%s\"%.*s\"", i ? ", " : "", 40, v->strs[i]);
+        if (v->item_type == DFL_GGUF_STRING) {
+          g_autofree char *quoted = quote (v->strs[i], 40);
+
+          printf ("%s\"%s\"", i ? ", " : "", quoted);
+        }
         else if (v->item_type != DFL_GGUF_FLOAT32 && v->item_type != DFL_GGUF_FLOAT64)
           printf ("%s%" G_GINT64_FORMAT, i ? ", " : "", dfl_gguf_array_int (v, i));
         else

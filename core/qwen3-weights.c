@@ -151,12 +151,6 @@ dfl_qwen3_tensors_clear (DflQwen3Tensors *w)
   g_clear_pointer (&w->layers, g_free);
 }
 
-gboolean
-dfl_qwen3_checkpoint_is_gguf (const char *path)
-{
-  return dfl_gguf_is_gguf (path);
-}
-
 char *
 dfl_qwen3_checkpoint_sidecar (const char *path)
 {

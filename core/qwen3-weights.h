@@ -75,8 +75,6 @@ typedef struct {
  * under the Hugging Face names, in place in the mapped files. */
 DflSafetensors *dfl_qwen3_checkpoint_open (const char *path, DflQwen3Config *cfg,
                                            GError **error);
-/* Whether `path` is a GGUF file rather than a folder. */
-gboolean dfl_qwen3_checkpoint_is_gguf (const char *path);
 /* Where a checkpoint's own drafter sidecar lies: dflash.safetensors in a
  * folder, X.dflash.safetensors beside X.gguf (as tools/hf-to-gguf.py
  * --sidecar writes it). g_free it; whether it exists is the caller's to

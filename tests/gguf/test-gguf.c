@@ -579,6 +579,50 @@ check_target (const char *type)
                    ref_logits->len * sizeof (float));
 }
 
+/* A GGUF target put on a CUDA device (where there is one) against the same
+ * folder's put there: the same tensors uploaded, so the same tokens and
+ * logits, bit for bit, as stored and widened to F32. */
+static void
+test_cuda_upload (void)
+{
+  const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
+  const DflTargetWeights as[2] = { DFL_TARGET_AS_STORED, DFL_TARGET_F32 };
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflDevice) dev = NULL;
+  g_autoptr (DflTarget) ref = NULL, t = NULL;
+
+  if (!gguf_dir ())
+    return;
+  if (!(dev = dfl_device_open (DFL_BACKEND_CUDA, 0, &error))) {
+    g_test_skip (error->message);
+    return;
+  }
+  path = converted ("bf16");
+  ref = dfl_target_load (g_getenv ("DFL_GGUF_MODEL"), &error);
+  g_assert_no_error (error);
+  t = dfl_target_load (path, &error);
+  g_assert_no_error (error);
+  for (int i = 0; i < 2; i++) {
+    g_autoptr (DflTarget) dref = dfl_target_upload (ref, dev, as[i], &error);
+    g_autoptr (DflTarget) dt = NULL;
+    g_autoptr (GArray) ref_tokens = g_array_new (FALSE, FALSE, sizeof (int));
+    g_autoptr (GArray) tokens = g_array_new (FALSE, FALSE, sizeof (int));
+    g_autoptr (GArray) ref_logits = g_array_new (FALSE, FALSE, sizeof (float));
+    g_autoptr (GArray) logits = g_array_new (FALSE, FALSE, sizeof (float));
+
+    g_assert_no_error (error);
+    dt = dfl_target_upload (t, dev, as[i], &error);
+    g_assert_no_error (error);
+    greedy (dref, prompt, G_N_ELEMENTS (prompt), 24, ref_tokens, ref_logits);
+    greedy (dt, prompt, G_N_ELEMENTS (prompt), 24, tokens, logits);
+    g_assert_cmpmem (tokens->data, tokens->len * sizeof (int), ref_tokens->data,
+                     ref_tokens->len * sizeof (int));
+    g_assert_cmpmem (logits->data, logits->len * sizeof (float), ref_logits->data,
+                     ref_logits->len * sizeof (float));
+  }
+}
+
 static void
 test_target_f32 (void)
 {
@@ -900,6 +944,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/qwen3/config", test_config);
   g_test_add_func ("/gguf/qwen3/target-f32", test_target_f32);
   g_test_add_func ("/gguf/qwen3/target-bf16", test_target_bf16);
+  g_test_add_func ("/gguf/qwen3/cuda-upload", test_cuda_upload);
   g_test_add_func ("/gguf/tokenizer", test_tokenizer);
   g_test_add_func ("/gguf/binding/trunk-hash", test_binding);
   g_test_add_func ("/gguf/binding/signs", test_binding_signs);

@@ -8,10 +8,13 @@ Writes go-f32.gguf, go-bf16.gguf and go-f16.gguf (tools/hf-to-gguf.py; the
 last with go-f16.dflash.safetensors, the model's sidecar bound by signs too) and
 go-other.gguf (go-f32.gguf with the sign of its first embedding value
 flipped: a model of the same sizes and other weights) to a scratch folder,
-checks `dflash inspect` on go-bf16.gguf, then runs the test program with
-DFL_GGUF_DIR and DFL_GGUF_MODEL set; its exit status is this script's.
+checks `dflash inspect` on go-bf16.gguf and `dflash generate` on the files
+(the folder's text; the drafter found beside go-f16.gguf), then runs the
+test program with DFL_GGUF_DIR and DFL_GGUF_MODEL set; its exit status is
+this script's.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -43,6 +46,30 @@ def check_inspect(dflash, path):
     print("# dflash inspect on a .gguf shows its metadata and tensors")
 
 
+def generate(dflash, target, *extra):
+    out = subprocess.run([dflash, "generate", "--target", target, "--prompt", "func main() {",
+                          "--max-new", "24", "--json"] + list(extra), capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"dflash generate --target {target} {' '.join(extra)} failed: {out.stderr}")
+    return json.loads(out.stdout)
+
+
+def check_generate(dflash, model, tmp):
+    """The whole pipeline (the model loader, tapsource's tokenizer, the
+    verifier) on a .gguf: the folder's text, and a drafter found beside it."""
+    want = generate(dflash, model, "--no-draft")
+    for t in ("f32", "bf16"):
+        got = generate(dflash, os.path.join(tmp, f"go-{t}.gguf"), "--no-draft")
+        if (got["new_tokens"], got["text"]) != (want["new_tokens"], want["text"]):
+            sys.exit(f"dflash generate on go-{t}.gguf: {got['text']!r}, the folder: {want['text']!r}")
+    f16 = os.path.join(tmp, "go-f16.gguf")
+    plain = generate(dflash, f16, "--no-draft")
+    drafted = generate(dflash, f16, "--route", "block")
+    if drafted["block_rounds"] == 0 or drafted["new_tokens"] != plain["new_tokens"]:
+        sys.exit(f"dflash generate on go-f16.gguf with go-f16.dflash.safetensors: {drafted}")
+    print("# dflash generate on a .gguf gives the folder's text; beside go-f16.gguf, its drafter drafts")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--converter", required=True)
@@ -61,6 +88,7 @@ def main():
         flip_first_embedding_sign(os.path.join(tmp, "go-f32.gguf"),
                                   os.path.join(tmp, "go-other.gguf"))
         check_inspect(args.dflash, os.path.join(tmp, "go-bf16.gguf"))
+        check_generate(args.dflash, args.model, tmp)
         env = dict(os.environ, DFL_GGUF_DIR=tmp, DFL_GGUF_MODEL=os.path.abspath(args.model))
         sys.exit(subprocess.run(test, env=env).returncode)
 

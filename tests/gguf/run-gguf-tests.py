@@ -69,6 +69,18 @@ def check_generate(dflash, model, tmp):
         sys.exit(f"dflash generate on go-f16.gguf with go-f16.dflash.safetensors: {drafted}")
     print("# dflash generate on a .gguf gives the folder's text; beside go-f16.gguf, its drafter drafts")
 
+    # a cut file: exit status 1, one line naming the file and what is wrong
+    cut = os.path.join(tmp, "cut.gguf")
+    with open(os.path.join(tmp, "go-bf16.gguf"), "rb") as f, open(cut, "wb") as g:
+        g.write(f.read(100000))
+    out = subprocess.run([dflash, "generate", "--target", cut, "--prompt", "x", "--max-new", "1"],
+                         capture_output=True, text=True)
+    lines = out.stderr.strip().splitlines()
+    if out.returncode != 1 or len(lines) != 1 or cut not in lines[0] \
+            or ": truncated: " not in lines[0]:
+        sys.exit(f"dflash generate on a cut .gguf: status {out.returncode}, {out.stderr!r}")
+    print("# dflash generate on a cut .gguf:", lines[0])
+
 
 def main():
     ap = argparse.ArgumentParser()

@@ -167,18 +167,12 @@ guint64 dfl_drafter_weights_bytes (const DflDrafterWeights *w);
  * 2 MiB, else its first MiB then its last MiB. `hex`: 16 lowercase digits. */
 gboolean dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex[17],
                            GError **error);
-/* The same hash over the tensors as a checkpoint storing their values as
- * `as` (F32, F16 or BF16) would hold them: the stored bytes where that is
- * their type, else the values converted (round to nearest even). */
-gboolean dfl_trunk_hash64_as (const DflSafetensors *target, gboolean tied, DflDtype as,
-                              char hex[17], GError **error);
 /* The sidecar's base_binding.trunk_hash64, or NULL (v1 drafters have none). */
 const char *dfl_drafter_weights_binding (const DflDrafterWeights *w);
 /* Refuse a drafter made for another target: its target_layers, hidden and
  * vocab must be the target's, and a sidecar's binding must be the target's
- * trunk hash, as stored or as F32, F16 or BF16 (dfl_trunk_hash64_as: the
- * same values in another file, a GGUF conversion). A v1 drafter is checked
- * on the sizes alone. */
+ * (trunk-hash.c: the trunk hash, also of the values as F32, F16 or BF16, or
+ * the hash of their signs). A v1 drafter is checked on the sizes alone. */
 gboolean dfl_drafter_weights_check_target (const DflDrafterWeights *w,
                                            const DflSafetensors *target, gboolean tied,
                                            int target_layers, int hidden, int vocab,

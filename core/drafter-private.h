@@ -59,6 +59,8 @@ struct _DflDrafterWeights {
   DflRoute *route;
   char binding[17];
   gboolean has_binding;
+  char binding_signs[17];   /* base_binding.trunk_signs64 (trunk-hash.c) */
+  gboolean has_binding_signs;
 
   /* the weights in host memory (none for weights made on a device) */
   DflSafetensors *st;   /* kept open: weights may point into its mapping */

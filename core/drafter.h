@@ -171,7 +171,8 @@ gboolean dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex
 const char *dfl_drafter_weights_binding (const DflDrafterWeights *w);
 /* Refuse a drafter made for another target: its target_layers, hidden and
  * vocab must be the target's, and a sidecar's binding must be the target's
- * trunk hash. A v1 drafter is checked on the sizes alone. */
+ * (trunk-hash.c: the trunk hash, also of the values as F32, F16 or BF16, or
+ * the hash of their signs). A v1 drafter is checked on the sizes alone. */
 gboolean dfl_drafter_weights_check_target (const DflDrafterWeights *w,
                                            const DflSafetensors *target, gboolean tied,
                                            int target_layers, int hidden, int vocab,

@@ -1,6 +1,11 @@
 /* gst-dflash — the tensors of a Qwen3 checkpoint: their names and shapes. */
 #include "qwen3-weights.h"
 
+#include <string.h>
+
+#include "gguf.h"
+#include "qwen3-gguf.h"
+
 static const char *const matrix_names[DFL_QWEN3_N_MATRICES] = {
   [DFL_QWEN3_Q] = "self_attn.q_proj.weight",
   [DFL_QWEN3_K] = "self_attn.k_proj.weight",
@@ -144,4 +149,26 @@ void
 dfl_qwen3_tensors_clear (DflQwen3Tensors *w)
 {
   g_clear_pointer (&w->layers, g_free);
+}
+
+char *
+dfl_qwen3_checkpoint_sidecar (const char *path)
+{
+  g_autofree char *stem = NULL;
+
+  if (!dfl_gguf_is_gguf (path))
+    return g_build_filename (path, "dflash.safetensors", NULL);
+  stem = g_str_has_suffix (path, ".gguf") ? g_strndup (path, strlen (path) - 5) : g_strdup (path);
+  return g_strconcat (stem, ".dflash.safetensors", NULL);
+}
+
+DflSafetensors *
+dfl_qwen3_checkpoint_open (const char *path, DflQwen3Config *cfg, GError **error)
+{
+  g_return_val_if_fail (path != NULL && cfg != NULL, NULL);
+  if (dfl_gguf_is_gguf (path))
+    return dfl_qwen3_gguf_open (path, cfg, error);
+  if (!dfl_qwen3_config_load (cfg, path, error))
+    return NULL;
+  return dfl_safetensors_open (path, error);
 }

@@ -69,6 +69,18 @@ typedef struct {
   DflQwen3LayerTensors *layers;   /* [layers] */
 } DflQwen3Tensors;
 
+/* A checkpoint to run as a target: `path` is a Hugging Face folder
+ * (config.json, generation_config.json where present, model.safetensors or
+ * its shards) or a .gguf file (qwen3-gguf.h). Its config and its tensors
+ * under the Hugging Face names, in place in the mapped files. */
+DflSafetensors *dfl_qwen3_checkpoint_open (const char *path, DflQwen3Config *cfg,
+                                           GError **error);
+/* Where a checkpoint's own drafter sidecar lies: dflash.safetensors in a
+ * folder, X.dflash.safetensors beside X.gguf (as tools/hf-to-gguf.py
+ * --sidecar writes it). g_free it; whether it exists is the caller's to
+ * check. */
+char *dfl_qwen3_checkpoint_sidecar (const char *path);
+
 /* Find every tensor of a checkpoint of config `c` in `st`, each checked
  * against its shape: the embedding, the final norm, the head, then each
  * layer's norms, matrices and biases. Fails naming the first one missing or

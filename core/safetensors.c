@@ -193,6 +193,9 @@ struct _DflSafetensors {
   GPtrArray *tensors;          /* DflStoredTensor*, in file then header order */
   GHashTable *by_name;         /* name → DflStoredTensor* */
   GStringChunk *names;
+  /* a view's: what holds the memory its tensors point into */
+  gpointer owner;
+  GDestroyNotify owner_free;
 };
 
 static void
@@ -217,6 +220,8 @@ dfl_safetensors_free (DflSafetensors *st)
   g_ptr_array_unref (st->tensors);
   g_ptr_array_unref (st->files);
   g_string_chunk_free (st->names);
+  if (st->owner_free)
+    st->owner_free (st->owner);
   g_free (st->path);
   g_free (st);
 }
@@ -826,6 +831,35 @@ dfl_safetensors_open (const char *path, GError **error)
   if (!ok)
     return NULL;
   return g_steal_pointer (&st);
+}
+
+DflSafetensors *
+dfl_safetensors_new_view (const char *path, gpointer owner, GDestroyNotify owner_free)
+{
+  DflSafetensors *st = dfl_safetensors_new (path);
+
+  st->owner = owner;
+  st->owner_free = owner_free;
+  return st;
+}
+
+gboolean
+dfl_safetensors_view_add (DflSafetensors *st, const char *name, const DflStoredTensor *t,
+                          GError **error)
+{
+  DflStoredTensor *copy;
+
+  g_return_val_if_fail (st != NULL && name != NULL && t != NULL, FALSE);
+  if (g_hash_table_contains (st->by_name, name)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: tensor '%s' (from '%s') given twice",
+                 st->path, name, t->name);
+    return FALSE;
+  }
+  copy = g_memdup2 (t, sizeof *t);
+  copy->name = g_string_chunk_insert (st->names, name);
+  g_ptr_array_add (st->tensors, copy);
+  g_hash_table_insert (st->by_name, (gpointer) copy->name, copy);
+  return TRUE;
 }
 
 const char *

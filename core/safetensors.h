@@ -36,6 +36,16 @@ DflSafetensors *dfl_safetensors_open (const char *path, GError **error);
 void dfl_safetensors_free (DflSafetensors *st);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflSafetensors, dfl_safetensors_free)
 
+/* A set of tensors read by another format's reader (GGUF) under the names
+ * a safetensors checkpoint gives them: they point into memory `owner`
+ * holds, which is freed (owner_free) with the set. `path` names the file
+ * in messages. view_add copies the description (not the data) under
+ * `name`; names must be unique. */
+DflSafetensors *dfl_safetensors_new_view (const char *path, gpointer owner,
+                                          GDestroyNotify owner_free);
+gboolean dfl_safetensors_view_add (DflSafetensors *st, const char *name,
+                                   const DflStoredTensor *t, GError **error);
+
 /* The file or index that was opened (for messages). */
 const char *dfl_safetensors_path (const DflSafetensors *st);
 guint dfl_safetensors_n_tensors (const DflSafetensors *st);

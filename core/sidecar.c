@@ -287,6 +287,8 @@ dfl_drafter_weights_new_bound (DflDrafterWeights *host, const DflDrafterGeometry
     w->selector = host->selector;
     memcpy (w->binding, host->binding, sizeof w->binding);
     w->has_binding = host->has_binding;
+    memcpy (w->binding_signs, host->binding_signs, sizeof w->binding_signs);
+    w->has_binding_signs = host->has_binding_signs;
   }
   w->engine = engine;
   w->device = device ? dfl_device_ref (device) : NULL;
@@ -334,24 +336,41 @@ dfl_drafter_weights_unref (DflDrafterWeights *d)
   g_free (d);
 }
 
-/* base_binding = {"trunk_hash64": "<16 hex>"}: kept lowercase. */
+/* A 16-hex-digit member of base_binding into `hex`, lowercase; FALSE where
+ * it is there but not 16 hex digits. */
+static gboolean
+binding_hex (const cJSON *b, const char *key, char hex[17], gboolean *present)
+{
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive (b, key);
+  gboolean ok = cJSON_IsString (h) && strlen (h->valuestring) == 16;
+
+  *present = h != NULL;
+  for (int i = 0; ok && i < 16; i++)
+    ok = g_ascii_isxdigit (h->valuestring[i]);
+  for (int i = 0; ok && i < 16; i++)
+    hex[i] = g_ascii_tolower (h->valuestring[i]);
+  if (ok)
+    hex[16] = 0;
+  return ok || !*present;
+}
+
+/* base_binding = {"trunk_hash64": "<16 hex>"}, and, where the drafter binds
+ * to conversions of its target too, "trunk_signs64" (trunk-hash.c); either
+ * or both; kept lowercase. */
 static gboolean
 parse_binding (DflDrafterWeights *d, const char *json, GError **error)
 {
   cJSON *b = dfl_json_parse (json, strlen (json) + 1, NULL, FALSE);
-  const cJSON *h = b ? cJSON_GetObjectItemCaseSensitive (b, "trunk_hash64") : NULL;
-  gboolean ok = cJSON_IsString (h) && strlen (h->valuestring) == 16;
+  gboolean ok = cJSON_IsObject (b)
+      && binding_hex (b, "trunk_hash64", d->binding, &d->has_binding)
+      && binding_hex (b, "trunk_signs64", d->binding_signs, &d->has_binding_signs)
+      && (d->has_binding || d->has_binding_signs);
 
-  for (int i = 0; ok && i < 16; i++)
-    ok = g_ascii_isxdigit (h->valuestring[i]);
-  if (ok) {
-    for (int i = 0; i < 16; i++)
-      d->binding[i] = g_ascii_tolower (h->valuestring[i]);
-    d->binding[16] = 0;
-    d->has_binding = TRUE;
-  } else {
+  if (!ok) {
+    d->has_binding = d->has_binding_signs = FALSE;
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: base_binding is %s; expected {\"trunk_hash64\": \"<16 hex digits>\"}", d->path, json);
+                 "%s: base_binding is %s; expected {\"trunk_hash64\": \"<16 hex digits>\"} "
+                 "and/or \"trunk_signs64\"", d->path, json);
   }
   cJSON_Delete (b);
   return ok;

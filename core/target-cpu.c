@@ -93,20 +93,45 @@ take_layer (Layer *l, const DflQwen3LayerTensors *w, const DflQwen3Config *c)
   return bytes;
 }
 
+/* Block-quantized tensors (a GGUF file's) only where the CPU multiplies
+ * their type. */
+static gboolean
+check_types (const DflSafetensors *st, GError **error)
+{
+  g_autoptr (DflDevice) cpu = NULL;
+
+  for (guint i = 0; i < dfl_safetensors_n_tensors (st); i++) {
+    const DflStoredTensor *x = dfl_safetensors_nth (st, i);
+
+    if (!dfl_dtype_is_quantized (x->dtype))
+      continue;
+    if (!cpu && !(cpu = dfl_device_open (DFL_BACKEND_CPU, 0, error)))
+      return FALSE;
+    if (!dfl_device_supports (cpu, DFL_OP_MATMUL, x->dtype)) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                   "%s: tensor '%s' is %s, a type the CPU back end does not multiply",
+                   x->file, x->name, dfl_dtype_name (x->dtype));
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 DflTarget *
-dfl_target_load (const char *dir, GError **error)
+dfl_target_load (const char *path, GError **error)
 {
   DflQwen3Config cfg;
   g_autoptr (DflTarget) t = NULL;
+  g_autoptr (DflSafetensors) st = NULL;
   CpuTarget *ct;
   DflQwen3Tensors w;
 
-  if (!dfl_qwen3_config_load (&cfg, dir, error))
+  if (!(st = dfl_qwen3_checkpoint_open (path, &cfg, error)) || !check_types (st, error))
     return NULL;
   ct = g_new0 (CpuTarget, 1);
-  t = dfl_target_wrap (&dfl_target_cpu_engine, NULL, &cfg, dir, ct);
-  if (!(ct->st = dfl_safetensors_open (dir, error))
-      || !dfl_qwen3_tensors_find (&w, ct->st, &cfg, error))
+  t = dfl_target_wrap (&dfl_target_cpu_engine, NULL, &cfg, path, ct);
+  ct->st = g_steal_pointer (&st);
+  if (!dfl_qwen3_tensors_find (&w, ct->st, &cfg, error))
     return NULL;
 
   ct->embed = w.embed;

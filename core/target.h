@@ -32,10 +32,13 @@ G_BEGIN_DECLS
 typedef struct _DflTarget DflTarget;
 typedef struct _DflTargetSeq DflTargetSeq;
 
-/* `dir` is a Hugging Face checkpoint folder: config.json, model.safetensors
- * (or shards and model.safetensors.index.json). The tokenizer is loaded
- * apart (tokenizer.h). The target is on the host. */
-DflTarget *dfl_target_load (const char *dir, GError **error);
+/* `path` is a Hugging Face checkpoint folder (config.json,
+ * model.safetensors or shards and model.safetensors.index.json) or a .gguf
+ * file (qwen3-gguf.h); dfl_qwen3_checkpoint_open reads either. A tensor of
+ * a block-quantized type is refused (naming it and its type) where the CPU
+ * back end does not multiply that type (dfl_device_supports). The
+ * tokenizer is loaded apart (tokenizer.h). The target is on the host. */
+DflTarget *dfl_target_load (const char *path, GError **error);
 
 /* How the weight matrices go onto a device. Norms are always F32. */
 typedef enum {
@@ -62,8 +65,8 @@ void dfl_target_free (DflTarget *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflTarget, dfl_target_free)
 
 const DflQwen3Config *dfl_target_config (const DflTarget *t);
-/* The checkpoint folder it was loaded from ("random target" for one made
- * on a device), for messages. */
+/* The checkpoint folder or .gguf file it was loaded from ("random target"
+ * for one made on a device), for messages. */
 const char *dfl_target_dir (const DflTarget *t);
 /* Where it runs: NULL (and DFL_BACKEND_CPU) for the host. */
 DflDevice *dfl_target_device (const DflTarget *t);

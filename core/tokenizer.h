@@ -1,4 +1,5 @@
-/* gst-dflash — Hugging Face tokenizer.json: byte-level BPE with the
+/* gst-dflash — Hugging Face tokenizer.json (or a .gguf file's
+ * tokenizer.ggml.* metadata, tokenizer-gguf.c): byte-level BPE with the
  * pre-tokenizers Qwen2/Qwen3 use (a Split on the GPT-4-style regex with
  * Unicode classes, then ByteLevel), an optional NFC normalizer, added and
  * special tokens.
@@ -13,6 +14,15 @@ typedef struct _DflTokenizer DflTokenizer;
 
 DflTokenizer *dfl_tokenizer_load (const char *path, GError **error);
 DflTokenizer *dfl_tokenizer_parse (const char *json, gsize len, const char *origin, GError **error);
+/* The tokenizer a .gguf file carries in its tokenizer.ggml.* metadata
+ * (tokenizer-gguf.c: model gpt2, pre qwen2), read as the tokenizer.json it
+ * was converted from. */
+DflTokenizer *dfl_tokenizer_load_gguf (const char *path, GError **error);
+/* The tokenizer of a target checkpoint: tokenizer.json in a folder, the
+ * metadata of a .gguf file. *present says whether it has one: where it has
+ * none, NULL without an error. */
+DflTokenizer *dfl_tokenizer_load_checkpoint (const char *path, gboolean *present,
+                                             GError **error);
 void dfl_tokenizer_free (DflTokenizer *tok);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflTokenizer, dfl_tokenizer_free)
 

@@ -1,8 +1,30 @@
 /* gst-dflash — a sidecar's binding to its target: the trunk hash, and the
  * check that refuses a drafter made for another target.
+ *
+ * The hash is of the embedding's (and an untied head's) bytes as the
+ * checkpoint the drafter was made from stores them. The same model in
+ * another file may store them in another type: a GGUF conversion to F32 of
+ * a BF16 checkpoint, say. So a target also binds where its values,
+ * written as a checkpoint of F32, F16 or BF16 would write them, hash to the
+ * binding: every conversion that keeps the values (widening, or the same
+ * type) gives the trained-on bytes back. A conversion that rounds them
+ * (F32 to BF16, or BF16 to F16 where values fall outside F16's normal
+ * range) holds other weights than the drafter was made against, and is
+ * refused as another model is.
+ *
+ * A sidecar may also carry trunk_signs64: FNV-1a over the sign bits of the
+ * embedding's (and an untied head's) values, eight to a byte, lowest bit
+ * first, of all values where there are at most 2^21, else the first 2^20
+ * and the last 2^20. That is the values rounded to the coarsest tolerance
+ * that no conversion between F32, F16 and BF16 can cross (rounding keeps
+ * the sign, down to a signed zero), so every such conversion of the target
+ * binds, F16 of a BF16 model included; another model's embedding differs
+ * in about half its signs. Where it is there, either hash binding binds.
  */
 #include "drafter-private.h"
 #include "dfl-error.h"
+
+#include <string.h>
 
 #define FNV_OFFSET G_GUINT64_CONSTANT (0xcbf29ce484222325)
 #define FNV_PRIME G_GUINT64_CONSTANT (0x100000001b3)
@@ -30,8 +52,52 @@ hash_tensor (guint64 h, const DflStoredTensor *t)
   return fnv1a (h, t->data + t->n_bytes - MIB, MIB);
 }
 
-gboolean
-dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex[17], GError **error)
+/* Elements [from, from + n) of a float tensor as `as` would store them,
+ * little-endian, hashed. */
+static guint64
+hash_elements_as (guint64 h, const DflStoredTensor *t, gint64 from, gint64 n, DflDtype as)
+{
+  float v[1024];
+  guint8 b[4 * G_N_ELEMENTS (v)];
+
+  for (gint64 i = 0; i < n; i += G_N_ELEMENTS (v)) {
+    gint64 m = MIN ((gint64) G_N_ELEMENTS (v), n - i);
+    gsize size = dfl_dtype_size (as);
+
+    dfl_tensor_read_f32 (t, from + i, m, v);
+    for (gint64 j = 0; j < m; j++) {
+      guint32 bits;
+
+      if (as == DFL_DTYPE_F32)
+        memcpy (&bits, &v[j], 4);
+      else
+        bits = as == DFL_DTYPE_F16 ? dfl_f32_to_f16 (v[j]) : dfl_f32_to_bf16 (v[j]);
+      for (gsize k = 0; k < size; k++)
+        b[j * size + k] = (guint8) (bits >> (8 * k));
+    }
+    h = fnv1a (h, b, (gsize) m * size);
+  }
+  return h;
+}
+
+/* hash_tensor of the tensor a checkpoint storing t's values as `as` would
+ * hold: the same bytes where `as` is t's type. */
+static guint64
+hash_tensor_as (guint64 h, const DflStoredTensor *t, DflDtype as)
+{
+  gsize size = dfl_dtype_size (as), bytes = (gsize) t->n_elements * size;
+  gint64 ends = (gint64) (MIB / size);
+
+  if (as == t->dtype)
+    return hash_tensor (h, t);
+  if (bytes <= 2 * MIB)
+    return hash_elements_as (h, t, 0, t->n_elements, as);
+  h = hash_elements_as (h, t, 0, ends, as);
+  return hash_elements_as (h, t, t->n_elements - ends, ends, as);
+}
+
+static gboolean
+trunk_hash_as (const DflSafetensors *target, gboolean tied, int as, char hex[17], GError **error)
 {
   const char *names[2] = { "model.embed_tokens.weight", "lm_head.weight" };
   guint64 h = FNV_OFFSET;
@@ -44,10 +110,110 @@ dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex[17], GEr
                    names[i], i ? " (its config says the head is untied)" : "");
       return FALSE;
     }
-    h = hash_tensor (h, t);
+    if (as >= 0 && !dfl_dtype_is_float (t->dtype)) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                   "%s: %s is %s; a drafter binds to a target whose embedding and head are "
+                   "F32, F16 or BF16", dfl_safetensors_path (target), t->name,
+                   dfl_dtype_name (t->dtype));
+      return FALSE;
+    }
+    h = as < 0 ? hash_tensor (h, t) : hash_tensor_as (h, t, as);
   }
   g_snprintf (hex, 17, "%016" G_GINT64_MODIFIER "x", h);
   return TRUE;
+}
+
+gboolean
+dfl_trunk_hash64 (const DflSafetensors *target, gboolean tied, char hex[17], GError **error)
+{
+  return trunk_hash_as (target, tied, -1, hex, error);
+}
+
+/* The trunk hash over the tensors as a checkpoint storing their values as
+ * `as` (F32, F16 or BF16) would hold them: the stored bytes where that is
+ * their type, else the values converted (round to nearest even). */
+static gboolean
+trunk_hash64_as (const DflSafetensors *target, gboolean tied, DflDtype as, char hex[17],
+                 GError **error)
+{
+  g_return_val_if_fail (dfl_dtype_is_float (as), FALSE);
+  return trunk_hash_as (target, tied, as, hex, error);
+}
+
+/* Sign bits of elements [from, from + n), packed eight to a byte, lowest
+ * bit first (element `from` in bit 0 of the first byte), hashed. The sign
+ * is the top bit of an element's last byte in each float type. */
+static guint64
+hash_signs (guint64 h, const DflStoredTensor *t, gint64 from, gint64 n)
+{
+  gsize size = dfl_dtype_size (t->dtype);
+  guint8 packed[1024];
+  gsize used = 0;
+
+  memset (packed, 0, sizeof packed);
+  for (gint64 i = 0; i < n; i++) {
+    guint8 sign = t->data[(gsize) (from + i) * size + size - 1] >> 7;
+
+    packed[used / 8] |= (guint8) (sign << (used % 8));
+    if (++used == 8 * sizeof packed) {
+      h = fnv1a (h, packed, sizeof packed);
+      memset (packed, 0, sizeof packed);
+      used = 0;
+    }
+  }
+  return fnv1a (h, packed, (used + 7) / 8);
+}
+
+#define SIGN_ENDS ((gint64) 1 << 20)
+
+static gboolean
+trunk_signs (const DflSafetensors *target, gboolean tied, char hex[17], GError **error)
+{
+  const char *names[2] = { "model.embed_tokens.weight", "lm_head.weight" };
+  guint64 h = FNV_OFFSET;
+
+  for (int i = 0; i < (tied ? 1 : 2); i++) {
+    const DflStoredTensor *t = dfl_safetensors_find (target, names[i]);
+
+    if (!t || !dfl_dtype_is_float (t->dtype)) {
+      g_set_error (error, DFL_ERROR, t ? DFL_ERROR_UNSUPPORTED : DFL_ERROR_FORMAT,
+                   "%s: %s %s%s", dfl_safetensors_path (target), names[i],
+                   t ? "is " : "is missing", t ? dfl_dtype_name (t->dtype) : "");
+      return FALSE;
+    }
+    if (t->n_elements <= 2 * SIGN_ENDS) {
+      h = hash_signs (h, t, 0, t->n_elements);
+    } else {
+      h = hash_signs (h, t, 0, SIGN_ENDS);
+      h = hash_signs (h, t, t->n_elements - SIGN_ENDS, SIGN_ENDS);
+    }
+  }
+  g_snprintf (hex, 17, "%016" G_GINT64_MODIFIER "x", h);
+  return TRUE;
+}
+
+/* Whether the target's trunk hash, as stored or as a checkpoint of the
+ * same values in another float type would store them, is `want`. */
+static gboolean
+binding_matches (const DflSafetensors *target, gboolean tied, const char *want,
+                 char have[17], GError **error)
+{
+  const DflDtype types[3] = { DFL_DTYPE_BF16, DFL_DTYPE_F16, DFL_DTYPE_F32 };
+  char other[17];
+
+  if (!dfl_trunk_hash64 (target, tied, have, error))
+    return FALSE;
+  if (g_strcmp0 (have, want) == 0)
+    return TRUE;
+  for (int i = 0; i < 3; i++) {
+    if (!trunk_hash64_as (target, tied, types[i], other, error))
+      return FALSE;
+    if (g_strcmp0 (other, want) == 0) {
+      memcpy (have, other, 17);
+      return TRUE;
+    }
+  }
+  return FALSE;
 }
 
 gboolean
@@ -69,15 +235,29 @@ dfl_drafter_weights_check_target (const DflDrafterWeights *d, const DflSafetenso
   /* a released v1 drafter carries no binding: the sizes are all there is */
   if (d->v1)
     return TRUE;
-  if (!d->has_binding) {
+  if (!d->has_binding && !d->has_binding_signs) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
                  "%s has no base_binding in its __metadata__; it cannot say which target it was made for",
                  d->path);
     return FALSE;
   }
-  if (!dfl_trunk_hash64 (target, tied, have, error))
-    return FALSE;
-  if (g_strcmp0 (have, d->binding) != 0) {
+  if (d->has_binding_signs) {
+    char signs[17];
+
+    if (!trunk_signs (target, tied, signs, error))
+      return FALSE;
+    if (g_strcmp0 (signs, d->binding_signs) == 0)
+      return TRUE;
+    if (!d->has_binding) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                   "%s was made for the target of trunk signs %s, this target (%s) has %s",
+                   d->path, d->binding_signs, dfl_safetensors_path (target), signs);
+      return FALSE;
+    }
+  }
+  if (!binding_matches (target, tied, d->binding, have, error)) {
+    if (error && *error)
+      return FALSE;
     g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
                  "%s was made for the target %s, this target (%s) is %s",
                  d->path, d->binding, dfl_safetensors_path (target), have);

@@ -232,22 +232,25 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
    * GstTapSource:model
    *
    * The target: a Qwen3 checkpoint folder (config.json, model.safetensors or
-   * shards, tokenizer.json).
+   * shards, tokenizer.json), or a .gguf file as llama.cpp writes a Qwen3
+   * model (its tokenizer in its tokenizer.ggml metadata; its drafter, where
+   * the drafter property names none, X.dflash.safetensors beside X.gguf).
    */
   gst_dflash_install_field_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Qwen3 checkpoint folder of the target (default: $DFLASH_MODEL, else the embedded default)",
+          "Qwen3 checkpoint folder or .gguf file of the target (default: $DFLASH_MODEL, else the embedded default)",
           DFL_DEFAULT_MODEL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstTapSource, props.model_dir));
   /**
    * GstTapSource:drafter
    *
    * The drafter: a DFlash 2 sidecar or a released DFlash folder; empty for
-   * dflash.safetensors in the model folder.
+   * dflash.safetensors in the model folder (X.dflash.safetensors beside a
+   * model X.gguf).
    */
   gst_dflash_install_field_property (gobject_class, PROP_DRAFTER,
       g_param_spec_string ("drafter", "Drafter",
-          "DFlash sidecar file or released DFlash folder (empty: dflash.safetensors in the model folder)",
+          "DFlash sidecar file or released DFlash folder (empty: dflash.safetensors in the model folder, X.dflash.safetensors beside a model X.gguf)",
           NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstTapSource, props.drafter));
   gst_dflash_install_field_property (gobject_class, PROP_NO_DRAFTER,
@@ -504,7 +507,7 @@ no_prompts:
 no_tokenizer:
   {
     GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
-        ("%s has no tokenizer.json: it is needed for text prompts", run->model_dir),
+        ("%s has no tokenizer (tokenizer.json, or a .gguf file's tokenizer.ggml metadata): it is needed for text prompts", run->model_dir),
         ("use the tokens property for a prompt of ids"));
     return FALSE;
   }

@@ -9,6 +9,7 @@
 #include "gstdflashdevice.h"
 #include "gstdflashengines.h"
 #include "gstdflashseq.h"
+#include "qwen3-weights.h"
 
 
 struct _GstDflashModel {
@@ -51,14 +52,16 @@ gst_dflash_model_new (const char *target_dir, const char *drafter, gboolean no_d
                       GError **error)
 {
   g_autoptr (GstDflashModel) m = g_object_ref_sink (g_object_new (GST_TYPE_DFLASH_MODEL, NULL));
-  g_autofree char *tok_path = g_build_filename (target_dir, "tokenizer.json", NULL);
-  g_autofree char *beside = g_build_filename (target_dir, "dflash.safetensors", NULL);
+  g_autofree char *beside = dfl_qwen3_checkpoint_sidecar (target_dir);
   const DflQwen3Config *c;
+  gboolean has_tokenizer;
 
   if (!(m->target = dfl_target_load (target_dir, error)))
     return NULL;
   c = dfl_target_config (m->target);
-  if (g_file_test (tok_path, G_FILE_TEST_EXISTS) && !(m->tokenizer = dfl_tokenizer_load (tok_path, error)))
+  /* tokenizer.json in a folder, tokenizer.ggml.* in a .gguf file */
+  m->tokenizer = dfl_tokenizer_load_checkpoint (target_dir, &has_tokenizer, error);
+  if (has_tokenizer && !m->tokenizer)
     return NULL;
   if (!no_drafter) {
     if (drafter && *drafter)
@@ -148,7 +151,7 @@ gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend, GstDfl
     return gst_dflash_device_drafter (dev, m, error);
   if (!m->drafter_cpu)
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "the model %s has no drafter (no dflash.safetensors beside it, and none named)",
+                 "the model %s has no drafter (no dflash.safetensors in it or X.dflash.safetensors beside X.gguf, and none named)",
                  dfl_target_dir (m->target));
   return m->drafter_cpu;
 }

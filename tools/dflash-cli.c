@@ -5,6 +5,7 @@
 
 #include "dfl-error.h"
 #include "dflash-cli.h"
+#include "qwen3-weights.h"
 #include "token-list.h"
 
 int
@@ -52,7 +53,7 @@ DflDrafterWeights *
 dfl_cli_open_drafter (const char *drafter_path, const DflTarget *target, GError **error)
 {
   const DflQwen3Config *c = dfl_target_config (target);
-  g_autofree char *beside = g_build_filename (dfl_target_dir (target), "dflash.safetensors", NULL);
+  g_autofree char *beside = dfl_qwen3_checkpoint_sidecar (dfl_target_dir (target));
   g_autoptr (DflDrafterWeights) d = NULL;
 
   if (!drafter_path) {

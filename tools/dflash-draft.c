@@ -20,8 +20,8 @@ dfl_cmd_draft (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *drafter_path = NULL, *tokens = NULL, *dump = NULL;
   GOptionEntry entries[] = {
-    { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder", "DIR" },
-    { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar or released DFlash folder (default: dflash.safetensors in the target folder)", "FILE|DIR" },
+    { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder or .gguf file", "DIR|FILE" },
+    { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar or released DFlash folder (default: dflash.safetensors in the target folder, X.dflash.safetensors beside X.gguf)", "FILE|DIR" },
     { "tokens", 0, 0, G_OPTION_ARG_STRING, &tokens, "The context then the anchor, as token ids (at least 2)", "1,2,3" },
     { "dump", 0, 0, G_OPTION_ARG_FILENAME, &dump, "safetensors file to write", "OUT" },
     { NULL }

@@ -216,8 +216,8 @@ dfl_cmd_generate (int argc, char **argv)
   gint64 seed = 0;
   gboolean no_draft = FALSE, json = FALSE;
   GOptionEntry entries[] = {
-    { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: the embedded default model)", "DIR" },
-    { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder)", "FILE|DIR" },
+    { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder or .gguf file (default: the embedded default model)", "DIR|FILE" },
+    { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder, X.dflash.safetensors beside X.gguf)", "FILE|DIR" },
     { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt text (default: \"" DEFAULT_PROMPT "\")", "TEXT" },
     { "tokens", 0, 0, G_OPTION_ARG_STRING, &tokens, "Prompt as token ids instead of text", "1,2,3" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens to generate at most (default " G_STRINGIFY (DEFAULT_MAX_NEW) ")", "N" },
@@ -289,7 +289,7 @@ dfl_cmd_generate (int argc, char **argv)
   tok = gst_dflash_model_tokenizer (model);
   drafter = gst_dflash_model_drafter (model);
   if (!tok && !tokens)
-    return dfl_cli_fail (DFL_EXIT_ERROR, "%s: no tokenizer.json; give the prompt as --tokens", target_dir);
+    return dfl_cli_fail (DFL_EXIT_ERROR, "%s: no tokenizer (tokenizer.json, or tokenizer.ggml metadata); give the prompt as --tokens", target_dir);
   if (tokens) {
     ids = g_array_new (FALSE, FALSE, sizeof (int));
     if (!dfl_cli_parse_tokens (tokens, ids, &error))

@@ -147,8 +147,8 @@ dfl_cmd_route_fit (int argc, char **argv)
   g_autofree char *target_dir = NULL, *drafter_path = NULL, *prompts_path = NULL, *out_path = NULL;
   int max_new = DEFAULT_MAX_NEW, rank = DEFAULT_RANK, ties = 0;
   GOptionEntry entries[] = {
-    { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: the embedded default model)", "DIR" },
-    { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash 2 sidecar (default: dflash.safetensors in the target folder)", "FILE" },
+    { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder or .gguf file (default: the embedded default model)", "DIR|FILE" },
+    { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash 2 sidecar (default: dflash.safetensors in the target folder, X.dflash.safetensors beside X.gguf)", "FILE" },
     { "prompts", 0, 0, G_OPTION_ARG_FILENAME, &prompts_path, "Prompts, one a line (\\n and \\t escapes)", "FILE" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens decoded after each prompt (default 128)", "N" },
     { "rank", 0, 0, G_OPTION_ARG_INT, &rank, "Rank of each subspace (default 4)", "R" },
@@ -166,7 +166,8 @@ dfl_cmd_route_fit (int argc, char **argv)
   g_autoptr (GPtrArray) prompt_ids = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   g_autoptr (GArray) block_rows = g_array_new (FALSE, FALSE, sizeof (float));
   g_autoptr (GArray) chain_rows = g_array_new (FALSE, FALSE, sizeof (float));
-  g_autofree char *tok_path = NULL, *record = NULL;
+  g_autofree char *record = NULL;
+  gboolean has_tokenizer;
   g_autofree float *bm = NULL, *bb = NULL, *cm = NULL, *cb = NULL;
   DflNgram ngram = DFL_NGRAM_DEFAULT;
   const DflQwen3Config *c;
@@ -202,8 +203,10 @@ dfl_cmd_route_fit (int argc, char **argv)
       || !(bound = dfl_drafter_weights_bind (drafter, NULL, &trunk, DFL_DTYPE_F32, &error))
       || !(draft = dfl_draft_ctx_new (bound, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  tok_path = g_build_filename (target_dir, "tokenizer.json", NULL);
-  if (!(tok = dfl_tokenizer_load (tok_path, &error)))
+  if (!(tok = dfl_tokenizer_load_checkpoint (target_dir, &has_tokenizer, &error)) && !has_tokenizer)
+    return dfl_cli_fail (DFL_EXIT_ERROR, "%s: no tokenizer (tokenizer.json, or a .gguf file's "
+                         "tokenizer.ggml metadata)", target_dir);
+  if (!tok)
     return dfl_cli_fail_error (g_steal_pointer (&error));
   if (!(prompts = dfl_read_prompts (prompts_path, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));

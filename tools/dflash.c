@@ -11,7 +11,7 @@ static const struct {
   const char *summary;
 } commands[] = {
   { "generate", dfl_cmd_generate, "decode from a prompt with a Qwen3 target" },
-  { "inspect", dfl_cmd_inspect, "show what a checkpoint folder or safetensors file holds" },
+  { "inspect", dfl_cmd_inspect, "show what a checkpoint folder, .gguf file or safetensors file holds" },
   { "draft", dfl_cmd_draft, "run one block and dump it for checking against other implementations" },
   { "route-fit", dfl_cmd_route_fit, "fit a sidecar's router (block or chain each round) on prompts" },
   { "ab", dfl_cmd_ab, "run two pipeline files on the same prompts and compare tau, acceptance, speed" },

@@ -47,6 +47,91 @@ def small_tokenizer(full, keep):
     return t
 
 
+def gguf_file(values, tensors, alignment=32):
+    """values: [(key, type id, payload bytes)]; tensors: [(name, dims innermost
+    first, GGUF type id, data bytes)] -> a GGUF v3 file's bytes."""
+    def string(t):
+        b = t.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(values))
+    for key, vtype, payload in values:
+        out += string(key) + struct.pack("<I", vtype) + payload
+    data, infos = b"", b""
+    for name, dims, ttype, raw in tensors:
+        data += b"\0" * (-len(data) % alignment)
+        infos += string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        infos += struct.pack("<IQ", ttype, len(data))
+        data += raw
+    out += infos
+    out += b"\0" * (-len(out) % alignment)
+    return out + data
+
+
+def gguf_str(t):
+    b = t.encode()
+    return 8, struct.pack("<Q", len(b)) + b
+
+
+def gguf_u32(v):
+    return 4, struct.pack("<I", v)
+
+
+def gguf_strs(items):
+    payload = struct.pack("<IQ", 8, len(items))
+    for t in items:
+        b = t.encode()
+        payload += struct.pack("<Q", len(b)) + b
+    return 9, payload
+
+
+def gguf_seeds():
+    """A file of every value type and tensor type read, a tiny qwen3
+    checkpoint, and a tokenizer-only file."""
+    every = [("general.architecture",) + gguf_str("test"), ("u8", 0, b"\x07"),
+             ("i8", 1, b"\xfe"), ("u16", 2, b"\x01\x02"), ("i16", 3, b"\xff\xff"),
+             ("u32",) + gguf_u32(9), ("i32", 5, struct.pack("<i", -3)),
+             ("f32", 6, struct.pack("<f", 0.5)), ("b", 7, b"\x01"),
+             ("u64", 10, struct.pack("<Q", 1 << 40)), ("i64", 11, struct.pack("<q", -1)),
+             ("f64", 12, struct.pack("<d", 2.5)),
+             ("ints", 9, struct.pack("<IQ", 5, 3) + struct.pack("<3i", 1, -2, 3)),
+             ("strs",) + gguf_strs(["a", "b c", "\u00e9"])]
+    tensors = [("f32", [4, 2], 0, struct.pack("<8f", *range(8))),
+               ("f16", [2], 1, b"\x00\x3c\x00\xc0"), ("bf16", [2], 30, b"\x80\x3f\x00\x40"),
+               ("q8", [32], 8, b"\x00\x3c" + bytes(range(32))),
+               ("q4", [32], 2, b"\x00\x3c" + bytes(16))]
+    out = {"every-type": gguf_file(every, tensors)}
+
+    h, f, hd, v = 32, 32, 32, 8
+    meta = [("general.architecture",) + gguf_str("qwen3"),
+            ("qwen3.block_count",) + gguf_u32(1), ("qwen3.embedding_length",) + gguf_u32(h),
+            ("qwen3.feed_forward_length",) + gguf_u32(f),
+            ("qwen3.attention.head_count",) + gguf_u32(1),
+            ("qwen3.attention.head_count_kv",) + gguf_u32(1),
+            ("qwen3.attention.key_length",) + gguf_u32(hd),
+            ("qwen3.attention.value_length",) + gguf_u32(hd),
+            ("qwen3.context_length",) + gguf_u32(64),
+            ("qwen3.rope.freq_base", 6, struct.pack("<f", 10000.0)),
+            ("qwen3.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-6))]
+    one = struct.pack("<e", 1.0)
+    ts = [("token_embd.weight", [h, v], 1, one * (h * v)), ("output_norm.weight", [h], 0,
+                                                             struct.pack("<f", 1.0) * h)]
+    for n in ("attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm"):
+        ts.append((f"blk.0.{n}.weight", [h], 0, struct.pack("<f", 1.0) * h))
+    for n in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+        ts.append((f"blk.0.{n}.weight", [h, h], 1, one * (h * h)))
+    out["qwen3-tiny"] = gguf_file(meta, ts)
+
+    tokens = ["!", "a", "b", "\u0120", "ab", "\u0120a", "<|endoftext|>", "[PAD7]"]
+    tok = [("tokenizer.ggml.model",) + gguf_str("gpt2"), ("tokenizer.ggml.pre",) + gguf_str("qwen2"),
+           ("tokenizer.ggml.tokens",) + gguf_strs(tokens),
+           ("tokenizer.ggml.token_type", 9,
+            struct.pack("<IQ", 5, 8) + struct.pack("<8i", 1, 1, 1, 1, 1, 1, 3, 5)),
+           ("tokenizer.ggml.merges",) + gguf_strs(["a b", "\u0120 a"]),
+           ("tokenizer.ggml.eos_token_id",) + gguf_u32(6)]
+    out["tokenizer"] = gguf_file(tok, [])
+    return out
+
+
 def write(target, name, data):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -72,6 +157,10 @@ def main():
     write("fuzz-safetensors", "index",
           json.dumps({"metadata": {"total_size": 28}, "weight_map": {"x": "a.safetensors",
                                                                       "y": "b.safetensors"}}))
+
+    # GGUF files
+    for name, data in gguf_seeds().items():
+        write("fuzz-gguf", name, data)
 
     # configs: config.json NUL generation_config.json, and v1 drafter configs
     q = os.path.join(FIXTURES, "qwen3")

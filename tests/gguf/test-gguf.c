@@ -1,0 +1,952 @@
+/* GGUF: the reader's checks of a file (each bad file refused with its
+ * message), the Qwen3 target and tokenizer of a .gguf against the same
+ * model's safetensors folder, and the drafter's binding to either.
+ *
+ * The model tests read DFL_GGUF_DIR, where run-gguf-tests.py has put
+ * models/qwen3-go converted by tools/hf-to-gguf.py (go-f32.gguf,
+ * go-bf16.gguf, go-f16.gguf with go-f16.dflash.safetensors, the sidecar
+ * bound by signs too, and go-other.gguf: go-f32.gguf with one embedding
+ * value's sign flipped), and DFL_GGUF_MODEL, the folder.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "dfl-backend.h"
+#include "dfl-error.h"
+#include "drafter.h"
+#include "gguf.h"
+#include "qwen3-gguf.h"
+#include "qwen3-weights.h"
+#include "target.h"
+#include "tokenizer.h"
+
+/* ---- a GGUF file written byte by byte ---------------------------------- */
+
+typedef struct {
+  GByteArray *b;
+} Builder;
+
+static void
+put (Builder *w, guint64 v, guint n)
+{
+  for (guint i = 0; i < n; i++) {
+    guint8 c = (guint8) (v >> (8 * i));
+    g_byte_array_append (w->b, &c, 1);
+  }
+}
+
+static void
+put_str (Builder *w, const char *s)
+{
+  put (w, strlen (s), 8);
+  g_byte_array_append (w->b, (const guint8 *) s, strlen (s));
+}
+
+static void
+kv_u32 (Builder *w, const char *key, guint32 v)
+{
+  put_str (w, key);
+  put (w, DFL_GGUF_UINT32, 4);
+  put (w, v, 4);
+}
+
+static void
+kv_f32 (Builder *w, const char *key, float f)
+{
+  guint32 bits;
+
+  memcpy (&bits, &f, 4);
+  put_str (w, key);
+  put (w, DFL_GGUF_FLOAT32, 4);
+  put (w, bits, 4);
+}
+
+static void
+kv_str (Builder *w, const char *key, const char *v)
+{
+  put_str (w, key);
+  put (w, DFL_GGUF_STRING, 4);
+  put_str (w, v);
+}
+
+/* A tensor info: dims innermost first, as the file lists them. */
+static void
+tensor_info (Builder *w, const char *name, guint n_dims, const guint64 *ne, guint32 type,
+             guint64 offset)
+{
+  put_str (w, name);
+  put (w, n_dims, 4);
+  for (guint i = 0; i < n_dims; i++)
+    put (w, ne[i], 8);
+  put (w, type, 4);
+  put (w, offset, 8);
+}
+
+static void
+header (Builder *w, guint32 version, guint64 n_tensors, guint64 n_kv)
+{
+  g_byte_array_append (w->b, (const guint8 *) "GGUF", 4);
+  put (w, version, 4);
+  put (w, n_tensors, 8);
+  put (w, n_kv, 8);
+}
+
+static void
+pad_zeros (Builder *w, guint64 align)
+{
+  while (w->b->len % align)
+    put (w, 0, 1);
+}
+
+static char *
+write_file (Builder *w, const char *name)
+{
+  g_autoptr (GError) error = NULL;
+  char *dir = g_dir_make_tmp ("dfl-gguf-XXXXXX", &error);
+  char *path;
+
+  g_assert_no_error (error);
+  path = g_build_filename (dir, name, NULL);
+  g_file_set_contents (path, (const char *) w->b->data, w->b->len, &error);
+  g_assert_no_error (error);
+  g_free (dir);
+  return path;
+}
+
+static void
+remove_file (const char *path)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+/* A valid file: metadata of every value type, two tensors (a [2][32] F32
+ * matrix, a [64] Q8_0 row). */
+static Builder
+valid_file (void)
+{
+  Builder w = { g_byte_array_new () };
+  const guint64 m[2] = { 32, 2 }, q[1] = { 64 };
+  guint32 f;
+
+  header (&w, 3, 2, 9);
+  kv_str (&w, "general.architecture", "test");
+  kv_u32 (&w, "general.alignment", 64);
+  kv_f32 (&w, "a.float", 0.5f);
+  put_str (&w, "a.int8"); put (&w, DFL_GGUF_INT8, 4); put (&w, 0xfe, 1);
+  put_str (&w, "a.bool"); put (&w, DFL_GGUF_BOOL, 4); put (&w, 1, 1);
+  put_str (&w, "a.i64"); put (&w, DFL_GGUF_INT64, 4); put (&w, (guint64) -5, 8);
+  put_str (&w, "a.f64"); put (&w, DFL_GGUF_FLOAT64, 4); put (&w, 0x4000000000000000ull, 8);
+  put_str (&w, "a.strings"); put (&w, DFL_GGUF_ARRAY, 4); put (&w, DFL_GGUF_STRING, 4);
+  put (&w, 2, 8); put_str (&w, "x y"); put_str (&w, "é");
+  put_str (&w, "a.ints"); put (&w, DFL_GGUF_ARRAY, 4); put (&w, DFL_GGUF_INT16, 4);
+  put (&w, 3, 8); put (&w, 1, 2); put (&w, (guint16) -2, 2); put (&w, 300, 2);
+  tensor_info (&w, "m", 2, m, 0, 0);
+  tensor_info (&w, "q", 1, q, 8, 256);
+  pad_zeros (&w, 64);
+  for (int i = 0; i < 64; i++) {
+    float v = (float) i;
+
+    memcpy (&f, &v, 4);
+    put (&w, f, 4);
+  }
+  for (int i = 0; i < 2 * 34; i++)
+    put (&w, i, 1);
+  return w;
+}
+
+static void
+test_reader_valid (void)
+{
+  Builder w = valid_file ();
+  g_autofree char *path = write_file (&w, "valid.gguf");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflGguf) g = dfl_gguf_open (path, &error);
+  const DflStoredTensor *m, *q;
+  const DflGgufValue *v;
+  const char *s;
+  gint64 i;
+  double d;
+  float x[4];
+
+  g_assert_no_error (error);
+  g_assert_true (dfl_gguf_is_gguf (path));
+  g_assert_cmpuint (dfl_gguf_version (g), ==, 3);
+  g_assert_cmpuint (dfl_gguf_alignment (g), ==, 64);
+  g_assert_cmpuint (dfl_gguf_n_values (g), ==, 9);
+  g_assert_true (dfl_gguf_get_string (g, "general.architecture", FALSE, &s, &error));
+  g_assert_cmpstr (s, ==, "test");
+  g_assert_true (dfl_gguf_get_float (g, "a.float", FALSE, &d, &error));
+  g_assert_cmpfloat (d, ==, 0.5);
+  g_assert_true (dfl_gguf_get_float (g, "a.f64", FALSE, &d, &error));
+  g_assert_cmpfloat (d, ==, 2.0);
+  g_assert_true (dfl_gguf_get_int (g, "a.int8", FALSE, &i, &error));
+  g_assert_cmpint (i, ==, -2);
+  g_assert_true (dfl_gguf_get_int (g, "a.i64", FALSE, &i, &error));
+  g_assert_cmpint (i, ==, -5);
+  g_assert_cmpint (dfl_gguf_find_value (g, "a.bool")->type, ==, DFL_GGUF_BOOL);
+  g_assert_cmpint (dfl_gguf_find_value (g, "a.bool")->i, ==, 1);
+  v = dfl_gguf_get_array (g, "a.strings", DFL_GGUF_STRING, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (v->n, ==, 2);
+  g_assert_cmpstr (v->strs[0], ==, "x y");
+  g_assert_cmpstr (v->strs[1], ==, "é");
+  v = dfl_gguf_get_array (g, "a.ints", DFL_GGUF_INT32, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (dfl_gguf_array_int (v, 1), ==, -2);
+  g_assert_cmpint (dfl_gguf_array_int (v, 2), ==, 300);
+  /* a missing key, optional and not; a key of another type */
+  i = 7;
+  g_assert_true (dfl_gguf_get_int (g, "no.such", TRUE, &i, &error));
+  g_assert_cmpint (i, ==, 7);
+  g_assert_false (dfl_gguf_get_int (g, "no.such", FALSE, &i, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_FORMAT);
+  g_assert_nonnull (strstr (error->message, "no metadata 'no.such'"));
+  g_clear_error (&error);
+  g_assert_false (dfl_gguf_get_int (g, "a.float", FALSE, &i, &error));
+  g_assert_nonnull (strstr (error->message, "'a.float' is FLOAT32, expected an integer"));
+  g_clear_error (&error);
+
+  m = dfl_gguf_find_tensor (g, "m");
+  q = dfl_gguf_find_tensor (g, "q");
+  g_assert_nonnull (m);
+  g_assert_nonnull (q);
+  /* outermost first: [rows][cols] */
+  g_assert_cmpuint (m->n_dims, ==, 2);
+  g_assert_cmpint (m->shape[0], ==, 2);
+  g_assert_cmpint (m->shape[1], ==, 32);
+  g_assert_cmpint (m->dtype, ==, DFL_DTYPE_F32);
+  dfl_tensor_read_f32 (m, 30, 4, x);
+  g_assert_cmpfloat (x[0], ==, 30.0f);
+  g_assert_cmpfloat (x[3], ==, 33.0f);
+  g_assert_cmpint (q->dtype, ==, DFL_DTYPE_Q8_0);
+  g_assert_cmpuint (q->n_bytes, ==, 68);
+  g_assert_true (q->data == m->data + 256);
+  g_assert_cmpuint (dfl_gguf_tensor_type_id (g, 1), ==, 8);
+  g_byte_array_unref (w.b);
+  g_clear_pointer (&g, dfl_gguf_free);
+  remove_file (path);
+}
+
+/* Each bad file: its bytes, and what the message must say. */
+typedef struct {
+  const char *name;
+  void (*make) (Builder *w);
+  int code;
+  const char *message;
+} BadCase;
+
+static void
+bad_truncated (Builder *w)
+{
+  Builder v = valid_file ();
+
+  /* cut inside the tensor infos */
+  g_byte_array_append (w->b, v.b->data, 200);
+  g_byte_array_unref (v.b);
+}
+
+static void
+bad_magic (Builder *w)
+{
+  g_byte_array_append (w->b, (const guint8 *) "GGML", 4);
+  put (w, 3, 4);
+  put (w, 0, 16);
+}
+
+static void
+bad_version (Builder *w)
+{
+  header (w, 2, 0, 0);
+}
+
+static void
+bad_big_endian (Builder *w)
+{
+  header (w, 0x03000000u, 0, 0);
+}
+
+static void
+bad_count_limit (Builder *w)
+{
+  header (w, 3, 2000000, 0);
+}
+
+static void
+bad_count_file (Builder *w)
+{
+  header (w, 3, 1000, 10);
+}
+
+static void
+bad_string_length (Builder *w)
+{
+  header (w, 3, 0, 1);
+  put (w, 1000000, 8);
+  g_byte_array_append (w->b, (const guint8 *) "key", 3);
+  put (w, 0, 8);
+}
+
+static void
+bad_value_type (Builder *w)
+{
+  header (w, 3, 0, 1);
+  put_str (w, "k");
+  put (w, 13, 4);
+  put (w, 0, 8);
+}
+
+static void
+bad_array_length (Builder *w)
+{
+  header (w, 3, 0, 1);
+  put_str (w, "big");
+  put (w, DFL_GGUF_ARRAY, 4);
+  put (w, DFL_GGUF_UINT32, 4);
+  put (w, G_GUINT64_CONSTANT (1) << 40, 8);
+  put (w, 0, 8);
+}
+
+static void
+bad_misaligned (Builder *w)
+{
+  const guint64 ne[1] = { 4 };
+
+  header (w, 3, 1, 0);
+  tensor_info (w, "t", 1, ne, 0, 8);
+  pad_zeros (w, 32);
+  put (w, 0, 32);
+}
+
+static void
+bad_overlap (Builder *w)
+{
+  const guint64 a[1] = { 16 }, b[1] = { 8 };
+
+  header (w, 3, 2, 0);
+  tensor_info (w, "a", 1, a, 0, 0);
+  tensor_info (w, "b", 1, b, 0, 32);
+  pad_zeros (w, 32);
+  put (w, 0, 64);
+  put (w, 0, 32);
+}
+
+static void
+bad_type_size (Builder *w)
+{
+  const guint64 ne[2] = { 8, 4 };
+
+  /* [4][8] F32 needs 128 bytes; the data section has 64 */
+  header (w, 3, 1, 0);
+  tensor_info (w, "t", 2, ne, 0, 0);
+  pad_zeros (w, 32);
+  put (w, 0, 64);
+}
+
+static void
+bad_block_row (Builder *w)
+{
+  const guint64 ne[2] = { 48, 2 };
+
+  header (w, 3, 1, 0);
+  tensor_info (w, "q", 2, ne, 8, 0);
+  pad_zeros (w, 32);
+  put (w, 0, 128);
+}
+
+static void
+bad_bytes_overflow (Builder *w)
+{
+  const guint64 ne[1] = { (G_GUINT64_CONSTANT (1) << 62) + 8 };
+
+  /* 2^62 + 8 F32 elements: 2^64 + 32 bytes, which wrap to the 32 the data
+   * section holds */
+  header (w, 3, 1, 0);
+  tensor_info (w, "t", 1, ne, 0, 0);
+  pad_zeros (w, 32);
+  put (w, 0, 32);
+}
+
+static void
+bad_unknown_type (Builder *w)
+{
+  const guint64 ne[1] = { 4 };
+
+  header (w, 3, 1, 0);
+  tensor_info (w, "t", 1, ne, 99, 0);
+  pad_zeros (w, 32);
+  put (w, 0, 32);
+}
+
+static void
+bad_unread_type (Builder *w)
+{
+  const guint64 ne[1] = { 256 };
+
+  header (w, 3, 1, 0);
+  tensor_info (w, "t", 1, ne, 13, 0);
+  pad_zeros (w, 32);
+  put (w, 0, 256);
+}
+
+static void
+bad_alignment (Builder *w)
+{
+  header (w, 3, 0, 1);
+  kv_u32 (w, "general.alignment", 24);
+}
+
+static void
+bad_duplicate_key (Builder *w)
+{
+  header (w, 3, 0, 2);
+  kv_u32 (w, "k", 1);
+  kv_u32 (w, "k", 2);
+}
+
+static const BadCase bad_cases[] = {
+  { "truncated", bad_truncated, DFL_ERROR_FORMAT, "truncated: " },
+  { "magic", bad_magic, DFL_ERROR_FORMAT, "not a GGUF file" },
+  { "version", bad_version, DFL_ERROR_UNSUPPORTED, "GGUF version 2; only version 3" },
+  { "big-endian", bad_big_endian, DFL_ERROR_UNSUPPORTED, "(a big-endian file)" },
+  { "count-limit", bad_count_limit, DFL_ERROR_LIMIT, "tensor count 2000000 is above the limit" },
+  { "count-file", bad_count_file, DFL_ERROR_FORMAT,
+    "1000 tensors and 10 metadata entries cannot fit" },
+  { "string-length", bad_string_length, DFL_ERROR_FORMAT,
+    "has length 1000000, past the end of the file" },
+  { "value-type", bad_value_type, DFL_ERROR_FORMAT, "value type 13, not a GGUF value type" },
+  { "array-length", bad_array_length, DFL_ERROR_FORMAT,
+    "metadata 'big' claims 1099511627776 items of UINT32" },
+  { "misaligned", bad_misaligned, DFL_ERROR_FORMAT,
+    "tensor 't' offset 8 is not a multiple of the alignment 32" },
+  { "overlap", bad_overlap, DFL_ERROR_FORMAT, "tensor 'b' [32, 64) overlaps tensor 'a' [0, 64)" },
+  { "type-size", bad_type_size, DFL_ERROR_FORMAT,
+    "tensor 't' at offset 0 of 128 bytes runs past the end of the data section (64 bytes)" },
+  { "block-row", bad_block_row, DFL_ERROR_FORMAT,
+    "rows of 48 elements, not a whole number of its 32-element blocks" },
+  { "bytes-overflow", bad_bytes_overflow, DFL_ERROR_LIMIT,
+    "tensor 't' F32 [4611686018427387912] needs more bytes than fit in memory" },
+  { "unknown-type", bad_unknown_type, DFL_ERROR_FORMAT, "tensor 't' has unknown type 99" },
+  { "unread-type", bad_unread_type, DFL_ERROR_UNSUPPORTED,
+    "tensor 't' has unsupported type 13 (Q5_K)" },
+  { "alignment", bad_alignment, DFL_ERROR_FORMAT, "general.alignment is 24, not a power of two" },
+  { "duplicate-key", bad_duplicate_key, DFL_ERROR_FORMAT, "metadata key 'k' appears twice" },
+};
+
+static void
+test_reader_bad (gconstpointer data)
+{
+  const BadCase *c = data;
+  Builder w = { g_byte_array_new () };
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+  DflGguf *g;
+
+  c->make (&w);
+  path = write_file (&w, "bad.gguf");
+  g = dfl_gguf_open (path, &error);
+  g_assert_null (g);
+  g_assert_error (error, DFL_ERROR, c->code);
+  if (!strstr (error->message, c->message) || !strstr (error->message, path))
+    g_error ("%s: message '%s' does not name the file and say '%s'", c->name, error->message,
+             c->message);
+  g_byte_array_unref (w.b);
+  remove_file (path);
+}
+
+/* ---- the default model, converted ---------------------------------------- */
+
+static const char *
+gguf_dir (void)
+{
+  const char *dir = g_getenv ("DFL_GGUF_DIR");
+
+  if (!dir)
+    g_test_skip ("DFL_GGUF_DIR is not set (run through run-gguf-tests.py)");
+  return dir;
+}
+
+static char *
+converted (const char *type)
+{
+  return g_strdup_printf ("%s/go-%s.gguf", g_getenv ("DFL_GGUF_DIR"), type);
+}
+
+static void
+test_config (void)
+{
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflSafetensors) st = NULL, ref = NULL;
+  DflQwen3Config a, b;
+
+  if (!gguf_dir ())
+    return;
+  path = converted ("bf16");
+  st = dfl_qwen3_checkpoint_open (path, &a, &error);
+  g_assert_no_error (error);
+  ref = dfl_qwen3_checkpoint_open (g_getenv ("DFL_GGUF_MODEL"), &b, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (a.hidden, ==, b.hidden);
+  g_assert_cmpint (a.intermediate, ==, b.intermediate);
+  g_assert_cmpint (a.layers, ==, b.layers);
+  g_assert_cmpint (a.heads, ==, b.heads);
+  g_assert_cmpint (a.kv_heads, ==, b.kv_heads);
+  g_assert_cmpint (a.head_dim, ==, b.head_dim);
+  g_assert_cmpint (a.vocab, ==, b.vocab);
+  g_assert_cmpint (a.max_positions, ==, b.max_positions);
+  g_assert_cmpfloat ((float) a.rms_eps, ==, (float) b.rms_eps);
+  g_assert_cmpfloat (a.rope_theta, ==, b.rope_theta);
+  g_assert_cmpint (a.tie_word_embeddings, ==, b.tie_word_embeddings);
+  g_assert_cmpint (a.bos_id, ==, b.bos_id);
+  g_assert_cmpint (a.n_eos, ==, b.n_eos);
+  g_assert_cmpint (a.eos_ids[0], ==, b.eos_ids[0]);
+  /* every tensor of the folder, under its name, with its shape; BF16 as it
+   * was: the same bytes */
+  for (guint i = 0; i < dfl_safetensors_n_tensors (ref); i++) {
+    const DflStoredTensor *r = dfl_safetensors_nth (ref, i);
+    const DflStoredTensor *t = dfl_safetensors_find (st, r->name);
+
+    g_assert_nonnull (t);
+    g_assert_cmpuint (t->n_dims, ==, r->n_dims);
+    for (guint d = 0; d < r->n_dims; d++)
+      g_assert_cmpint (t->shape[d], ==, r->shape[d]);
+    if (r->n_dims == 2) {
+      g_assert_cmpint (t->dtype, ==, DFL_DTYPE_BF16);
+      g_assert_cmpmem (t->data, t->n_bytes, r->data, r->n_bytes);
+    }
+  }
+}
+
+/* Greedy decoding from a prompt, the logits of every step kept. */
+static void
+greedy (const DflTarget *t, const int *prompt, int n_prompt, int steps, GArray *tokens,
+        GArray *logits)
+{
+  g_autoptr (DflTargetSeq) s = dfl_target_seq_new (t);
+  g_autoptr (GError) error = NULL;
+  int vocab = dfl_target_config (t)->vocab;
+  g_autofree float *row = g_new (float, (gsize) vocab * n_prompt);
+  int32_t next[64];
+  DflForwardOut out = { 0 };
+
+  out.logits_from = n_prompt - 1;
+  out.logits = row;
+  out.argmax = next;
+  g_assert_true (dfl_target_forward (t, s, prompt, n_prompt, &out, &error));
+  g_assert_no_error (error);
+  for (int i = 0; i < steps; i++) {
+    int id = next[0];
+
+    g_array_append_vals (logits, row, vocab);
+    g_array_append_val (tokens, id);
+    out.logits_from = 0;
+    g_assert_true (dfl_target_forward (t, s, &id, 1, &out, &error));
+    g_assert_no_error (error);
+  }
+}
+
+static void
+check_target (const char *type)
+{
+  const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) ref = NULL, t = NULL;
+  g_autoptr (GArray) ref_tokens = g_array_new (FALSE, FALSE, sizeof (int));
+  g_autoptr (GArray) tokens = g_array_new (FALSE, FALSE, sizeof (int));
+  g_autoptr (GArray) ref_logits = g_array_new (FALSE, FALSE, sizeof (float));
+  g_autoptr (GArray) logits = g_array_new (FALSE, FALSE, sizeof (float));
+
+  if (!gguf_dir ())
+    return;
+  path = converted (type);
+  ref = dfl_target_load (g_getenv ("DFL_GGUF_MODEL"), &error);
+  g_assert_no_error (error);
+  t = dfl_target_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (dfl_target_dir (t), ==, path);
+  greedy (ref, prompt, G_N_ELEMENTS (prompt), 24, ref_tokens, ref_logits);
+  greedy (t, prompt, G_N_ELEMENTS (prompt), 24, tokens, logits);
+  g_assert_cmpmem (tokens->data, tokens->len * sizeof (int), ref_tokens->data,
+                   ref_tokens->len * sizeof (int));
+  /* the same weights (BF16 as stored, F32 widened exactly): the same
+   * products, bit for bit */
+  g_assert_cmpmem (logits->data, logits->len * sizeof (float), ref_logits->data,
+                   ref_logits->len * sizeof (float));
+}
+
+/* A GGUF target put on a CUDA device (where there is one) against the same
+ * folder's put there: the same tensors uploaded, so the same tokens and
+ * logits, bit for bit, as stored and widened to F32. */
+static void
+test_cuda_upload (void)
+{
+  const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
+  const DflTargetWeights as[2] = { DFL_TARGET_AS_STORED, DFL_TARGET_F32 };
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflDevice) dev = NULL;
+  g_autoptr (DflTarget) ref = NULL, t = NULL;
+
+  if (!gguf_dir ())
+    return;
+  if (!(dev = dfl_device_open (DFL_BACKEND_CUDA, 0, &error))) {
+    g_test_skip (error->message);
+    return;
+  }
+  path = converted ("bf16");
+  ref = dfl_target_load (g_getenv ("DFL_GGUF_MODEL"), &error);
+  g_assert_no_error (error);
+  t = dfl_target_load (path, &error);
+  g_assert_no_error (error);
+  for (int i = 0; i < 2; i++) {
+    g_autoptr (DflTarget) dref = dfl_target_upload (ref, dev, as[i], &error);
+    g_autoptr (DflTarget) dt = NULL;
+    g_autoptr (GArray) ref_tokens = g_array_new (FALSE, FALSE, sizeof (int));
+    g_autoptr (GArray) tokens = g_array_new (FALSE, FALSE, sizeof (int));
+    g_autoptr (GArray) ref_logits = g_array_new (FALSE, FALSE, sizeof (float));
+    g_autoptr (GArray) logits = g_array_new (FALSE, FALSE, sizeof (float));
+
+    g_assert_no_error (error);
+    dt = dfl_target_upload (t, dev, as[i], &error);
+    g_assert_no_error (error);
+    greedy (dref, prompt, G_N_ELEMENTS (prompt), 24, ref_tokens, ref_logits);
+    greedy (dt, prompt, G_N_ELEMENTS (prompt), 24, tokens, logits);
+    g_assert_cmpmem (tokens->data, tokens->len * sizeof (int), ref_tokens->data,
+                     ref_tokens->len * sizeof (int));
+    g_assert_cmpmem (logits->data, logits->len * sizeof (float), ref_logits->data,
+                     ref_logits->len * sizeof (float));
+  }
+}
+
+static void
+test_target_f32 (void)
+{
+  check_target ("f32");
+}
+
+static void
+test_target_bf16 (void)
+{
+  check_target ("bf16");
+}
+
+static void
+test_tokenizer (void)
+{
+  const char *texts[] = {
+    "Hello, world! This is a test of the tokenizer.",
+    "func main() {\n\tfmt.Println(\"héllo, 世界\")\n}\n",
+    "  leading spaces, trailing  \n\n\r\n numbers 12345 and 3.14159",
+    "<|endoftext|>special in the middle<|endoftext|> done",
+    "Ünïcödé NFC: e\xcc\x81 vs \xc3\xa9; emoji \xf0\x9f\x98\x80; tabs\t\tand 'quotes' it's",
+  };
+  g_autofree char *path = NULL, *json = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTokenizer) ref = NULL, tok = NULL;
+  gboolean present = FALSE;
+
+  if (!gguf_dir ())
+    return;
+  path = converted ("bf16");
+  json = g_build_filename (g_getenv ("DFL_GGUF_MODEL"), "tokenizer.json", NULL);
+  ref = dfl_tokenizer_load (json, &error);
+  g_assert_no_error (error);
+  tok = dfl_tokenizer_load_checkpoint (path, &present, &error);
+  g_assert_no_error (error);
+  g_assert_true (present);
+  g_assert_cmpuint (dfl_tokenizer_vocab_size (tok), ==, dfl_tokenizer_vocab_size (ref));
+  for (guint i = 0; i < G_N_ELEMENTS (texts); i++) {
+    g_autoptr (GArray) a = dfl_tokenizer_encode (ref, texts[i], -1, &error);
+    g_autoptr (GArray) b = dfl_tokenizer_encode (tok, texts[i], -1, &error);
+    g_autofree char *da = NULL, *db = NULL;
+
+    g_assert_no_error (error);
+    g_assert_cmpmem (b->data, b->len * sizeof (int), a->data, a->len * sizeof (int));
+    for (int s = 0; s < 2; s++) {
+      g_free (da);
+      g_free (db);
+      da = dfl_tokenizer_decode (ref, (const int *) a->data, a->len, s);
+      db = dfl_tokenizer_decode (tok, (const int *) b->data, b->len, s);
+      g_assert_cmpstr (db, ==, da);
+    }
+  }
+  for (int id = 0; id < (int) dfl_tokenizer_vocab_size (ref); id++)
+    g_assert_cmpint (dfl_tokenizer_is_special (tok, id), ==, dfl_tokenizer_is_special (ref, id));
+}
+
+static gboolean
+binds_sidecar (const char *sidecar, const char *target_path, GError **error)
+{
+  g_autoptr (DflTarget) t = dfl_target_load (target_path, error);
+  g_autoptr (DflDrafterWeights) d = NULL;
+  const DflQwen3Config *c;
+
+  g_assert_nonnull (t);
+  c = dfl_target_config (t);
+  d = dfl_drafter_weights_open (sidecar, error);
+  g_assert_nonnull (d);
+  return dfl_drafter_weights_check_target (d, dfl_target_tensors (t), c->tie_word_embeddings,
+                                           c->layers, c->hidden, c->vocab, error);
+}
+
+/* With the model's own sidecar (bound by the trunk hash alone). */
+static gboolean
+binds (const char *target_path, GError **error)
+{
+  g_autofree char *sidecar = g_build_filename (g_getenv ("DFL_GGUF_MODEL"), "dflash.safetensors",
+                                               NULL);
+
+  return binds_sidecar (sidecar, target_path, error);
+}
+
+static void
+test_binding (void)
+{
+  g_autofree char *f32 = NULL, *bf16 = NULL, *f16 = NULL, *other = NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (!gguf_dir ())
+    return;
+  f16 = converted ("f16");
+  f32 = converted ("f32");
+  bf16 = converted ("bf16");
+  other = converted ("other");
+  /* the sidecar's own target, and its lossless conversions */
+  g_assert_true (binds (g_getenv ("DFL_GGUF_MODEL"), &error));
+  g_assert_no_error (error);
+  g_assert_true (binds (f32, &error));
+  g_assert_no_error (error);
+  g_assert_true (binds (bf16, &error));
+  g_assert_no_error (error);
+  /* one embedding value's sign flipped: another model */
+  g_assert_false (binds (other, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+  g_assert_nonnull (strstr (error->message, "was made for the target"));
+  g_assert_nonnull (strstr (error->message, other));
+  g_clear_error (&error);
+  /* F16 rounds the BF16 values under F16's normal range (2822 of the
+   * embedding's): other bytes, which the trunk hash alone refuses */
+  g_assert_false (binds (f16, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+  g_clear_error (&error);
+}
+
+/* The sidecar copy that carries trunk_signs64 too (hf-to-gguf.py
+ * --sidecar): every conversion binds, the folder too, the other model not. */
+static void
+test_binding_signs (void)
+{
+  const char *types[] = { "f32", "bf16", "f16" };
+  g_autofree char *signed_sidecar = NULL, *other = NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (!gguf_dir ())
+    return;
+  signed_sidecar = g_strdup_printf ("%s/go-f16.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
+  other = converted ("other");
+  g_assert_true (binds_sidecar (signed_sidecar, g_getenv ("DFL_GGUF_MODEL"), &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++) {
+    g_autofree char *path = converted (types[i]);
+
+    g_assert_true (binds_sidecar (signed_sidecar, path, &error));
+    g_assert_no_error (error);
+  }
+  g_assert_false (binds_sidecar (signed_sidecar, other, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+  g_assert_nonnull (strstr (error->message, other));
+}
+
+/* A one-layer qwen3 file of hidden 64: its matrices of GGUF type
+ * `matrix_type` (0 F32, 8 Q8_0), `arch` its architecture, `skip_key` a
+ * sizes key left out, `extra` a tensor beyond a Qwen3 checkpoint's (NULL:
+ * none). */
+static char *
+qwen3_file (const char *arch, guint32 matrix_type, const char *skip_key, const char *extra)
+{
+  const int hidden = 64, ffn = 64, heads = 2, head_dim = 32, vocab = 32;
+  const char *norms[] = { "attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm" };
+  const char *mats[] = { "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+    "ffn_down" };
+  const struct { const char *key; guint32 v; } sizes[] = {
+    { "qwen3.block_count", 1 }, { "qwen3.embedding_length", hidden },
+    { "qwen3.feed_forward_length", ffn }, { "qwen3.attention.head_count", heads },
+    { "qwen3.attention.head_count_kv", heads }, { "qwen3.context_length", 128 },
+    { "qwen3.attention.key_length", head_dim },
+  };
+  /* a row of 64: 256 bytes in F32, two 34-byte blocks in Q8_0 */
+  guint64 row_bytes = matrix_type == 8 ? 68 : 256, offset = 0, ne[2];
+  Builder w = { g_byte_array_new () };
+  int n_tensors = 2 + G_N_ELEMENTS (norms) + G_N_ELEMENTS (mats) + (extra != NULL);
+  int n_kv = 2 + G_N_ELEMENTS (sizes) - (skip_key != NULL);
+  char *path;
+
+  header (&w, 3, n_tensors, n_kv);
+  kv_str (&w, "general.architecture", arch);
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    if (!skip_key || strcmp (skip_key, sizes[i].key) != 0)
+      kv_u32 (&w, sizes[i].key, sizes[i].v);
+  kv_f32 (&w, "qwen3.attention.layer_norm_rms_epsilon", 1e-6f);
+  ne[0] = hidden; ne[1] = vocab;
+  tensor_info (&w, "token_embd.weight", 2, ne, 0, offset);
+  offset += (guint64) hidden * vocab * 4;
+  tensor_info (&w, "output_norm.weight", 1, ne, 0, offset);
+  offset += (guint64) hidden * 4;
+  for (guint i = 0; i < G_N_ELEMENTS (norms); i++) {
+    g_autofree char *name = g_strdup_printf ("blk.0.%s.weight", norms[i]);
+
+    ne[0] = i >= 2 ? head_dim : hidden;
+    tensor_info (&w, name, 1, ne, 0, offset);
+    offset += ne[0] * 4;
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (mats); i++) {
+    g_autofree char *name = g_strdup_printf ("blk.0.%s.weight", mats[i]);
+
+    /* every matrix here is 64 × 64 */
+    ne[0] = 64; ne[1] = 64;
+    tensor_info (&w, name, 2, ne, matrix_type, offset);
+    offset += 64 * row_bytes;
+    offset += (32 - offset % 32) % 32;
+  }
+  if (extra) {
+    ne[0] = hidden;
+    tensor_info (&w, extra, 1, ne, 0, offset);
+    offset += hidden * 4;
+  }
+  pad_zeros (&w, 32);
+  g_byte_array_set_size (w.b, w.b->len + offset);
+  memset (w.b->data + w.b->len - offset, 0, offset);
+  path = write_file (&w, "qwen3.gguf");
+  g_byte_array_unref (w.b);
+  return path;
+}
+
+/* A qwen3 file whose matrices are Q8_0: loaded where the CPU multiplies
+ * Q8_0, else refused naming the first such tensor and the type. */
+static void
+test_quantized (void)
+{
+  g_autofree char *path = qwen3_file ("qwen3", 8, NULL, NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflDevice) cpu = dfl_device_open (DFL_BACKEND_CPU, 0, &error);
+  g_autoptr (DflTarget) t = NULL;
+
+  g_assert_no_error (error);
+  t = dfl_target_load (path, &error);
+  if (dfl_device_supports (cpu, DFL_OP_MATMUL, DFL_DTYPE_Q8_0)) {
+    /* the check lets them through to the loader's own */
+    g_test_message ("the CPU multiplies Q8_0: %s", error ? error->message : "loaded");
+  } else {
+    g_assert_null (t);
+    if (error)
+      g_test_message ("%s", error->message);
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+    g_assert_nonnull (strstr (error->message, "tensor 'model.layers.0.self_attn.q_proj.weight' "
+                                              "is Q8_0, a type the CPU back end does not multiply"));
+  }
+  remove_file (path);
+}
+
+/* The same file in F32 loads and runs; each fault of the metadata or the
+ * tensor names is refused with its message. */
+static void
+test_qwen3_file (void)
+{
+  const struct {
+    const char *arch, *skip_key, *extra;
+    int code;
+    const char *message;
+  } cases[] = {
+    { "qwen3", NULL, NULL, -1, NULL },
+    { "llama", NULL, NULL, DFL_ERROR_UNSUPPORTED,
+      "general.architecture is 'llama'; gst-dflash runs qwen3" },
+    { "qwen3", "qwen3.block_count", NULL, DFL_ERROR_FORMAT, "no metadata 'qwen3.block_count'" },
+    { "qwen3", NULL, "blk.0.attn_q.bias", DFL_ERROR_UNSUPPORTED,
+      "tensor 'blk.0.attn_q.bias' is not one of a Qwen3 checkpoint's" },
+    { "qwen3", NULL, "blk.1.attn_norm.weight", DFL_ERROR_FORMAT,
+      "tensor 'blk.1.attn_norm.weight' is of a layer past qwen3.block_count (1)" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree char *path = qwen3_file (cases[i].arch, 0, cases[i].skip_key, cases[i].extra);
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DflTarget) t = dfl_target_load (path, &error);
+
+    if (cases[i].code < 0) {
+      g_autoptr (DflTargetSeq) s = NULL;
+      const int ids[2] = { 1, 2 };
+      int32_t next[1];
+      DflForwardOut out = { .logits_from = 1, .argmax = next };
+
+      g_assert_no_error (error);
+      g_assert_cmpint (dfl_target_config (t)->vocab, ==, 32);
+      g_assert_true (dfl_target_config (t)->tie_word_embeddings);
+      s = dfl_target_seq_new (t);
+      g_assert_true (dfl_target_forward (t, s, ids, 2, &out, &error));
+      g_assert_no_error (error);
+    } else {
+      g_assert_null (t);
+      g_assert_error (error, DFL_ERROR, cases[i].code);
+      if (!strstr (error->message, cases[i].message) || !strstr (error->message, path))
+        g_error ("message '%s' does not name the file and say '%s'", error->message,
+                 cases[i].message);
+    }
+    remove_file (path);
+  }
+}
+
+/* A file's tokenizer of another model or pre-tokenizer is refused. */
+static void
+test_tokenizer_refused (void)
+{
+  const struct { const char *model, *pre, *message; } cases[] = {
+    { "llama", "qwen2", "tokenizer.ggml.model is 'llama'" },
+    { "gpt2", "llama3", "tokenizer.ggml.pre is 'llama3'" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    Builder w = { g_byte_array_new () };
+    g_autofree char *path = NULL;
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DflTokenizer) tok = NULL;
+
+    header (&w, 3, 0, 2);
+    kv_str (&w, "tokenizer.ggml.model", cases[i].model);
+    kv_str (&w, "tokenizer.ggml.pre", cases[i].pre);
+    path = write_file (&w, "tok.gguf");
+    tok = dfl_tokenizer_load_gguf (path, &error);
+    g_assert_null (tok);
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+    g_assert_nonnull (strstr (error->message, cases[i].message));
+    g_byte_array_unref (w.b);
+    remove_file (path);
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/gguf/reader/valid", test_reader_valid);
+  for (guint i = 0; i < G_N_ELEMENTS (bad_cases); i++) {
+    g_autofree char *name = g_strdup_printf ("/gguf/reader/bad/%s", bad_cases[i].name);
+
+    g_test_add_data_func (name, &bad_cases[i], test_reader_bad);
+  }
+  g_test_add_func ("/gguf/qwen3/quantized-refused", test_quantized);
+  g_test_add_func ("/gguf/qwen3/file-checks", test_qwen3_file);
+  g_test_add_func ("/gguf/tokenizer-refused", test_tokenizer_refused);
+  g_test_add_func ("/gguf/qwen3/config", test_config);
+  g_test_add_func ("/gguf/qwen3/target-f32", test_target_f32);
+  g_test_add_func ("/gguf/qwen3/target-bf16", test_target_bf16);
+  g_test_add_func ("/gguf/qwen3/cuda-upload", test_cuda_upload);
+  g_test_add_func ("/gguf/tokenizer", test_tokenizer);
+  g_test_add_func ("/gguf/binding/trunk-hash", test_binding);
+  g_test_add_func ("/gguf/binding/signs", test_binding_signs);
+  return g_test_run ();
+}

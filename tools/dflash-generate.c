@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat-template.h"
 #include "dfl-error.h"
 #include "dflash-cli.h"
 #include "gstdflashelements.h"
@@ -210,11 +211,11 @@ int
 dfl_cmd_generate (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *prompt = NULL, *tokens = NULL, *drafter_path = NULL,
-      *route_name = NULL, *select = NULL;
+      *route_name = NULL, *select = NULL, *system = NULL;
   int max_new = DEFAULT_MAX_NEW, head_width = 0;
   double temperature = 0.0, top_p = 1.0;
   gint64 seed = 0;
-  gboolean no_draft = FALSE, json = FALSE;
+  gboolean no_draft = FALSE, json = FALSE, chat = FALSE, no_thinking = FALSE;
   GOptionEntry entries[] = {
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: the embedded default model)", "DIR" },
     { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder)", "FILE|DIR" },
@@ -228,6 +229,9 @@ dfl_cmd_generate (int argc, char **argv)
     { "temperature", 0, 0, G_OPTION_ARG_DOUBLE, &temperature, "Sample at this temperature (default 0: greedy)", "T" },
     { "top-p", 0, 0, G_OPTION_ARG_DOUBLE, &top_p, "Sample from the top-p nucleus (default 1)", "P" },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the sampling stream (default 0)", "S" },
+    { "chat", 0, 0, G_OPTION_ARG_NONE, &chat, "The prompt is a user's message: render it with the target's chat template (tokenizer_config.json's, else its model_type's)", NULL },
+    { "system", 0, 0, G_OPTION_ARG_STRING, &system, "With --chat: a system message before the user's", "TEXT" },
+    { "no-thinking", 0, 0, G_OPTION_ARG_NONE, &no_thinking, "With --chat: Qwen3's enable_thinking=false (the answer starts after an empty think block)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the tokens, text and figures", NULL },
     { NULL }
   };
@@ -256,6 +260,12 @@ dfl_cmd_generate (int argc, char **argv)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: unexpected argument '%s'", argv[1]);
   if (prompt && tokens)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: give --prompt or --tokens, not both");
+  if (chat && tokens)
+    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --chat renders a text prompt; give --prompt, "
+                         "not --tokens");
+  if (!chat && (system || no_thinking))
+    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --%s needs --chat",
+                         system ? "system" : "no-thinking");
   if (max_new < 1)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --max-new must be at least 1, not %d", max_new);
   /* the negated tests refuse NaN too */
@@ -296,6 +306,26 @@ dfl_cmd_generate (int argc, char **argv)
       return dfl_cli_fail (DFL_EXIT_USAGE, "%s", error->message);
     if (!dfl_cli_check_tokens (ids, c->vocab, target_dir, &error))
       return dfl_cli_fail_error (g_steal_pointer (&error));
+  } else if (chat) {
+    /* the rendered conversation goes to tapsource as its token ids */
+    g_autoptr (DflChatTemplate) tmpl = dfl_chat_template_load (target_dir, &error);
+    DflChatMessage msgs[2];
+    g_autofree char *text = NULL;
+    GString *list;
+    int n = 0;
+
+    if (!tmpl)
+      return dfl_cli_fail_error (g_steal_pointer (&error));
+    if (system)
+      msgs[n++] = (DflChatMessage) { "system", system, NULL };
+    msgs[n++] = (DflChatMessage) { "user", prompt ? prompt : DEFAULT_PROMPT, NULL };
+    if (!(text = dfl_chat_template_render (tmpl, msgs, n, TRUE, !no_thinking, &error))
+        || !(ids = dfl_tokenizer_encode (tok, text, -1, &error)))
+      return dfl_cli_fail_error (g_steal_pointer (&error));
+    list = g_string_new (NULL);
+    for (guint i = 0; i < ids->len; i++)
+      g_string_append_printf (list, "%s%d", i ? "," : "", g_array_index (ids, int, i));
+    tokens = g_string_free (list, FALSE);
   } else if (!(ids = dfl_tokenizer_encode (tok, prompt ? prompt : DEFAULT_PROMPT, -1, &error))) {
     return dfl_cli_fail_error (g_steal_pointer (&error));
   }

@@ -59,55 +59,6 @@ on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
   gst_buffer_unmap (buf, &map);
 }
 
-/* A property value for a launch description: quoted, \ and " escaped. */
-static char *
-quoted (const char *v)
-{
-  GString *s = g_string_new ("\"");
-
-  for (; *v; v++) {
-    if (*v == '"' || *v == '\\')
-      g_string_append_c (s, '\\');
-    g_string_append_c (s, *v);
-  }
-  g_string_append_c (s, '"');
-  return g_string_free (s, FALSE);
-}
-
-static char *
-describe (DflRoute route, const char *source, const char *select, int head_width)
-{
-  /* the settings of pipelines/routed.pipeline, the default run: the
-   * selector cuts the block's draft where the drafter is unsure, the
-   * chain proposes two tokens per token of the suffix it matched */
-  g_autofree char *block = g_strdup_printf ("ctxsettle ! dflashblock head-width=%d ! selector mode=%s "
-                                            "min-confidence=0.05", head_width, select);
-  const char *chain = "ngramdraft max-n=8 draft-per-match=2";
-  const char *sinks = "verifier name=v ! fakesink name=text signal-handoffs=true sync=false async=false "
-      "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false";
-
-  switch (route) {
-    case DFL_ROUTE_NONE:
-      return g_strdup_printf ("%s ! %s", source, sinks);
-    case DFL_ROUTE_CHAIN:
-      return g_strdup_printf ("%s ! %s ! %s", source, chain, sinks);
-    case DFL_ROUTE_BLOCK:
-      return g_strdup_printf ("%s ! %s ! %s", source, block, sinks);
-    case DFL_ROUTE_AUTO:
-    case DFL_ROUTE_MATCH:
-    case DFL_ROUTE_COST:
-    default:
-      /* cost weighs the block against a plain step where prompt lookup
-       * found nothing at all; the chain's branch first and without a queue,
-       * as in pipelines/routed.pipeline, so its route reaches the block's
-       * branch before the round does */
-      return g_strdup_printf ("%s ! tee name=t ! %s ! r.chain  t. ! queue ! %s ! "
-                              "router name=r policy=%s%s ! %s", source, chain, block,
-                              dfl_route_name (route), route == DFL_ROUTE_COST ? " match-min=1" : "",
-                              sinks);
-  }
-}
-
 static void
 print_json (const DflRoundStats *st, Output *o, const char *target_dir, DflRoute route)
 {
@@ -365,18 +316,18 @@ dfl_cmd_generate (int argc, char **argv)
                          "(write one with 'dflash route-fit', or route block, chain or match)",
                          gst_dflash_model_drafter_path (model));
 
-  q_model = quoted (target_dir);
+  q_model = dfl_cli_quoted (target_dir);
   if (tokens) {
-    g_autofree char *q = quoted (tokens);
+    g_autofree char *q = dfl_cli_quoted (tokens);
     q_prompt = g_strdup_printf ("tokens=%s", q);
   } else {
-    g_autofree char *q = quoted (prompt ? prompt : DEFAULT_PROMPT);
+    g_autofree char *q = dfl_cli_quoted (prompt ? prompt : DEFAULT_PROMPT);
     q_prompt = g_strdup_printf ("prompt=%s", q);
   }
   source = g_strdup_printf ("tapsource name=src model=%s %s max-new-tokens=%d temperature=%g "
                             "top-p=%g seed=%" G_GINT64_FORMAT, q_model, q_prompt, max_new,
                             temperature, top_p, seed);
-  desc = describe (route, source, select ? select : "rescore", head_width);
+  desc = dfl_cli_describe (route, source, select ? select : "rescore", head_width);
   if (!(pipeline = gst_parse_launch (desc, &error)))
     return dfl_cli_fail (DFL_EXIT_ERROR, "the pipeline '%s': %s", desc, error->message);
   context = gst_dflash_model_context_new (model);

@@ -255,9 +255,10 @@ flush_request (gpointer data)
   }
   soup_server_message_unpause (r->msg);
   if (done || stopped) {
+    gboolean cancelled;
     if (!done)
       /* stopped by its text: its sequence goes at its next round */
-      g_signal_emit_by_name (srv->src, "cancel-request", r->id, NULL);
+      g_signal_emit_by_name (srv->src, "cancel-request", r->id, &cancelled);
     forget (srv, r);
     answered (srv, r, 200);
   }

@@ -39,6 +39,8 @@
 #define DEFAULT_MAX_TOKENS 128
 /* a request's body past this is refused (413) */
 #define MAX_BODY (4 << 20)
+/* connections waiting to be accepted (the kernel caps it at somaxconn) */
+#define LISTEN_BACKLOG 1024
 
 typedef struct _Server Server;
 
@@ -639,6 +641,7 @@ dfl_cmd_serve (int argc, char **argv)
   DflDrafterWeights *drafter;
   Server srv = { 0 };
   GSocketAddress *addr;
+  GSocket *listener;
   GstContext *context;
   GstElement *e;
   GstBus *bus;
@@ -749,14 +752,25 @@ dfl_cmd_serve (int argc, char **argv)
     srv.status = DFL_EXIT_USAGE;
     goto out;
   }
-  if (!soup_server_listen (srv.soup, addr, 0, &error)) {
+  /* the socket is made here for its backlog: GLib's default of 10 drops
+   * connections when many clients arrive at once while the main loop is
+   * busy (the kernel then resets them) */
+  listener = g_socket_new (g_socket_address_get_family (addr), G_SOCKET_TYPE_STREAM,
+                           G_SOCKET_PROTOCOL_TCP, &error);
+  if (listener) {
+    g_socket_set_listen_backlog (listener, LISTEN_BACKLOG);
+    if (!g_socket_bind (listener, addr, TRUE, &error) || !g_socket_listen (listener, &error)
+        || !soup_server_listen_socket (srv.soup, listener, 0, &error))
+      g_clear_object (&listener);
+  }
+  g_object_unref (addr);
+  if (!listener) {
     fprintf (stderr, "dflash: serve: cannot listen on %s:%d: %s\n", host ? host : "127.0.0.1",
              port, error->message);
-    g_object_unref (addr);
     srv.status = DFL_EXIT_ERROR;
     goto out;
   }
-  g_object_unref (addr);
+  g_object_unref (listener);
   uris = soup_server_get_uris (srv.soup);
   if (uris) {
     g_autofree char *uri = g_uri_to_string (uris->data);

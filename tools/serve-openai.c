@@ -404,22 +404,22 @@ serve_params_parse (ServeEndpoint endpoint, const char *body, gsize len, ServePa
                      "'%s' is a required property", what);
     goto out;
   }
-  if (p->stream && !cJSON_IsObject (cJSON_GetObjectItemCaseSensitive (root, "stream_options")))
-    p->include_usage = FALSE;
-  else if (!p->stream && p->include_usage) {
+  if (!p->stream && p->include_usage) {
     serve_error_set (err, 400, INVALID, "stream_options", "invalid_value",
                      "'stream_options' is only allowed when 'stream' is true");
     goto out;
   }
   ok = TRUE;
-out:
-  cJSON_Delete (root);
-  return ok;
+  goto out;
 
 wrong_model:
   wrong_type (err, "model", "a string", f);
+out:
   cJSON_Delete (root);
-  return FALSE;
+  /* a refused request keeps nothing of what was read before the fault */
+  if (!ok)
+    serve_params_clear (p);
+  return ok;
 }
 
 static cJSON *

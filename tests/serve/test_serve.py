@@ -380,8 +380,14 @@ def load_tests():
                     return None
             return text, ids, finish, usage
 
+        def one_caught(req):
+            try:
+                return one(req)
+            except openai.APIError as e:
+                return ("failed", f"{type(e).__name__}: {e} ({e.__cause__!r})")
+
         def client_run(client):
-            return [(req, one(req)) for req in plan if req[0] == client]
+            return [(req, one_caught(req)) for req in plan if req[0] == client]
 
         # warm up (one of each prompt), then the memory before the load
         for p in PROMPTS:
@@ -391,7 +397,9 @@ def load_tests():
         with concurrent.futures.ThreadPoolExecutor(64) as pool:
             done = [r for rs in pool.map(client_run, range(64)) for r in rs]
         wall = time.time() - t0
-        completed = [(req, r) for req, r in done if r is not None]
+        failed = [(req, r[1]) for req, r in done if r and r[0] == "failed"]
+        check("load: no request failed", not failed, failed[:3])
+        completed = [(req, r) for req, r in done if r is not None and r[0] != "failed"]
         left = [req for req, r in done if r is None]
         wrong = [(req, r[0], expected[req[1:6]][0]) for req, r in completed
                  if r[0] != expected[req[1:6]][0]]

@@ -340,6 +340,32 @@ def queue_tests():
               "".join(srv.log)[-2000:])
 
 
+def template_tests():
+    """A folder whose chat template the project does not render: the chat
+    endpoint says so, naming the file; completions still serve."""
+    import tempfile
+    model = os.environ["DFLASH_MODEL"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in os.listdir(model):
+            os.symlink(os.path.join(model, f), os.path.join(tmp, f))
+        with open(os.path.join(tmp, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": "{% for m in messages %}[INST] {{ m.content }} [/INST]"
+                                        "{% endfor %}"}, f)
+        srv = Server("--target", tmp)
+        try:
+            code, r = post(srv.url + "/v1/chat/completions",
+                           {"model": NAME, "messages": [{"role": "user", "content": "hi"}]})
+            check("template: a template it does not render → 400 naming the file",
+                  code == 400 and "tokenizer_config.json" in r["error"]["message"]
+                  and "Qwen3" in r["error"]["message"], (code, r))
+            code, r = post(srv.url + "/v1/completions", {"model": NAME, "prompt": "func main() {",
+                                                          "max_tokens": 4, "temperature": 0})
+            check("template: completions still serve", code == 200, (code, r))
+        finally:
+            check("template: the server exits cleanly on SIGTERM", srv.stop() == 0,
+                  "".join(srv.log)[-2000:])
+
+
 PROMPTS = ["func main() {", "type Stack struct {", "package main\n\nimport \"fmt\"",
            "// Reverse returns", "for i := 0; i < n; i++ {", "if err != nil {"]
 
@@ -458,6 +484,7 @@ def main():
         bad_input_tests(srv)
     finally:
         check("the server exits cleanly on SIGTERM", srv.stop() == 0, "".join(srv.log)[-2000:])
+    template_tests()
     queue_tests()
     load_tests()
     print(f"1..{len(results)}")

@@ -1088,8 +1088,20 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
   }
 }
 
+static gboolean
+known_setting (GQuark field, const GValue *value, gpointer why)
+{
+  static const char *known[] = { "max-tokens", "temperature", "top-p", "seed", "stop-ids", NULL };
+
+  if (!g_strv_contains (known, g_quark_to_string (field)))
+    g_string_append_printf (why, "%sunknown setting '%s' (known: max-tokens, temperature, "
+                            "top-p, seed, stop-ids)", ((GString *) why)->len ? "; " : "",
+                            g_quark_to_string (field));
+  return TRUE;
+}
+
 /* A request's settings from the structure submit-request takes; FALSE with
- * `why` set for a field of the wrong type or out of range. */
+ * `why` set for an unknown field, or one of the wrong type or out of range. */
 static gboolean
 request_settings (GstTapSource *self, const GstStructure *st, TapRequest *req, GString *why)
 {
@@ -1099,19 +1111,20 @@ request_settings (GstTapSource *self, const GstStructure *st, TapRequest *req, G
   const GValue *v;
 
   if (st) {
+    gst_structure_foreach (st, known_setting, why);
     if (gst_structure_has_field (st, "max-tokens")
         && !gst_structure_get_int (st, "max-tokens", &max_new))
-      g_string_append (why, "max-tokens is not an int");
+      g_string_append_printf (why, "%smax-tokens is not an int", why->len ? "; " : "");
     if (gst_structure_has_field (st, "temperature")
         && !gst_structure_get_double (st, "temperature", &temperature))
-      g_string_append (why, "temperature is not a double");
+      g_string_append_printf (why, "%stemperature is not a double", why->len ? "; " : "");
     if (gst_structure_has_field (st, "top-p") && !gst_structure_get_double (st, "top-p", &top_p))
-      g_string_append (why, "top-p is not a double");
+      g_string_append_printf (why, "%stop-p is not a double", why->len ? "; " : "");
     if (gst_structure_has_field (st, "seed") && !gst_structure_get_uint64 (st, "seed", &seed))
-      g_string_append (why, "seed is not a guint64");
+      g_string_append_printf (why, "%sseed is not a guint64", why->len ? "; " : "");
     if ((v = gst_structure_get_value (st, "stop-ids"))) {
       if (!G_VALUE_HOLDS (v, G_TYPE_BYTES)) {
-        g_string_append (why, "stop-ids is not a GBytes of 32-bit ids");
+        g_string_append_printf (why, "%sstop-ids is not a GBytes of 32-bit ids", why->len ? "; " : "");
       } else {
         gsize size;
         const int *ids = g_bytes_get_data (g_value_get_boxed (v), &size);

@@ -220,7 +220,7 @@ test_cancel_and_refusals (void)
   gint64 deadline;
 
   /* refused: no tokens, a token outside the vocabulary, settings of the
-   * wrong type or range, no room in the context */
+   * wrong type or range, no room in the context, an unknown setting */
   g_assert_cmpuint (submit (src, prompt, 0, NULL), ==, 0);
   g_assert_cmpuint (submit (src, outside, 2, NULL), ==, 0);
   g_assert_cmpuint (submit (src, prompt, 3, gst_structure_new ("r", "max-tokens", G_TYPE_STRING,
@@ -229,6 +229,8 @@ test_cancel_and_refusals (void)
                                                                -1.0, NULL)), ==, 0);
   g_assert_cmpuint (submit (src, prompt, 3, gst_structure_new ("r", "max-tokens", G_TYPE_INT,
                                                                100000, NULL)), ==, 0);
+  g_assert_cmpuint (submit (src, prompt, 3, gst_structure_new ("r", "max-token", G_TYPE_INT,
+                                                               5, NULL)), ==, 0);
   /* one runs, one waits; both cancelled */
   a = submit (src, prompt, 3, NULL);
   b = submit (src, prompt, 3, NULL);

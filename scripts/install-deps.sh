@@ -1,10 +1,10 @@
 #!/bin/bash
 # Install what gst-dflash builds and tests with on Debian 12 (as root), and a
-# Python virtual environment (.venv) for the parity tests' references (jinja2
-# renders the chat templates' fixtures; openai is a client of `dflash serve`'s
-# tests, as curl is). clang,
+# Python virtual environment (.venv) for the parity tests' references. clang,
 # its runtime (libFuzzer) and its OpenMP are for the fuzz build
-# (scripts/run-tests.sh, tests/fuzz).
+# (scripts/run-tests.sh, tests/fuzz). libsoup is `dflash serve`'s HTTP; curl
+# and the openai package are its tests' clients; jinja2 renders the chat
+# templates' fixtures (tests/chat).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -11,7 +11,7 @@
  * @title: ngramdraft
  *
  * ngramdraft is the chain drafter: prompt lookup. It keeps each sequence's
- * text from the tokens every round request carries, finds an earlier
+ * text (in the sequence) from the tokens every round request carries, finds an earlier
  * occurrence of the text's last n tokens (n from max-n down to min-n) and
  * proposes what followed it: the round's propose-chain step (core/round.h).
  * It needs no weights, so it runs on any target,
@@ -37,6 +37,7 @@
 #include "gstngramdraft.h"
 
 #include "gstdflashelement.h"
+#include "gstdflashseq.h"
 #include "ngram.h"
 #include "round.h"
 
@@ -58,7 +59,6 @@ struct _GstNgramDraft {
   int max_draft;           /* 0 for block − 1 */
   double draft_per_match;  /* 0 for no bound by the match */
   int block;
-  GHashTable *texts;     /* sequence → GArray of its tokens */
 };
 
 #define _do_init \
@@ -96,7 +96,7 @@ gst_ngram_draft_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundM
                          GstBuffer **out)
 {
   GstNgramDraft *self = GST_NGRAM_DRAFT (filter);
-  GArray *text = g_hash_table_lookup (self->texts, GUINT_TO_POINTER (meta->sequence));
+  GstDflashSeq *s = meta->seq;
   DflNgram ngram;
   int max_draft, most, *draft, n, match;
   double draft_per_match;
@@ -107,17 +107,22 @@ gst_ngram_draft_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundM
   max_draft = self->max_draft;
   draft_per_match = self->draft_per_match;
   GST_OBJECT_UNLOCK (self);
+  if (!s)
+    goto no_sequence;
   most = max_draft > 0 ? MIN (max_draft, self->block - 1) : self->block - 1;
   draft = g_new (int, MAX (most, 1));
 
-  if (meta->round == 0 || !text) {
-    text = g_array_new (FALSE, FALSE, sizeof (int));
-    g_hash_table_replace (self->texts, GUINT_TO_POINTER (meta->sequence), text);
+  /* the text searched is the sequence's own, so sequences of concurrent
+   * requests never mix and it goes with the sequence */
+  if (meta->round == 0 || !s->chain_text) {
+    if (s->chain_text)
+      g_array_unref (s->chain_text);
+    s->chain_text = g_array_new (FALSE, FALSE, sizeof (int));
   }
   if (meta->new_tokens)
-    g_array_append_vals (text, g_bytes_get_data (meta->new_tokens, NULL),
+    g_array_append_vals (s->chain_text, g_bytes_get_data (meta->new_tokens, NULL),
                          g_bytes_get_size (meta->new_tokens) / sizeof (int));
-  n = dfl_round_propose_chain (&ngram, (const int *) text->data, text->len, most,
+  n = dfl_round_propose_chain (&ngram, (const int *) s->chain_text->data, s->chain_text->len, most,
                                draft_per_match, draft, &match);
   GST_LOG_OBJECT (self, "sequence %u round %u: match %d, %d proposed", meta->sequence, meta->round,
                   match, n);
@@ -125,19 +130,14 @@ gst_ngram_draft_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundM
   om->source = GST_DFLASH_SOURCE_CHAIN;
   om->match = match;
   return GST_FLOW_OK;
-}
 
-static void
-gst_ngram_draft_reset (GstDflashFilter *filter)
-{
-  g_hash_table_remove_all (GST_NGRAM_DRAFT (filter)->texts);
-}
-
-static void
-gst_ngram_draft_finalize (GObject *object)
-{
-  g_hash_table_unref (GST_NGRAM_DRAFT (object)->texts);
-  G_OBJECT_CLASS (parent_class)->finalize (object);
+  /* ERRORS */
+no_sequence:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("a round without its sequence"),
+        ("sequence %u round %u: the round meta carries no sequence", meta->sequence, meta->round));
+    return GST_FLOW_ERROR;
+  }
 }
 
 static void
@@ -149,7 +149,6 @@ gst_ngram_draft_class_init (GstNgramDraftClass *klass)
 
   gobject_class->set_property = gst_dflash_field_set_property;
   gobject_class->get_property = gst_dflash_field_get_property;
-  gobject_class->finalize = gst_ngram_draft_finalize;
   gst_dflash_install_field_property (gobject_class, PROP_MIN_N,
       g_param_spec_int ("min-n", "Min n", "Shortest suffix that counts as a match",
           1, 64, defaults.min_n, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
@@ -184,7 +183,6 @@ gst_ngram_draft_class_init (GstNgramDraftClass *klass)
       GST_DFLASH_PROPOSAL_CAPS ", vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]");
   filter_class->src_caps = gst_ngram_draft_src_caps;
   filter_class->process = gst_ngram_draft_process;
-  filter_class->reset = gst_ngram_draft_reset;
   /* it reads the tokens the round carries, never the taps: any memory */
   filter_class->sink_any_memory = TRUE;
 }
@@ -195,5 +193,4 @@ gst_ngram_draft_init (GstNgramDraft *self)
   DflNgram defaults = DFL_NGRAM_DEFAULT;
 
   self->ngram = defaults;
-  self->texts = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_array_unref);
 }

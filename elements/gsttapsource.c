@@ -28,6 +28,16 @@
  * device is shared through a "dflash.cuda.device" context. A flush (a flushing seek) drops the
  * rounds in flight and starts over from the first prompt.
  *
+ * With #GstTapSource:serve the source is a server's engine: it runs the
+ * prompts of `tokens` or `prompts-file` if set (not `prompt`), then waits
+ * for requests instead of ending. The action signal `submit-request` queues
+ * one (its prompt's token ids and a structure of its settings) and returns
+ * its id, which its rounds, its text and its tokens carry as their
+ * sequence; `cancel-request` drops one, queued or running (a running one
+ * at its next round). Up to #GstTapSource:in-flight requests run at once;
+ * #GstTapSource:running and #GstTapSource:queued count them. The verifier
+ * marks the last tokens of each (GST_BUFFER_FLAG_MARKER).
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 tapsource model=models/qwen3-go prompt="func ContainsRune(s string, r rune) bool {" ! ctxsettle ! dflashblock ! selector ! verifier ! fdsink
@@ -83,7 +93,18 @@ enum {
   PROP_BACKEND,
   PROP_GPU_WEIGHTS,
   PROP_BUSY_TIME,
+  PROP_SERVE,
+  PROP_RUNNING,
+  PROP_QUEUED,
 };
+
+enum {
+  SIGNAL_SUBMIT_REQUEST,
+  SIGNAL_CANCEL_REQUEST,
+  LAST_SIGNAL
+};
+
+static guint signals[LAST_SIGNAL];
 
 /* How the target's matrices go onto a card. */
 typedef enum {
@@ -120,7 +141,29 @@ typedef struct {
   guint64 seed;
   GstDflashBackend backend;
   GstDflashGpuWeights gpu_weights;
+  gboolean serve;
 } TapSettings;
+
+/* What a sequence is asked for: a prompt of the list (its settings the
+ * properties') or a request (its own). */
+typedef struct {
+  guint id;
+  GArray *ids;               /* the prompt's token ids */
+  int max_new;
+  DflSampler sampler;
+  GArray *stop_ids;          /* NULL: none */
+  gboolean serving;
+} TapRequest;
+
+static void
+tap_request_free (TapRequest *r)
+{
+  if (r->ids)
+    g_array_unref (r->ids);
+  if (r->stop_ids)
+    g_array_unref (r->stop_ids);
+  g_free (r);
+}
 
 struct _GstTapSource {
   GstPushSrc parent;
@@ -141,6 +184,8 @@ struct _GstTapSource {
   GCond cond;
   GQueue ready;              /* sequence ids */
   guint next_prompt, running;
+  GQueue requests;           /* TapRequest, waiting for a place in flight */
+  guint next_request;        /* the next request's id (never 0) */
   gboolean flushing;
   gboolean restart;          /* a flush went downstream: start over from the first prompt */
   guint64 busy_ns;           /* the busy-time property (object lock) */
@@ -163,6 +208,31 @@ static gboolean gst_tap_source_unlock (GstBaseSrc *src);
 static gboolean gst_tap_source_unlock_stop (GstBaseSrc *src);
 static GstFlowReturn gst_tap_source_create (GstPushSrc *src, GstBuffer **buf);
 static gboolean gst_tap_source_set_caps (GstBaseSrc *src, GstCaps *caps);
+static guint gst_tap_source_submit_request (GstTapSource *self, GBytes *tokens,
+                                            const GstStructure *settings);
+static gboolean gst_tap_source_cancel_request (GstTapSource *self, guint id);
+
+static void
+gst_tap_source_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  GstTapSource *self = GST_TAP_SOURCE (object);
+
+  switch (prop_id) {
+    case PROP_RUNNING:
+      g_mutex_lock (&self->lock);
+      g_value_set_uint (value, self->running);
+      g_mutex_unlock (&self->lock);
+      break;
+    case PROP_QUEUED:
+      g_mutex_lock (&self->lock);
+      g_value_set_uint (value, self->requests.length);
+      g_mutex_unlock (&self->lock);
+      break;
+    default:
+      gst_dflash_field_get_property (object, prop_id, value, pspec);
+      break;
+  }
+}
 
 static void
 settings_clear (TapSettings *t)
@@ -226,7 +296,7 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
 
   gobject_class->finalize = gst_tap_source_finalize;
   gobject_class->set_property = gst_dflash_field_set_property;
-  gobject_class->get_property = gst_dflash_field_get_property;
+  gobject_class->get_property = gst_tap_source_get_property;
 
   /**
    * GstTapSource:model
@@ -323,6 +393,60 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
   gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
       "Nanoseconds spent running the target over prompts so far",
       G_STRUCT_OFFSET (GstTapSource, busy_ns));
+  /**
+   * GstTapSource:serve
+   *
+   * Serve requests: after the prompts of `tokens` or `prompts-file` (the
+   * `prompt` property is not run), wait for requests (`submit-request`)
+   * instead of ending.
+   */
+  gst_dflash_install_field_property (gobject_class, PROP_SERVE,
+      g_param_spec_boolean ("serve", "Serve",
+          "Wait for requests (the submit-request signal) instead of ending after the prompts of "
+          "tokens or prompts-file (prompt is not run)",
+          FALSE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.serve));
+  g_object_class_install_property (gobject_class, PROP_RUNNING,
+      g_param_spec_uint ("running", "Running", "Sequences running now (prompts and requests)",
+          0, G_MAXUINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  g_object_class_install_property (gobject_class, PROP_QUEUED,
+      g_param_spec_uint ("queued", "Queued",
+          "Requests waiting for a place among the in-flight sequences",
+          0, G_MAXUINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+
+  /**
+   * GstTapSource::submit-request:
+   * @tapsource: the element
+   * @tokens: the prompt, token ids as native-endian 32-bit integers
+   * @settings: (nullable): a structure of the request's settings:
+   *   `max-tokens` (int, default max-new-tokens), `temperature` (double),
+   *   `top-p` (double), `seed` (guint64; the request's sampling stream, as
+   *   `dflash generate --seed` keys its one prompt), `stop-ids` (GBytes of
+   *   32-bit ids that end it besides the target's EOS)
+   *
+   * Queues a request of a serving tapsource (in PAUSED or PLAYING).
+   * Returns: its id, which its rounds, text and tokens carry as their
+   * sequence; 0 where it is refused (not serving, no tokens, an id outside
+   * the vocabulary, a setting out of range, no room in the context), which
+   * a warning in the log explains.
+   */
+  signals[SIGNAL_SUBMIT_REQUEST] = g_signal_new_class_handler ("submit-request",
+      G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+      G_CALLBACK (gst_tap_source_submit_request), NULL, NULL, NULL,
+      G_TYPE_UINT, 2, G_TYPE_BYTES, GST_TYPE_STRUCTURE);
+  /**
+   * GstTapSource::cancel-request:
+   * @tapsource: the element
+   * @id: a request's id
+   *
+   * Drops a request: a queued one at once, a running one at its next
+   * round (its state goes with it).
+   * Returns: whether the request was queued or running.
+   */
+  signals[SIGNAL_CANCEL_REQUEST] = g_signal_new_class_handler ("cancel-request",
+      G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+      G_CALLBACK (gst_tap_source_cancel_request), NULL, NULL, NULL,
+      G_TYPE_BOOLEAN, 1, G_TYPE_UINT);
 
   gst_element_class_set_static_metadata (element_class, "DFlash tap source",
       "Source/Tensor", "Runs the target over prompts and starts each speculative round",
@@ -363,6 +487,8 @@ gst_tap_source_init (GstTapSource *self)
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->ready);
+  g_queue_init (&self->requests);
+  self->next_request = 1;
   self->seqs = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) gst_dflash_seq_unref);
   gst_base_src_set_format (GST_BASE_SRC (self), GST_FORMAT_TIME);
   gst_base_src_set_live (GST_BASE_SRC (self), FALSE);
@@ -379,6 +505,7 @@ gst_tap_source_finalize (GObject *object)
   gst_clear_object (&self->device);
   g_clear_pointer (&self->prompts, g_ptr_array_unref);
   g_queue_clear (&self->ready);
+  g_queue_clear_full (&self->requests, (GDestroyNotify) tap_request_free);
   g_hash_table_unref (self->seqs);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
@@ -542,9 +669,13 @@ gst_tap_source_start (GstBaseSrc *src)
   if (!load_model (self))
     return FALSE;
   self->prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
-  if (self->run.tokens && *self->run.tokens ? !parse_tokens (self) : !encode_prompts (self))
+  if (self->run.tokens && *self->run.tokens ? !parse_tokens (self)
+      : (!self->run.serve || (self->run.prompts_file && *self->run.prompts_file))
+      && !encode_prompts (self))
     return FALSE;
   g_mutex_lock (&self->lock);
+  /* requests' ids follow the prompts' (their indices), never 0 */
+  self->next_request = MAX (self->next_request, MAX (self->prompts->len, 1));
   self->next_prompt = 0;
   self->running = 0;
   self->flushing = FALSE;
@@ -573,6 +704,7 @@ gst_tap_source_stop (GstBaseSrc *src)
   /* a round still in a buffer somewhere keeps its sequence until it goes */
   g_hash_table_remove_all (self->seqs);
   g_queue_clear (&self->ready);
+  g_queue_clear_full (&self->requests, (GDestroyNotify) tap_request_free);
   self->running = 0;
   g_mutex_unlock (&self->lock);
   return TRUE;
@@ -804,14 +936,26 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps, int
   return TRUE;
 }
 
-/* Prefill prompt `index`: its first token is the first anchor. */
+/* Room in the context for `n` prompt tokens, `max_new` new ones and one
+ * block (the verifier's last round may reach that far). */
+static gboolean
+fits_context (GstTapSource *self, int n, int max_new)
+{
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
+  const DflQwen3Config *c = dfl_target_config (gst_dflash_model_target (self->model));
+
+  return (gint64) n + max_new + (g ? g->block : 1) <= c->max_positions;
+}
+
+/* Prefill a prompt or a request (`index`: its sequence id): its first token
+ * is the first anchor. */
 static GstFlowReturn
-start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
+start_sequence (GstTapSource *self, guint index, const TapRequest *req, GstBuffer **buf)
 {
   const DflTarget *t = gst_dflash_model_target (self->model);
   const DflQwen3Config *c = dfl_target_config (t);
   const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
-  GArray *ids = g_ptr_array_index (self->prompts, index);
+  GArray *ids = req->ids;
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model), first;
   g_autoptr (GError) error = NULL;
   g_autofree float *taps = NULL;
@@ -819,15 +963,16 @@ start_sequence (GstTapSource *self, guint index, GstBuffer **buf)
   GstBuffer *device_taps = NULL;
   gint64 t0 = g_get_monotonic_time ();
 
-  if ((gint64) n + self->run.max_new + (g ? g->block : 1) > c->max_positions)
+  if (!fits_context (self, n, req->max_new))
     goto too_long;
   s = gst_dflash_seq_new (self->model, index);
+  s->max_new = req->max_new;
+  s->sampler = req->sampler;
+  s->stop_ids = req->stop_ids ? g_array_ref (req->stop_ids) : NULL;
+  s->serving = req->serving;
   g_mutex_lock (&self->lock);
   g_hash_table_replace (self->seqs, GUINT_TO_POINTER (index), s);
   g_mutex_unlock (&self->lock);
-  s->max_new = self->run.max_new;
-  s->sampler = (DflSampler) { .temperature = self->run.temperature, .top_p = self->run.top_p,
-                              .seed = self->run.seed + index };
   if (g && !self->cuda)
     taps = g_new (float, (gsize) n * tw);
   if (!prefill (self, s, ids, taps, &first, &device_taps, &error))
@@ -858,7 +1003,7 @@ too_long:
       GST_ELEMENT_ERROR (self, STREAM, FAILED,
           ("prompt %u has %d tokens: with max-new-tokens %d it passes the context of %s "
            "(max_position_embeddings %d); with this prompt max-new-tokens may be at most %"
-           G_GINT64_FORMAT, index + 1, n, self->run.max_new, dfl_target_dir (t), c->max_positions,
+           G_GINT64_FORMAT, index + 1, n, req->max_new, dfl_target_dir (t), c->max_positions,
            room), (NULL));
     return GST_FLOW_ERROR;
   }
@@ -893,7 +1038,7 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
     if (!g_queue_is_empty (&self->ready)) {
       guint id = GPOINTER_TO_UINT (g_queue_pop_head (&self->ready));
       GstDflashSeq *s = g_hash_table_lookup (self->seqs, GUINT_TO_POINTER (id));
-      if (s && s->done) {
+      if (s && (s->done || g_atomic_int_get (&s->cancelled))) {
         g_hash_table_remove (self->seqs, GUINT_TO_POINTER (id));
         self->running--;
         continue;
@@ -920,15 +1065,171 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
     }
     if (self->running < (guint) self->run.in_flight && self->next_prompt < self->prompts->len) {
       guint index = self->next_prompt++;
+      TapRequest prompt = {
+        .ids = g_ptr_array_index (self->prompts, index), .max_new = self->run.max_new,
+        .sampler = { .temperature = self->run.temperature, .top_p = self->run.top_p,
+                     .seed = self->run.seed + index } };
       self->running++;
       g_mutex_unlock (&self->lock);
-      return start_sequence (self, index, buf);
+      return start_sequence (self, index, &prompt, buf);
     }
-    if (self->running == 0 && self->next_prompt >= self->prompts->len) {
+    if (self->running < (guint) self->run.in_flight && !g_queue_is_empty (&self->requests)) {
+      TapRequest *req = g_queue_pop_head (&self->requests);
+      GstFlowReturn ret;
+      self->running++;
+      g_mutex_unlock (&self->lock);
+      ret = start_sequence (self, req->id, req, buf);
+      tap_request_free (req);
+      return ret;
+    }
+    if (self->running == 0 && self->next_prompt >= self->prompts->len && !self->run.serve) {
       g_mutex_unlock (&self->lock);
       GST_INFO_OBJECT (self, "every prompt is done");
       return GST_FLOW_EOS;
     }
     g_cond_wait (&self->cond, &self->lock);
   }
+}
+
+static gboolean
+known_setting (GQuark field, const GValue *value, gpointer why)
+{
+  static const char *known[] = { "max-tokens", "temperature", "top-p", "seed", "stop-ids", NULL };
+
+  if (!g_strv_contains (known, g_quark_to_string (field)))
+    g_string_append_printf (why, "%sunknown setting '%s' (known: max-tokens, temperature, "
+                            "top-p, seed, stop-ids)", ((GString *) why)->len ? "; " : "",
+                            g_quark_to_string (field));
+  return TRUE;
+}
+
+/* A request's settings from the structure submit-request takes; FALSE with
+ * `why` set for an unknown field, or one of the wrong type or out of range. */
+static gboolean
+request_settings (GstTapSource *self, const GstStructure *st, TapRequest *req, GString *why)
+{
+  double temperature = self->run.temperature, top_p = self->run.top_p;
+  guint64 seed = self->run.seed;
+  int max_new = self->run.max_new;
+  const GValue *v;
+
+  if (st) {
+    gst_structure_foreach (st, known_setting, why);
+    if (gst_structure_has_field (st, "max-tokens")
+        && !gst_structure_get_int (st, "max-tokens", &max_new))
+      g_string_append_printf (why, "%smax-tokens is not an int", why->len ? "; " : "");
+    if (gst_structure_has_field (st, "temperature")
+        && !gst_structure_get_double (st, "temperature", &temperature))
+      g_string_append_printf (why, "%stemperature is not a double", why->len ? "; " : "");
+    if (gst_structure_has_field (st, "top-p") && !gst_structure_get_double (st, "top-p", &top_p))
+      g_string_append_printf (why, "%stop-p is not a double", why->len ? "; " : "");
+    if (gst_structure_has_field (st, "seed") && !gst_structure_get_uint64 (st, "seed", &seed))
+      g_string_append_printf (why, "%sseed is not a guint64", why->len ? "; " : "");
+    if ((v = gst_structure_get_value (st, "stop-ids"))) {
+      if (!G_VALUE_HOLDS (v, G_TYPE_BYTES)) {
+        g_string_append_printf (why, "%sstop-ids is not a GBytes of 32-bit ids", why->len ? "; " : "");
+      } else {
+        gsize size;
+        const int *ids = g_bytes_get_data (g_value_get_boxed (v), &size);
+        req->stop_ids = g_array_new (FALSE, FALSE, sizeof (int));
+        g_array_append_vals (req->stop_ids, ids, size / sizeof (int));
+      }
+    }
+    if (why->len)
+      return FALSE;
+  }
+  if (max_new < 1)
+    g_string_append_printf (why, "max-tokens %d is below 1", max_new);
+  else if (!(temperature >= 0 && temperature <= DFL_SAMPLER_MAX_TEMPERATURE))
+    g_string_append_printf (why, "temperature %g is not 0 to %g", temperature,
+                            DFL_SAMPLER_MAX_TEMPERATURE);
+  else if (!(top_p >= DFL_SAMPLER_MIN_TOP_P && top_p <= 1))
+    g_string_append_printf (why, "top-p %g is not %g to 1", top_p, DFL_SAMPLER_MIN_TOP_P);
+  req->max_new = max_new;
+  req->sampler = (DflSampler) { .temperature = temperature, .top_p = top_p, .seed = seed };
+  return why->len == 0;
+}
+
+static guint
+gst_tap_source_submit_request (GstTapSource *self, GBytes *tokens, const GstStructure *settings)
+{
+  g_autoptr (GString) why = g_string_new (NULL);
+  TapRequest *req = g_new0 (TapRequest, 1);
+  gsize size = 0;
+  const int *ids = tokens ? g_bytes_get_data (tokens, &size) : NULL;
+  int n = size / sizeof (int), vocab;
+  guint id;
+
+  /* the model and the run's settings are there from start to stop */
+  if (!self->model || !self->prompts || !self->run.serve) {
+    g_string_append (why, self->run.serve || !self->prompts ? "the element has not started"
+                     : "the serve property is off");
+    goto refused;
+  }
+  vocab = dfl_target_config (gst_dflash_model_target (self->model))->vocab;
+  if (n < 1) {
+    g_string_append (why, "the prompt has no tokens");
+    goto refused;
+  }
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      g_string_append_printf (why, "token %d is outside the vocabulary (0 … %d)", ids[i],
+                              vocab - 1);
+      goto refused;
+    }
+  if (!request_settings (self, settings, req, why))
+    goto refused;
+  if (!fits_context (self, n, req->max_new)) {
+    g_string_append_printf (why, "%d prompt tokens and max-tokens %d pass the context of %d "
+                            "positions", n, req->max_new,
+                            dfl_target_config (gst_dflash_model_target (self->model))->max_positions);
+    goto refused;
+  }
+  req->ids = g_array_new (FALSE, FALSE, sizeof (int));
+  g_array_append_vals (req->ids, ids, n);
+  req->serving = TRUE;
+  g_mutex_lock (&self->lock);
+  id = req->id = self->next_request++;
+  if (self->next_request == 0)
+    self->next_request = MAX (self->prompts->len, 1);
+  g_queue_push_tail (&self->requests, req);
+  g_cond_signal (&self->cond);
+  g_mutex_unlock (&self->lock);
+  GST_DEBUG_OBJECT (self, "request %u: %d prompt tokens, at most %d new", id, n, req->max_new);
+  return id;
+
+  /* ERRORS */
+refused:
+  {
+    GST_WARNING_OBJECT (self, "submit-request refused: %s", why->str);
+    tap_request_free (req);
+    return 0;
+  }
+}
+
+static gboolean
+gst_tap_source_cancel_request (GstTapSource *self, guint id)
+{
+  GstDflashSeq *s;
+  gboolean found = FALSE;
+
+  g_mutex_lock (&self->lock);
+  for (GList *l = self->requests.head; l; l = l->next) {
+    TapRequest *req = l->data;
+    if (req->id == id) {
+      g_queue_delete_link (&self->requests, l);
+      tap_request_free (req);
+      found = TRUE;
+      break;
+    }
+  }
+  /* a running one goes at its next verdict: its round may be anywhere
+   * downstream now */
+  if (!found && (s = g_hash_table_lookup (self->seqs, GUINT_TO_POINTER (id))) && s->serving) {
+    g_atomic_int_set (&s->cancelled, 1);
+    found = TRUE;
+  }
+  g_mutex_unlock (&self->lock);
+  GST_DEBUG_OBJECT (self, "cancel request %u: %s", id, found ? "dropped" : "not there");
+  return found;
 }

@@ -18,6 +18,10 @@
  * flight the text comes out in prompt order) and as token ids on the
  * `tokens` pad. The round's verdict (sequence, accepted count, bonus token)
  * goes upstream as a custom event, where tapsource starts the next round.
+ * The ids of a sequence's last tokens carry GST_BUFFER_FLAG_MARKER. The
+ * requests of a serving tapsource (tapsource serve=true) are not ordered:
+ * their text leaves as it is made, each buffer with the round meta naming
+ * its sequence, the last one (empty where nothing was left) marked too.
  *
  * It takes proposals (`application/x-dflash-proposal`) or, for plain
  * decoding, tapsource's rounds directly (`application/x-dflash-taps`).
@@ -82,8 +86,8 @@ struct _GstVerifier {
   int block;
   /* on CUDA: the taps of a verification, reused round after round */
   GstBufferPool *taps_pool;
-  /* text in prompt order: the head sequence streams, others wait */
-  GHashTable *detok;          /* sequence → DflDetokenizer */
+  /* text in prompt order: the head sequence streams, others wait (a
+   * serving tapsource's requests stream at once, unordered) */
   GHashTable *pending;        /* sequence → GString */
   GHashTable *finished;       /* sequences done, not yet flushed */
   guint head;
@@ -170,7 +174,6 @@ gst_verifier_init (GstVerifier *self)
   gst_pad_set_query_function (self->tokenspad, GST_DEBUG_FUNCPTR (gst_verifier_src_query));
   gst_pad_use_fixed_caps (self->tokenspad);
   gst_element_add_pad (GST_ELEMENT (self), self->tokenspad);
-  self->detok = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) dfl_detokenizer_free);
   self->pending = g_hash_table_new_full (NULL, NULL, NULL, string_free);
   self->finished = g_hash_table_new (NULL, NULL);
 }
@@ -178,7 +181,6 @@ gst_verifier_init (GstVerifier *self)
 static void
 reset (GstVerifier *self)
 {
-  g_hash_table_remove_all (self->detok);
   g_hash_table_remove_all (self->pending);
   g_hash_table_remove_all (self->finished);
   self->head = 0;
@@ -191,7 +193,6 @@ gst_verifier_finalize (GObject *object)
 {
   GstVerifier *self = GST_VERIFIER (object);
 
-  g_hash_table_unref (self->detok);
   g_hash_table_unref (self->pending);
   g_hash_table_unref (self->finished);
   g_clear_pointer (&self->verifier, dfl_verifier_free);
@@ -297,43 +298,77 @@ sequence_done (GstVerifier *self, guint seq)
   return ret;
 }
 
+/* Text of a serving tapsource's request: out at once, with the round
+ * meta saying whose it is, the last piece marked (even empty, so the
+ * application sees the end). */
+static GstFlowReturn
+push_request_text (GstVerifier *self, GstDflashSeq *s, const char *text, gboolean done)
+{
+  GstBuffer *buf;
+  GstDflashRoundMeta *m;
+  GstFlowReturn r;
+
+  if (!*text && !done)
+    return GST_FLOW_OK;
+  buf = gst_buffer_new_memdup (text, strlen (text));
+  m = gst_buffer_add_dflash_round_meta (buf);
+  m->sequence = s->id;
+  m->round = s->rounds;
+  if (done)
+    GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_MARKER);
+  r = gst_pad_push (self->srcpad, buf);
+  return r == GST_FLOW_NOT_LINKED ? GST_FLOW_OK : r;
+}
+
+static gboolean
+is_stop_id (GstDflashSeq *s, int id)
+{
+  for (guint i = 0; s->stop_ids && i < s->stop_ids->len; i++)
+    if (g_array_index (s->stop_ids, int, i) == id)
+      return TRUE;
+  return FALSE;
+}
+
 /* Hand out the tokens a round committed: text, ids. TRUE once the sequence
- * is over (max-new-tokens or an EOS token). */
+ * is over (its max-new tokens, an EOS token or one of its stop ids); the
+ * ids of its last tokens carry GST_BUFFER_FLAG_MARKER. */
 static gboolean
 emit_tokens (GstVerifier *self, GstDflashSeq *s, const int *tokens, int n, GstFlowReturn *ret)
 {
   const DflTarget *t = gst_dflash_model_target (self->model);
   const DflTokenizer *tok = gst_dflash_model_tokenizer (self->model);
-  DflDetokenizer *d = g_hash_table_lookup (self->detok, GUINT_TO_POINTER (s->id));
   g_autoptr (GString) text = g_string_new (NULL);
   int used = 0;
   gboolean done = FALSE;
 
-  if (tok && !d) {
-    d = dfl_detokenizer_new (tok, TRUE);
-    g_hash_table_insert (self->detok, GUINT_TO_POINTER (s->id), d);
-  }
+  /* the detokenizer is the sequence's: concurrent requests never share one */
+  if (tok && !s->detok)
+    s->detok = dfl_detokenizer_new (tok, TRUE);
   while (used < n && !done) {
     int id = tokens[used++];
     s->emitted++;
-    if (d) {
-      g_autofree char *piece = dfl_detokenizer_push (d, id);
+    if (s->detok) {
+      g_autofree char *piece = dfl_detokenizer_push (s->detok, id);
       g_string_append (text, piece);
     }
-    done = s->emitted >= s->max_new || dfl_qwen3_config_is_eos (dfl_target_config (t), id);
+    done = s->emitted >= s->max_new || dfl_qwen3_config_is_eos (dfl_target_config (t), id)
+        || is_stop_id (s, id);
   }
-  if (done && d) {
-    g_autofree char *rest = dfl_detokenizer_finish (d);
+  if (done && s->detok) {
+    g_autofree char *rest = dfl_detokenizer_finish (s->detok);
     g_string_append (text, rest);
   }
   self->stats.new_tokens += used;
-  *ret = push_text (self, s->id, text->str);
+  *ret = s->serving ? push_request_text (self, s, text->str, done)
+      : push_text (self, s->id, text->str);
   if (*ret == GST_FLOW_OK && used) {
     GstBuffer *ids = gst_buffer_new_memdup (tokens, sizeof (int) * used);
     GstDflashRoundMeta *m = gst_buffer_add_dflash_round_meta (ids);
     GstFlowReturn r;
     m->sequence = s->id;
     m->round = s->rounds;
+    if (done)
+      GST_BUFFER_FLAG_SET (ids, GST_BUFFER_FLAG_MARKER);
     r = gst_pad_push (self->tokenspad, ids);
     /* the ids are for applications that want them; nobody listening is fine */
     if (r != GST_FLOW_NOT_LINKED)
@@ -590,7 +625,7 @@ gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   }
   if (done) {
     s->done = TRUE;
-    if (ret == GST_FLOW_OK)
+    if (ret == GST_FLOW_OK && !s->serving)
       ret = sequence_done (self, s->id);
   }
   GST_OBJECT_LOCK (self);

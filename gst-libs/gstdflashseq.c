@@ -35,6 +35,11 @@ seq_free (GstDflashSeq *s)
   g_clear_pointer (&s->kv, dfl_target_seq_free);
   if (s->tokens)
     g_array_unref (s->tokens);
+  if (s->stop_ids)
+    g_array_unref (s->stop_ids);
+  if (s->chain_text)
+    g_array_unref (s->chain_text);
+  g_clear_pointer (&s->detok, dfl_detokenizer_free);
   g_free (s->taps);
   g_free (s->tip);
   g_clear_pointer (&s->draft, dfl_draft_ctx_free);

@@ -26,8 +26,19 @@ struct _GstDflashSeq {
   gint refcount;
   GstDflashModel *model;     /* held: the engines outlive the sequence's state on them */
   guint id;
+  /* the request's settings, fixed when tapsource starts the sequence:
+   * tokens to generate at most, the sampling, and the ids besides the
+   * target's EOS that end it (NULL: none) */
   int max_new;
   DflSampler sampler;
+  GArray *stop_ids;
+  /* a request of a serving tapsource (its id is the request's): its text
+   * leaves unordered, at once, and its last tokens carry
+   * GST_BUFFER_FLAG_MARKER */
+  gboolean serving;
+  /* set (atomically) by a cancel from any thread; tapsource drops the
+   * sequence at its next verdict */
+  gint cancelled;
   /* tapsource and verifier: the target's cache, made by tapsource on the
    * target it runs (the model's, or the model's on a device: `device`,
    * held, so its engines outlive the cache) */
@@ -48,6 +59,11 @@ struct _GstDflashSeq {
    * with it. Where kv is on a device, taps_buf holds the accepted rows'
    * taps there instead of taps. */
   GstBuffer *taps_buf;
+  /* ngramdraft: the tokens its prompt lookup searches */
+  GArray *chain_text;
+  /* verifier: the text made so far of the tokens (bytes of a character
+   * not yet whole wait in it) */
+  DflDetokenizer *detok;
   /* the verifier's figures */
   int rounds;
   gint64 round_tokens;

@@ -93,3 +93,52 @@ dfl_cli_default_target (void)
 
   return env && *env ? env : DFL_DEFAULT_MODEL;
 }
+
+/* A property value for a launch description: quoted, \ and " escaped. */
+char *
+dfl_cli_quoted (const char *v)
+{
+  GString *s = g_string_new ("\"");
+
+  for (; *v; v++) {
+    if (*v == '"' || *v == '\\')
+      g_string_append_c (s, '\\');
+    g_string_append_c (s, *v);
+  }
+  g_string_append_c (s, '"');
+  return g_string_free (s, FALSE);
+}
+
+char *
+dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width)
+{
+  /* the settings of pipelines/routed.pipeline, the default run: the
+   * selector cuts the block's draft where the drafter is unsure, the
+   * chain proposes two tokens per token of the suffix it matched */
+  g_autofree char *block = g_strdup_printf ("ctxsettle ! dflashblock head-width=%d ! selector mode=%s "
+                                            "min-confidence=0.05", head_width, select);
+  const char *chain = "ngramdraft max-n=8 draft-per-match=2";
+  const char *sinks = "verifier name=v ! fakesink name=text signal-handoffs=true sync=false async=false "
+      "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false";
+
+  switch (route) {
+    case DFL_ROUTE_NONE:
+      return g_strdup_printf ("%s ! %s", source, sinks);
+    case DFL_ROUTE_CHAIN:
+      return g_strdup_printf ("%s ! %s ! %s", source, chain, sinks);
+    case DFL_ROUTE_BLOCK:
+      return g_strdup_printf ("%s ! %s ! %s", source, block, sinks);
+    case DFL_ROUTE_AUTO:
+    case DFL_ROUTE_MATCH:
+    case DFL_ROUTE_COST:
+    default:
+      /* cost weighs the block against a plain step where prompt lookup
+       * found nothing at all; the chain's branch first and without a queue,
+       * as in pipelines/routed.pipeline, so its route reaches the block's
+       * branch before the round does */
+      return g_strdup_printf ("%s ! tee name=t ! %s ! r.chain  t. ! queue ! %s ! "
+                              "router name=r policy=%s%s ! %s", source, chain, block,
+                              dfl_route_name (route), route == DFL_ROUTE_COST ? " match-min=1" : "",
+                              sinks);
+  }
+}

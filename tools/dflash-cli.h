@@ -4,6 +4,7 @@
 #include <glib.h>
 
 #include "drafter.h"
+#include "round.h"
 #include "target.h"
 
 G_BEGIN_DECLS
@@ -16,6 +17,7 @@ int dfl_cmd_inspect (int argc, char **argv);
 int dfl_cmd_draft (int argc, char **argv);
 int dfl_cmd_route_fit (int argc, char **argv);
 int dfl_cmd_ab (int argc, char **argv);
+int dfl_cmd_serve (int argc, char **argv);
 
 /* One line on stderr, "dflash: <message>", and the status to exit with. */
 int dfl_cli_fail (int status, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
@@ -34,6 +36,15 @@ gboolean dfl_cli_check_tokens (GArray *ids, int vocab, const char *target_dir, G
  * target's folder; checked against the target. NULL without an error where
  * there is none. */
 DflDrafterWeights *dfl_cli_open_drafter (const char *path, const DflTarget *target, GError **error);
+
+/* A property value for a launch description: quoted, \ and " escaped. */
+char *dfl_cli_quoted (const char *v);
+/* The launch description of the loop `route` asks for after `source` (a
+ * tapsource's description), with the selector's `select` mode and
+ * `head_width`: what `dflash generate` and `dflash serve` run. It ends in
+ * the verifier `v`, its text in the fakesink `text` and its ids in the
+ * fakesink `ids` (both signalling handoffs). */
+char *dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width);
 
 /* The folder of the model `dflash` uses when none is named: $DFLASH_MODEL,
  * else the embedded default pair. */

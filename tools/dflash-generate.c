@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat-template.h"
 #include "dfl-error.h"
 #include "dflash-cli.h"
 #include "gstdflashelements.h"
@@ -56,55 +57,6 @@ on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
     return;
   g_array_append_vals (o->ids, map.data, map.size / sizeof (int));
   gst_buffer_unmap (buf, &map);
-}
-
-/* A property value for a launch description: quoted, \ and " escaped. */
-static char *
-quoted (const char *v)
-{
-  GString *s = g_string_new ("\"");
-
-  for (; *v; v++) {
-    if (*v == '"' || *v == '\\')
-      g_string_append_c (s, '\\');
-    g_string_append_c (s, *v);
-  }
-  g_string_append_c (s, '"');
-  return g_string_free (s, FALSE);
-}
-
-static char *
-describe (DflRoute route, const char *source, const char *select, int head_width)
-{
-  /* the settings of pipelines/routed.pipeline, the default run: the
-   * selector cuts the block's draft where the drafter is unsure, the
-   * chain proposes two tokens per token of the suffix it matched */
-  g_autofree char *block = g_strdup_printf ("ctxsettle ! dflashblock head-width=%d ! selector mode=%s "
-                                            "min-confidence=0.05", head_width, select);
-  const char *chain = "ngramdraft max-n=8 draft-per-match=2";
-  const char *sinks = "verifier name=v ! fakesink name=text signal-handoffs=true sync=false async=false "
-      "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false";
-
-  switch (route) {
-    case DFL_ROUTE_NONE:
-      return g_strdup_printf ("%s ! %s", source, sinks);
-    case DFL_ROUTE_CHAIN:
-      return g_strdup_printf ("%s ! %s ! %s", source, chain, sinks);
-    case DFL_ROUTE_BLOCK:
-      return g_strdup_printf ("%s ! %s ! %s", source, block, sinks);
-    case DFL_ROUTE_AUTO:
-    case DFL_ROUTE_MATCH:
-    case DFL_ROUTE_COST:
-    default:
-      /* cost weighs the block against a plain step where prompt lookup
-       * found nothing at all; the chain's branch first and without a queue,
-       * as in pipelines/routed.pipeline, so its route reaches the block's
-       * branch before the round does */
-      return g_strdup_printf ("%s ! tee name=t ! %s ! r.chain  t. ! queue ! %s ! "
-                              "router name=r policy=%s%s ! %s", source, chain, block,
-                              dfl_route_name (route), route == DFL_ROUTE_COST ? " match-min=1" : "",
-                              sinks);
-  }
 }
 
 static void
@@ -210,11 +162,11 @@ int
 dfl_cmd_generate (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *prompt = NULL, *tokens = NULL, *drafter_path = NULL,
-      *route_name = NULL, *select = NULL;
+      *route_name = NULL, *select = NULL, *system = NULL;
   int max_new = DEFAULT_MAX_NEW, head_width = 0;
   double temperature = 0.0, top_p = 1.0;
   gint64 seed = 0;
-  gboolean no_draft = FALSE, json = FALSE;
+  gboolean no_draft = FALSE, json = FALSE, chat = FALSE, no_thinking = FALSE;
   GOptionEntry entries[] = {
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder or .gguf file (default: the embedded default model)", "DIR|FILE" },
     { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder, X.dflash.safetensors beside X.gguf)", "FILE|DIR" },
@@ -228,6 +180,9 @@ dfl_cmd_generate (int argc, char **argv)
     { "temperature", 0, 0, G_OPTION_ARG_DOUBLE, &temperature, "Sample at this temperature (default 0: greedy)", "T" },
     { "top-p", 0, 0, G_OPTION_ARG_DOUBLE, &top_p, "Sample from the top-p nucleus (default 1)", "P" },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the sampling stream (default 0)", "S" },
+    { "chat", 0, 0, G_OPTION_ARG_NONE, &chat, "The prompt is a user's message: render it with the target's chat template (tokenizer_config.json's, else its model_type's)", NULL },
+    { "system", 0, 0, G_OPTION_ARG_STRING, &system, "With --chat: a system message before the user's", "TEXT" },
+    { "no-thinking", 0, 0, G_OPTION_ARG_NONE, &no_thinking, "With --chat: Qwen3's enable_thinking=false (the answer starts after an empty think block)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the tokens, text and figures", NULL },
     { NULL }
   };
@@ -256,6 +211,12 @@ dfl_cmd_generate (int argc, char **argv)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: unexpected argument '%s'", argv[1]);
   if (prompt && tokens)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: give --prompt or --tokens, not both");
+  if (chat && tokens)
+    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --chat renders a text prompt; give --prompt, "
+                         "not --tokens");
+  if (!chat && (system || no_thinking))
+    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --%s needs --chat",
+                         system ? "system" : "no-thinking");
   if (max_new < 1)
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --max-new must be at least 1, not %d", max_new);
   /* the negated tests refuse NaN too */
@@ -296,6 +257,26 @@ dfl_cmd_generate (int argc, char **argv)
       return dfl_cli_fail (DFL_EXIT_USAGE, "%s", error->message);
     if (!dfl_cli_check_tokens (ids, c->vocab, target_dir, &error))
       return dfl_cli_fail_error (g_steal_pointer (&error));
+  } else if (chat) {
+    /* the rendered conversation goes to tapsource as its token ids */
+    g_autoptr (DflChatTemplate) tmpl = dfl_chat_template_load (target_dir, &error);
+    DflChatMessage msgs[2];
+    g_autofree char *text = NULL;
+    GString *list;
+    int n = 0;
+
+    if (!tmpl)
+      return dfl_cli_fail_error (g_steal_pointer (&error));
+    if (system)
+      msgs[n++] = (DflChatMessage) { "system", system, NULL };
+    msgs[n++] = (DflChatMessage) { "user", prompt ? prompt : DEFAULT_PROMPT, NULL };
+    if (!(text = dfl_chat_template_render (tmpl, msgs, n, TRUE, !no_thinking, &error))
+        || !(ids = dfl_tokenizer_encode (tok, text, -1, &error)))
+      return dfl_cli_fail_error (g_steal_pointer (&error));
+    list = g_string_new (NULL);
+    for (guint i = 0; i < ids->len; i++)
+      g_string_append_printf (list, "%s%d", i ? "," : "", g_array_index (ids, int, i));
+    tokens = g_string_free (list, FALSE);
   } else if (!(ids = dfl_tokenizer_encode (tok, prompt ? prompt : DEFAULT_PROMPT, -1, &error))) {
     return dfl_cli_fail_error (g_steal_pointer (&error));
   }
@@ -335,18 +316,18 @@ dfl_cmd_generate (int argc, char **argv)
                          "(write one with 'dflash route-fit', or route block, chain or match)",
                          gst_dflash_model_drafter_path (model));
 
-  q_model = quoted (target_dir);
+  q_model = dfl_cli_quoted (target_dir);
   if (tokens) {
-    g_autofree char *q = quoted (tokens);
+    g_autofree char *q = dfl_cli_quoted (tokens);
     q_prompt = g_strdup_printf ("tokens=%s", q);
   } else {
-    g_autofree char *q = quoted (prompt ? prompt : DEFAULT_PROMPT);
+    g_autofree char *q = dfl_cli_quoted (prompt ? prompt : DEFAULT_PROMPT);
     q_prompt = g_strdup_printf ("prompt=%s", q);
   }
   source = g_strdup_printf ("tapsource name=src model=%s %s max-new-tokens=%d temperature=%g "
                             "top-p=%g seed=%" G_GINT64_FORMAT, q_model, q_prompt, max_new,
                             temperature, top_p, seed);
-  desc = describe (route, source, select ? select : "rescore", head_width);
+  desc = dfl_cli_describe (route, source, select ? select : "rescore", head_width);
   if (!(pipeline = gst_parse_launch (desc, &error)))
     return dfl_cli_fail (DFL_EXIT_ERROR, "the pipeline '%s': %s", desc, error->message);
   context = gst_dflash_model_context_new (model);

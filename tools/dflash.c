@@ -14,6 +14,7 @@ static const struct {
   { "inspect", dfl_cmd_inspect, "show what a checkpoint folder, .gguf file or safetensors file holds" },
   { "draft", dfl_cmd_draft, "run one block and dump it for checking against other implementations" },
   { "route-fit", dfl_cmd_route_fit, "fit a sidecar's router (block or chain each round) on prompts" },
+  { "serve", dfl_cmd_serve, "serve the OpenAI API (completions, chat) over the pipeline, by HTTP" },
   { "ab", dfl_cmd_ab, "run two pipeline files on the same prompts and compare tau, acceptance, speed" },
 };
 

@@ -298,6 +298,7 @@ typedef struct {
     if (type == DFL_DTYPE_Q8_0) {                                                      \
       const DflBlockQ8_0 *w = (const DflBlockQ8_0 *) wrow + b;                         \
       uint16_t dh[8];                                                                  \
+      _Pragma ("GCC unroll 8")                                                         \
       for (int j = 0; j < 8; j++) {                                                    \
         __m256i v = _mm256_loadu_si256 ((const __m256i *) w[j].qs);                    \
         u->sign[j] = v;                                                                \
@@ -308,6 +309,7 @@ typedef struct {
     } else if (type == DFL_DTYPE_Q4_0) {                                               \
       const DflBlockQ4_0 *w = (const DflBlockQ4_0 *) wrow + b;                         \
       uint16_t dh[8];                                                                  \
+      _Pragma ("GCC unroll 8")                                                         \
       for (int j = 0; j < 8; j++) {                                                    \
         __m128i v = _mm_loadu_si128 ((const __m128i *) w[j].qs);                       \
         __m256i both = _mm256_set_m128i (_mm_srli_epi16 (v, 4), v);                    \
@@ -317,25 +319,31 @@ typedef struct {
       u->dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) dh));                \
     } else if (type == DFL_DTYPE_Q4_K) {                                               \
       const DflBlockQ4_K *w = (const DflBlockQ4_K *) wrow + b / 8;                     \
-      int32_t sc[8], m[8];                                                             \
+      uint32_t a4, b4, c4, sc[2], m[2];                                                \
+      _Pragma ("GCC unroll 4")                                                         \
       for (int c = 0; c < 4; c++) {                                                    \
         __m256i v = _mm256_loadu_si256 ((const __m256i *) (w->qs + 32 * c));           \
         u->q[2 * c] = _mm256_and_si256 (v, low4);                                      \
         u->q[2 * c + 1] = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), low4);           \
       }                                                                                \
-      for (int j = 0; j < 8; j++) {                                                    \
-        int s, mm;                                                                     \
-        dfl_q4k_scale_min (w->scales, j, &s, &mm);                                     \
-        sc[j] = s;                                                                     \
-        m[j] = mm;                                                                     \
-      }                                                                                \
-      u->sc = _mm256_loadu_si256 ((const __m256i *) sc);                               \
-      u->m = _mm256_loadu_si256 ((const __m256i *) m);                                 \
+      /* dfl_q4k_scale_min four bytes at a time: the scales and mins of      \
+       * sub-blocks 0-3 are the low six bits of bytes 0-3 and 4-7; those of  \
+       * 4-7 a nibble of bytes 8-11 under the top two bits of 0-3 and 4-7 */  \
+      memcpy (&a4, w->scales, 4);                                                      \
+      memcpy (&b4, w->scales + 4, 4);                                                  \
+      memcpy (&c4, w->scales + 8, 4);                                                  \
+      sc[0] = a4 & 0x3f3f3f3fu;                                                        \
+      m[0] = b4 & 0x3f3f3f3fu;                                                         \
+      sc[1] = (c4 & 0x0f0f0f0fu) | (((a4 >> 6) & 0x03030303u) << 4);                   \
+      m[1] = ((c4 >> 4) & 0x0f0f0f0fu) | (((b4 >> 6) & 0x03030303u) << 4);             \
+      u->sc = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) sc));           \
+      u->m = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) m));             \
       u->d = _mm256_set1_ps (f16 (&w->d));                                             \
       u->dmin = _mm256_set1_ps (f16 (&w->dmin));                                       \
     } else {                                                                           \
       const DflBlockQ6_K *w = (const DflBlockQ6_K *) wrow + b / 8;                     \
       const __m256i three = _mm256_set1_epi8 (3);                                      \
+      _Pragma ("GCC unroll 2")                                                         \
       for (int h = 0; h < 2; h++) {                                                    \
         __m256i l0 = _mm256_loadu_si256 ((const __m256i *) (w->ql + 64 * h));          \
         __m256i l1 = _mm256_loadu_si256 ((const __m256i *) (w->ql + 64 * h + 32));     \
@@ -356,6 +364,7 @@ typedef struct {
       {                                                                                \
         __m128i s8 = _mm_loadu_si128 ((const __m128i *) w->scales);                    \
         u->scall = _mm256_cvtepi8_epi16 (s8);                                          \
+        _Pragma ("GCC unroll 8")                                                       \
         for (int j = 0; j < 8; j++)                                                    \
           u->sc16[j] = _mm256_set_m128i (_mm_set1_epi16 (w->scales[2 * j + 1]),        \
                                          _mm_set1_epi16 (w->scales[2 * j]));           \
@@ -405,6 +414,7 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
   {                                                                                    \
     __m256i p[8], isum;                                                                \
     __m256 dx = _mm256_loadu_ps (d);                                                   \
+    _Pragma ("GCC unroll 8")                                                           \
     for (int j = 0; j < 8; j++) {                                                      \
       __m256i x = _mm256_load_si256 ((const __m256i *) (q + 32 * j));                 \
       if (type == DFL_DTYPE_Q8_0)                                                      \

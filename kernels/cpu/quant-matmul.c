@@ -75,16 +75,20 @@ quantize_row_act (const float *x, int k, int8_t *q, float *d, int32_t *s32, int1
   for (int g = 0; g < k / 32; g++) {
     const float *xg = x + 32 * g;
     float amax = 0.0f, id;
-    int sum[2] = { 0, 0 };
+    int sum[2] = { 0, 0 }, finite = 1;
 
-    for (int i = 0; i < 32; i++)
+    for (int i = 0; i < 32; i++) {
+      finite &= isfinite (xg[i]) != 0;
       amax = fmaxf (amax, fabsf (xg[i]));
+    }
     d[g] = amax / 127.0f;
-    /* NaN or Inf: the group's step is NaN or Inf, its values 0, so the
-     * outputs it meets become NaN (0 · Inf) rather than a number */
-    id = amax > 0.0f && amax <= 3.4e38f ? 127.0f / amax : 0.0f;
-    if (!(amax <= 3.4e38f))
+    id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    /* a NaN or an Inf: the group's step is NaN and its values 0, so every
+     * output it meets is NaN, as it would be in F32, never a number */
+    if (!finite) {
       d[g] = NAN;
+      id = 0.0f;
+    }
     for (int i = 0; i < 32; i++) {
       float t = xg[i] * id;
       int v = (int) lrintf (t);

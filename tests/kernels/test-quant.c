@@ -374,6 +374,40 @@ check_reference (const QMat *m, const float *x, int rows, int ldx, const float *
   return worst;
 }
 
+/* A NaN or an Inf in a row makes that row's outputs NaN on every path
+ * (never a number made of the other values), and leaves the other rows
+ * as they were. */
+static void
+test_matmul_nonfinite (void)
+{
+  g_autoptr (GRand) r = g_rand_new_with_seed (5);
+  int in = 512, out = 20, rows = 3;
+
+  for (guint t = 0; t < G_N_ELEMENTS (qtypes); t++) {
+    QMat m;
+    g_autofree float *x = make_values (r, rows, in);
+    g_autofree float *y = g_new (float, rows * out), *ref = g_new (float, rows * out);
+
+    qmat_make (&m, r, qtypes[t], out, in);
+    dfl_kernels_set_isa (DFL_KERNELS_GENERIC);
+    matmul (&m, x, rows, in, ref, out, out, FALSE);
+    x[0 * in + 300] = NAN;
+    x[2 * in + 7] = INFINITY;
+    for (guint p = 0; p < 2; p++) {
+      if (!dfl_kernels_set_isa (p ? DFL_KERNELS_BEST : DFL_KERNELS_GENERIC))
+        continue;
+      matmul (&m, x, rows, in, y, out, out, FALSE);
+      for (int o = 0; o < out; o++) {
+        g_assert_true (isnan (y[o]));
+        g_assert_true (isnan (y[2 * out + o]));
+      }
+      g_assert_cmpmem (y + out, sizeof (float) * out, ref + out, sizeof (float) * out);
+    }
+    dfl_kernels_set_isa (DFL_KERNELS_BEST);
+    qmat_clear (&m);
+  }
+}
+
 static const DflKernelsIsa paths[] = { DFL_KERNELS_GENERIC, DFL_KERNELS_AVX2,
                                        DFL_KERNELS_AVX512 };
 
@@ -546,6 +580,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/bad-lengths", test_bad_lengths);
   g_test_add_func ("/quant/matmul-paths", test_matmul_paths);
   g_test_add_func ("/quant/matmul-vnni", test_matmul_vnni);
+  g_test_add_func ("/quant/matmul-nonfinite", test_matmul_nonfinite);
   g_test_add_func ("/quant/backend", test_backend);
   return g_test_run ();
 }

@@ -396,8 +396,15 @@ TRANSPOSE8 (vnni, VNNI)
       m[1] = ((c4 >> 4) & 0x0f0f0f0fu) | (((b4 >> 6) & 0x03030303u) << 4);             \
       u->sc = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) sc));           \
       u->m = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) m));             \
-      u->d = _mm256_set1_ps (f16 (&w->d));                                             \
-      u->dmin = _mm256_set1_ps (f16 (&w->dmin));                                       \
+      {                                                                                \
+        /* d and dmin side by side, widened by F16C (exact, as dfl_f16_to_f32) */     \
+        uint32_t both;                                                                 \
+        __m128 f;                                                                      \
+        memcpy (&both, &w->d, 4);                                                      \
+        f = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) both));                             \
+        u->d = _mm256_broadcastss_ps (f);                                              \
+        u->dmin = _mm256_broadcastss_ps (_mm_movehdup_ps (f));                         \
+      }                                                                                \
     } else {                                                                           \
       const DflBlockQ6_K *w = (const DflBlockQ6_K *) wrow + b / 8;                     \
       const __m256i three = _mm256_set1_epi8 (3);                                      \
@@ -427,7 +434,7 @@ TRANSPOSE8 (vnni, VNNI)
           u->sc16[j] = _mm256_set_m128i (_mm_set1_epi16 (w->scales[2 * j + 1]),        \
                                          _mm_set1_epi16 (w->scales[2 * j]));           \
       }                                                                                \
-      u->d = _mm256_set1_ps (f16 (&w->d));                                             \
+      u->d = _mm256_broadcastss_ps (_mm_cvtph_ps (_mm_cvtsi32_si128 (dfl_q_f16 (&w->d)))); \
     }                                                                                  \
   }
 

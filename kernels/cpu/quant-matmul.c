@@ -585,6 +585,8 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
                       int rows, int o0, int o1, float *y, int ldy, int accumulate)     \
   {                                                                                    \
     int nb = a->k / 32, nb8 = nb & ~7, g = a->k / 32;                                  \
+    /* bytes of 256 weights */                                                        \
+    size_t chunk = dfl_dtype_block_bytes (type) * (256 / dfl_dtype_block_elems (type)); \
     for (int o = o0; o < o1; o++) {                                                    \
       const char *wo = w + (size_t) o * wrow;                                          \
       for (int r0 = 0; r0 < rows; r0 += ROW_TILE) {                                    \
@@ -594,6 +596,12 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
           lanes[i] = _mm256_setzero_ps ();                                             \
         for (int b = 0; b < nb8; b += 8) {                                             \
           Unpacked u;                                                                  \
+          /* the next output's same bytes, a row ahead: the rows of a block  \
+           * of outputs follow one another, and a row alone is bound by       \
+           * reading them */                                                          \
+          if (o + 1 < o1)                                                              \
+            for (size_t l = 0; l < chunk; l += 64)                                     \
+              _mm_prefetch (wo + wrow + chunk * (size_t) (b / 8) + l, _MM_HINT_T0);    \
           unpack_##N (type, wo, b, &u);                                                \
           if (a->qt) {                                                                 \
             interleave_##N (type, &u);                                                 \

@@ -20,7 +20,10 @@
  *    alone bitwise equal to the same row among 16 (and among 5);
  *  - odd shapes (rows not a multiple of 16, outputs not of the thread
  *    blocks, Q8_0 / Q4_0 rows not a multiple of 256) and the errors of
- *    rows that are not whole blocks, through dfl_op_matmul.
+ *    rows that are not whole blocks, through dfl_op_matmul;
+ *  - a NaN or an Inf among a row's inputs makes that row's outputs NaN;
+ *  - the CPU back end's matmul and embed of the block types, and tensors
+ *    of them (strides, bytes, packing).
  */
 #include <glib.h>
 #include <math.h>

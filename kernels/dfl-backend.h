@@ -118,14 +118,16 @@ gpointer dfl_tensor_data (const DflTensor *t);
  */
 
 typedef enum {
-  DFL_OP_MATMUL,          /* dtype: the weights' (F32, F16, BF16) */
+  DFL_OP_MATMUL,          /* dtype: the weights' (F32, F16, BF16; the CPU also
+                           * Q8_0, Q4_0, Q4_K, Q6_K) */
   DFL_OP_RMSNORM,         /* F32 */
   DFL_OP_ROPE,            /* F32 */
   DFL_OP_ATTENTION,       /* F32 */
   DFL_OP_ROW_CONV,        /* F32 */
   DFL_OP_SILU_MUL,        /* F32 */
   DFL_OP_ADD,             /* F32 */
-  DFL_OP_EMBED,           /* dtype: the table's (F32, F16, BF16) */
+  DFL_OP_EMBED,           /* dtype: the table's (F32, F16, BF16; the CPU also
+                           * the quantized types) */
   DFL_OP_ARGMAX,          /* F32 */
   DFL_OP_TOP_K,           /* F32 */
   DFL_OP_SELECT_RESCORE,  /* dtype: the codebooks' (F16) */
@@ -163,7 +165,10 @@ gboolean dfl_device_supports (DflDevice *dev, DflOp op, DflDtype dtype);
 
 /* y[r][o] (+)= x[r] · w[o] for o < y's columns (≤ w's rows: the first rows
  * of w only, e.g. a head's shortlist). w [out][in] F32/F16/BF16, packed
- * rows; x [rows][in] F32, y [rows][n_out] F32, any row strides.
+ * rows, or (where the capability says so) rows of quantized blocks, `in`
+ * a whole number of blocks (nb[0] a block's bytes: dfl_tensor_2d); x
+ * [rows][in] F32, y [rows][n_out] F32, any row strides. The CPU quantizes
+ * x by groups of 32 to int8 for quantized weights (quant-matmul.c).
  * Batch-invariant on every back end: a row's result does not depend on
  * the other rows of the call. */
 gboolean dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,

@@ -23,4 +23,5 @@ if [ ! -x .venv/bin/python3 ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python3 -m pip install -q --disable-pip-version-check \
-  'numpy>=1.24' 'safetensors>=0.4' 'tokenizers>=0.19' 'gguf>=0.10' 'jinja2>=3.1' 'openai>=1.0'
+  'numpy>=1.24' 'safetensors>=0.4' 'tokenizers>=0.19' 'jinja2>=3.1' 'openai>=1.0' \
+  'gguf>=0.10'  # llama.cpp's GGUF reader and writer: GGUF tests and the quantized blocks' fixtures

@@ -13,8 +13,12 @@
 static DflOpCaps
 cpu_caps (DflDevice *dev, DflOp op, DflDtype dtype)
 {
-  if (!dfl_op_takes_dtype (op, dtype) || op == DFL_OP_CAPTURE_BEGIN || op == DFL_OP_CAPTURE_END
-      || op == DFL_OP_GRAPH_LAUNCH)
+  /* blocks of quantized weights: the products by integer dot products
+   * (quant-matmul.c), the embedding by dequantizing its rows */
+  gboolean blocks = dfl_dtype_is_quantized (dtype) && (op == DFL_OP_MATMUL || op == DFL_OP_EMBED);
+
+  if ((!blocks && !dfl_op_takes_dtype (op, dtype)) || op == DFL_OP_CAPTURE_BEGIN
+      || op == DFL_OP_CAPTURE_END || op == DFL_OP_GRAPH_LAUNCH)
     return DFL_OP_CAP_NONE;
   /* every CPU kernel computes a row the same way whatever rows come with it */
   return DFL_OP_CAP_RUNS | DFL_OP_CAP_ROW_INVARIANT
@@ -27,6 +31,17 @@ cpu_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y
 {
   DflWeights wt = { dfl_tensor_data (w), w->dtype, DFL_ROWS (w), DFL_COLS (w) };
 
+  if (dfl_dtype_is_quantized (w->dtype)) {
+    /* dfl_op_matmul has checked the shapes: what is left is the memory
+     * for the quantized activations */
+    if (!dfl_matmul_q (&wt, F32 (x), DFL_ROWS (x), DFL_LD (x), F32 (y), DFL_LD (y),
+                       DFL_COLS (y), accumulate)) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "matmul on the CPU: no memory for %d rows "
+                   "of %d inputs quantized to int8", DFL_ROWS (x), DFL_COLS (x));
+      return FALSE;
+    }
+    return TRUE;
+  }
   dfl_matmul_w (&wt, F32 (x), DFL_ROWS (x), DFL_LD (x), F32 (y), DFL_LD (y), DFL_COLS (y),
                 accumulate);
   return TRUE;

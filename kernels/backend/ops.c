@@ -216,7 +216,17 @@ tensor (Check *c, const char *name, const DflTensor *t, DflDtype dtype, int dims
       return fail (c, DFL_ERROR_MISMATCH, "%s is %" G_GINT64_FORMAT "×%" G_GINT64_FORMAT "×%"
                    G_GINT64_FORMAT "×%" G_GINT64_FORMAT ", must have at most %d dimensions",
                    name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], dims);
-  if (t->nb[0] != dfl_dtype_size (dtype))
+  if (dfl_dtype_is_quantized (dtype)) {
+    /* a row of blocks: whole blocks, packed (nb[0] a block's bytes) */
+    if (t->ne[0] % (gint64) dfl_dtype_block_elems (dtype))
+      return fail (c, DFL_ERROR_UNSUPPORTED, "%s's rows of %" G_GINT64_FORMAT " elements are not "
+                   "whole %s blocks of %" G_GSIZE_FORMAT, name, t->ne[0], dfl_dtype_name (dtype),
+                   dfl_dtype_block_elems (dtype));
+    if (t->nb[0] != dfl_dtype_block_bytes (dtype))
+      return fail (c, DFL_ERROR_MISMATCH, "%s's %s blocks are %" G_GSIZE_FORMAT " bytes apart, "
+                   "must be packed (%" G_GSIZE_FORMAT ")", name, dfl_dtype_name (dtype), t->nb[0],
+                   dfl_dtype_block_bytes (dtype));
+  } else if (t->nb[0] != dfl_dtype_size (dtype))
     return fail (c, DFL_ERROR_MISMATCH, "%s's elements are %" G_GSIZE_FORMAT " bytes apart, "
                  "must be packed", name, t->nb[0]);
   return reachable (c, name, t, index);
@@ -416,7 +426,7 @@ dfl_op_embed (DflDevice *dev, const DflTensor *table, const DflTensor *ids, DflT
   g_return_val_if_fail (table != NULL, FALSE);
   c = check_op (dev, DFL_OP_EMBED, table->dtype, error);
 
-  if (!(is_float (&c, "table", table)
+  if (!((dfl_dtype_is_quantized (table->dtype) || is_float (&c, "table", table))
         && tensor (&c, "table", table, table->dtype, 2, FALSE) && packed (&c, "table", table)
         && tensor (&c, "ids", ids, DFL_DTYPE_I32, 1, TRUE)
         && tensor (&c, "out", out, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "out", out)

@@ -1,6 +1,15 @@
 /* gst-dflash — tensor views (dfl-backend.h). */
 #include "dfl-backend.h"
 
+/* Blocks of quantized types are not split: dimension 0 of such a tensor
+ * steps a block at a time (nb[0] the block's bytes, as ggml has it), and
+ * a row is dfl_dtype_row_bytes long (0 where it is not whole blocks). */
+static gsize
+element_stride (DflDtype dtype)
+{
+  return dfl_dtype_is_quantized (dtype) ? dfl_dtype_block_bytes (dtype) : dfl_dtype_size (dtype);
+}
+
 DflTensor
 dfl_tensor_2d (DflDevice *device, gpointer handle, gsize offset, DflDtype dtype, gint64 rows,
                gint64 cols)
@@ -8,8 +17,9 @@ dfl_tensor_2d (DflDevice *device, gpointer handle, gsize offset, DflDtype dtype,
   DflTensor t = { device, handle, offset, dtype, { cols, rows, 1, 1 }, { 0 } };
   int i;
 
-  t.nb[0] = dfl_dtype_size (dtype);
-  for (i = 1; i < DFL_TENSOR_DIMS; i++)
+  t.nb[0] = element_stride (dtype);
+  t.nb[1] = dfl_dtype_row_bytes (dtype, cols);
+  for (i = 2; i < DFL_TENSOR_DIMS; i++)
     t.nb[i] = t.nb[i - 1] * (gsize) t.ne[i - 1];
   return t;
 }
@@ -30,9 +40,11 @@ dfl_tensor_is_contiguous (const DflTensor *t)
 {
   int i;
 
-  if (t->nb[0] != dfl_dtype_size (t->dtype))
+  if (t->nb[0] != element_stride (t->dtype))
     return FALSE;
-  for (i = 1; i < DFL_TENSOR_DIMS; i++)
+  if (t->ne[1] > 1 && t->nb[1] != dfl_dtype_row_bytes (t->dtype, t->ne[0]))
+    return FALSE;
+  for (i = 2; i < DFL_TENSOR_DIMS; i++)
     if (t->ne[i] > 1 && t->nb[i] != t->nb[i - 1] * (gsize) t->ne[i - 1])
       return FALSE;
   return TRUE;
@@ -42,10 +54,15 @@ gsize
 dfl_tensor_bytes (const DflTensor *t)
 {
   gsize bytes = dfl_dtype_size (t->dtype);
-  int i;
+  int i = 0;
 
+  /* a quantized row: its whole blocks */
+  if (dfl_dtype_is_quantized (t->dtype)) {
+    bytes = dfl_dtype_row_bytes (t->dtype, t->ne[0]);
+    i = 1;
+  }
   /* the last element's byte past the first, plus one element */
-  for (i = 0; i < DFL_TENSOR_DIMS; i++)
+  for (; i < DFL_TENSOR_DIMS; i++)
     if (t->ne[i] > 0)
       bytes += (gsize) (t->ne[i] - 1) * t->nb[i];
   return dfl_tensor_n_elements (t) ? bytes : 0;

@@ -18,8 +18,9 @@ extern "C" {
 #endif
 
 /* A weight matrix as a checkpoint stores it: [rows][cols] row-major, F32,
- * F16 or BF16, little-endian; `data` may point into a mapped file, at any
- * alignment. */
+ * F16 or BF16, little-endian, or rows of quantized blocks (Q8_0, Q4_0,
+ * Q4_K, Q6_K: quant-layout.h; cols a whole number of blocks); `data` may
+ * point into a mapped file, at any alignment. */
 typedef struct {
   const void *data;
   DflDtype type;
@@ -30,7 +31,9 @@ typedef struct {
 /* y[r][o] (+)= x[r] · W[o] for r < rows, o < n_out (n_out ≤ W's rows: the
  * first rows of W only, e.g. a head's shortlist). Batch-invariant: y[r][o]
  * is bitwise the same whatever `rows` is and whatever else is computed with
- * it (see matmul.c). ldx and ldy are the strides of x's and y's rows. */
+ * it (see matmul.c). ldx and ldy are the strides of x's and y's rows.
+ * Quantized weights go to dfl_matmul_q, whose conditions the caller
+ * (dfl_op_matmul) has checked. */
 void dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
                    float *y, int ldy, int n_out, int accumulate);
 size_t dfl_weights_bytes (const DflWeights *w);
@@ -58,6 +61,28 @@ int dfl_kernels_set_isa (DflKernelsIsa isa);
 /* The instruction set the paths in use now need (BEST resolved). */
 DflKernelsIsa dfl_kernels_isa (void);
 const char *dfl_kernels_isa_name (DflKernelsIsa isa);
+
+/* The same for quantized weights (quant-matmul.c): x's rows quantized to
+ * int8 by groups of 32 inputs, integer dot products, the same bits on every
+ * path (plain C, AVX2, AVX-512 VNNI) and batch-invariant. Returns 0, doing
+ * nothing, where W is not a quantized type, its cols not whole blocks,
+ * n_out > its rows, or the activations' buffer cannot be had. */
+int dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy,
+                  int n_out, int accumulate);
+/* Whether this CPU (and OS) runs AVX-512 VNNI: the path DFL_KERNELS_AVX512
+ * takes for quantized weights (without it, AVX2's). */
+int dfl_quant_has_vnni (void);
+/* The path dfl_matmul_q takes now: "generic", "AVX2" or "AVX-512 VNNI". */
+const char *dfl_quant_path_name (void);
+
+/* A row of n elements of a quantized type (quant-layout.h) to F32 and
+ * back: the same values as ggml's dequantization, bitwise; quantization
+ * rounds to nearest (Q8_0 and Q4_0 as ggml's reference quantizers do, the
+ * K types with a search of each sub-block's scale: quant-blocks.c).
+ * Return 0, doing nothing, where the type is not quantized or n is not a
+ * whole number of blocks. */
+int dfl_dequantize_row (DflDtype type, const void *src, float *dst, int64_t n);
+int dfl_quantize_row (DflDtype type, const float *src, void *dst, int64_t n);
 
 /* Each row of `dim`: x / sqrt(mean(x²) + eps) ⊙ w, in place. The mean of
  * squares is summed in double so long rows lose nothing. */
@@ -133,8 +158,9 @@ void dfl_bf16_to_f32_n (const uint16_t *src, float *dst, size_t n);
 void dfl_f16_to_f32_n (const uint16_t *src, float *dst, size_t n);
 void dfl_f32_to_bf16_n (const float *src, uint16_t *dst, size_t n);
 void dfl_f32_to_f16_n (const float *src, uint16_t *dst, size_t n);
-/* out[i] = table[ids[i]] widened to F32, for a table (F32, F16, BF16)
- * [ ][dim]; the ids are the caller's to check. */
+/* out[i] = table[ids[i]] widened to F32, for a table (F32, F16, BF16, or
+ * a quantized type, its rows dequantized) [ ][dim]; the ids are the
+ * caller's to check. */
 void dfl_embed_rows (const void *table, DflDtype type, int dim, const int32_t *ids, int n,
                      float *out);
 

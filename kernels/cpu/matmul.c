@@ -1088,6 +1088,11 @@ dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
 {
   int use_avx2 = 0, use_few = 0;
 
+  /* blocks of quantized weights: integer products (quant-matmul.c) */
+  if (dfl_dtype_is_quantized (w->type)) {
+    dfl_matmul_q (w, x, rows, ldx, y, ldy, n_out, accumulate);
+    return;
+  }
 #ifdef DFL_X86
   {
     DflKernelsIsa isa = dfl_kernels_isa ();
@@ -1118,5 +1123,5 @@ dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
 size_t
 dfl_weights_bytes (const DflWeights *w)
 {
-  return (size_t) w->rows * w->cols * (w->type == DFL_DTYPE_F32 ? 4 : 2);
+  return (size_t) w->rows * dfl_dtype_row_bytes (w->type, w->cols);
 }

@@ -183,10 +183,14 @@ dfl_f32_to_f16_n (const float *src, uint16_t *dst, size_t n)
 void
 dfl_embed_rows (const void *table, DflDtype type, int dim, const int32_t *ids, int n, float *out)
 {
+  size_t qrow = dfl_dtype_row_bytes (type, dim);
+
   for (int i = 0; i < n; i++) {
     size_t row = (size_t) ids[i] * dim;
     float *o = out + (size_t) i * dim;
-    if (type == DFL_DTYPE_F16)
+    if (dfl_dtype_is_quantized (type))
+      dfl_dequantize_row (type, (const char *) table + (size_t) ids[i] * qrow, o, dim);
+    else if (type == DFL_DTYPE_F16)
       dfl_f16_to_f32_n ((const uint16_t *) table + row, o, dim);
     else if (type == DFL_DTYPE_BF16)
       dfl_bf16_to_f32_n ((const uint16_t *) table + row, o, dim);

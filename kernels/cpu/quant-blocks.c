@@ -1,0 +1,327 @@
+/* gst-dflash — rows of quantized blocks to F32 and back (quant-layout.h).
+ *
+ * Dequantization does each element's float operations in the order ggml
+ * does ((d · sc) · q − dmin · m for Q4_K, (d · sc) · q for Q6_K), so a row
+ * read here equals, bitwise, the same row read by llama.cpp or the gguf
+ * package. Quantization is a reference, round-to-nearest: Q8_0 and Q4_0
+ * follow ggml's reference quantizers step for step (so the bytes match
+ * theirs); the K types search each sub-block's scale among a few
+ * candidates and round the sub-block scales to their six or eight bits
+ * before rounding the values with the rounded scales, so the error is that
+ * of the stored scales. None of this is on a hot path: weights are
+ * quantized once, when a file is written.
+ */
+#include "dfl-kernels.h"
+#include "quant-layout.h"
+
+#include <math.h>
+#include <string.h>
+
+#define DFL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DFL_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- dequantization ---------------------------------------------------- */
+
+static void
+dequant_q8_0 (const DflBlockQ8_0 *b, float *y)
+{
+  float d = dfl_f16_to_f32 (dfl_q_f16 (&b->d));
+
+  for (int i = 0; i < DFL_QK; i++)
+    y[i] = (float) b->qs[i] * d;
+}
+
+static void
+dequant_q4_0 (const DflBlockQ4_0 *b, float *y)
+{
+  float d = dfl_f16_to_f32 (dfl_q_f16 (&b->d));
+
+  for (int i = 0; i < DFL_QK / 2; i++) {
+    y[i] = d * (float) ((b->qs[i] & 15) - 8);
+    y[i + DFL_QK / 2] = d * (float) ((b->qs[i] >> 4) - 8);
+  }
+}
+
+static void
+dequant_q4_k (const DflBlockQ4_K *b, float *y)
+{
+  float d = dfl_f16_to_f32 (dfl_q_f16 (&b->d));
+  float dmin = dfl_f16_to_f32 (dfl_q_f16 (&b->dmin));
+
+  for (int c = 0; c < 4; c++) {
+    const uint8_t *q = b->qs + 32 * c;
+    int sc0, m0, sc1, m1;
+    float d0, min0, d1, min1;
+
+    dfl_q4k_scale_min (b->scales, 2 * c, &sc0, &m0);
+    dfl_q4k_scale_min (b->scales, 2 * c + 1, &sc1, &m1);
+    d0 = d * (float) sc0;
+    min0 = dmin * (float) m0;
+    d1 = d * (float) sc1;
+    min1 = dmin * (float) m1;
+    for (int l = 0; l < 32; l++) {
+      /* two statements: the product is rounded before the subtraction,
+       * as ggml rounds it */
+      float a = d0 * (float) (q[l] & 15), b2 = d1 * (float) (q[l] >> 4);
+      y[64 * c + l] = a - min0;
+      y[64 * c + 32 + l] = b2 - min1;
+    }
+  }
+}
+
+/* the six-bit value of element e (< 256) of a Q6_K block */
+static inline int
+q6k_value (const DflBlockQ6_K *b, int e)
+{
+  int h = e / 128, k = (e % 128) / 32, l = e % 32;
+  int lo = (b->ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 15;
+  int hi = (b->qh[32 * h + l] >> (2 * k)) & 3;
+
+  return lo | (hi << 4);
+}
+
+static void
+dequant_q6_k (const DflBlockQ6_K *b, float *y)
+{
+  float d = dfl_f16_to_f32 (dfl_q_f16 (&b->d));
+
+  for (int g = 0; g < DFL_QK_K / 16; g++) {
+    float s = d * (float) b->scales[g];
+    for (int i = 0; i < 16; i++)
+      y[16 * g + i] = s * (float) (q6k_value (b, 16 * g + i) - 32);
+  }
+}
+
+int
+dfl_dequantize_row (DflDtype type, const void *src, float *dst, int64_t n)
+{
+  size_t block = dfl_dtype_block_elems (type), bytes = dfl_dtype_block_bytes (type);
+  const char *s = src;
+
+  if (!dfl_dtype_is_quantized (type) || n < 0 || n % (int64_t) block)
+    return 0;
+  for (int64_t i = 0; i < n / (int64_t) block; i++, s += bytes, dst += block) {
+    switch (type) {
+      case DFL_DTYPE_Q8_0:
+        dequant_q8_0 ((const DflBlockQ8_0 *) s, dst);
+        break;
+      case DFL_DTYPE_Q4_0:
+        dequant_q4_0 ((const DflBlockQ4_0 *) s, dst);
+        break;
+      case DFL_DTYPE_Q4_K:
+        dequant_q4_k ((const DflBlockQ4_K *) s, dst);
+        break;
+      case DFL_DTYPE_Q6_K:
+      default:
+        dequant_q6_k ((const DflBlockQ6_K *) s, dst);
+        break;
+    }
+  }
+  return 1;
+}
+
+/* ---- quantization ------------------------------------------------------ */
+
+/* (a field of a packed block: any address) */
+static void
+put_f16 (void *field, float v)
+{
+  uint16_t h = dfl_f32_to_f16 (v);
+  memcpy (field, &h, 2);
+}
+
+/* ggml's reference: d = max|x| / 127, q = round-half-away(x / d). */
+static void
+quant_q8_0 (const float *x, DflBlockQ8_0 *b)
+{
+  float amax = 0.0f, d, id;
+
+  for (int i = 0; i < DFL_QK; i++)
+    amax = DFL_MAX (amax, fabsf (x[i]));
+  d = amax / 127.0f;
+  id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_f16 (&b->d, d);
+  for (int i = 0; i < DFL_QK; i++)
+    b->qs[i] = (int8_t) roundf (x[i] * id);
+}
+
+/* ggml's reference: the value of largest magnitude (the first of equals)
+ * maps to −8, d = it / −8, q = trunc(x / d + 8.5) ≤ 15. */
+static void
+quant_q4_0 (const float *x, DflBlockQ4_0 *b)
+{
+  float amax = 0.0f, max = 0.0f, d, id;
+  uint8_t q[DFL_QK];
+
+  for (int i = 0; i < DFL_QK; i++)
+    if (fabsf (x[i]) > amax) {
+      amax = fabsf (x[i]);
+      max = x[i];
+    }
+  d = max / -8.0f;
+  id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_f16 (&b->d, d);
+  for (int i = 0; i < DFL_QK; i++) {
+    /* a product then a sum, each rounded (no fused multiply-add), as ggml */
+    float t = x[i] * id;
+    t = t + 8.5f;
+    q[i] = (uint8_t) DFL_MIN (15, (int8_t) t);
+  }
+  for (int i = 0; i < DFL_QK / 2; i++)
+    b->qs[i] = (uint8_t) (q[i] | (q[i + DFL_QK / 2] << 4));
+}
+
+static inline int
+clampi (int v, int lo, int hi)
+{
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Squared error of x ≈ s · q − m, q = round((x + m) / s) within [0, 15]. */
+static double
+q4_sse (const float *x, int n, float s, float m)
+{
+  double e = 0;
+
+  for (int i = 0; i < n; i++) {
+    int q = s > 0 ? clampi ((int) lrintf ((x[i] + m) / s), 0, 15) : 0;
+    double r = (double) s * q - m - x[i];
+    e += r * r;
+  }
+  return e;
+}
+
+/* Q4_K: each sub-block of 32 as s · q − m (m ≥ 0 covers the negative part,
+ * as the type wants: mins are unsigned); the step s is the range over 15
+ * widened or narrowed a little, whichever fits best. */
+static void
+quant_q4_k (const float *x, DflBlockQ4_K *b)
+{
+  float scale[8], min[8], smax = 0, mmax = 0, d, dmin;
+  int sc[8], m[8];
+
+  for (int j = 0; j < 8; j++) {
+    const float *xs = x + 32 * j;
+    float lo = 0.0f, hi = 0.0f, best_s;
+    double best = INFINITY;
+
+    for (int i = 0; i < 32; i++) {
+      lo = DFL_MIN (lo, xs[i]);
+      hi = DFL_MAX (hi, xs[i]);
+    }
+    best_s = (hi - lo) / 15.0f;
+    for (int c = -2; c <= 6 && hi > lo; c++) {
+      float s = (hi - lo) / (15.0f + 0.25f * (float) c);
+      double e = q4_sse (xs, 32, s, -lo);
+      if (e < best) {
+        best = e;
+        best_s = s;
+      }
+    }
+    scale[j] = best_s;
+    min[j] = -lo;
+    smax = DFL_MAX (smax, scale[j]);
+    mmax = DFL_MAX (mmax, min[j]);
+  }
+  put_f16 (&b->d, smax / 63.0f);
+  put_f16 (&b->dmin, mmax / 63.0f);
+  /* from here on the scales as stored */
+  d = dfl_f16_to_f32 (dfl_q_f16 (&b->d));
+  dmin = dfl_f16_to_f32 (dfl_q_f16 (&b->dmin));
+  for (int j = 0; j < 8; j++) {
+    int sc0 = d > 0 ? clampi ((int) lrintf (scale[j] / d), 0, 63) : 0;
+    int m0 = dmin > 0 ? clampi ((int) lrintf (min[j] / dmin), 0, 63) : 0;
+    double best = INFINITY;
+    /* the six-bit steps next to the rounded ones may fit the sub-block
+     * better once its values are rounded too: keep the best of the nine */
+    for (int a = DFL_MAX (sc0 - 1, 0); a <= DFL_MIN (sc0 + 1, 63); a++)
+      for (int c = DFL_MAX (m0 - 1, 0); c <= DFL_MIN (m0 + 1, 63); c++) {
+        double e = q4_sse (x + 32 * j, 32, d * (float) a, dmin * (float) c);
+        if (e < best) {
+          best = e;
+          sc[j] = a;
+          m[j] = c;
+        }
+      }
+  }
+  memset (b->scales, 0, sizeof b->scales);
+  for (int j = 0; j < 4; j++) {
+    b->scales[j] = (uint8_t) (sc[j] | ((sc[j + 4] >> 4) << 6));
+    b->scales[j + 4] = (uint8_t) (m[j] | ((m[j + 4] >> 4) << 6));
+    b->scales[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+  for (int j = 0; j < 8; j++) {
+    float s = d * (float) sc[j], mm = dmin * (float) m[j];
+    uint8_t q[32];
+    for (int i = 0; i < 32; i++)
+      q[i] = s > 0 ? (uint8_t) clampi ((int) lrintf ((x[32 * j + i] + mm) / s), 0, 15) : 0;
+    /* sub-block 2c: low nibbles of qs[32c …]; 2c + 1: their high nibbles */
+    for (int i = 0; i < 32; i++) {
+      uint8_t *p = &b->qs[32 * (j / 2) + i];
+      *p = (uint8_t) ((j & 1) ? ((*p & 15) | (q[i] << 4)) : ((*p & 0xf0) | q[i]));
+    }
+  }
+}
+
+/* Q6_K: each group of 16 scaled so its value of largest magnitude maps to
+ * −32 (the one end of [−32, 31] that can hold it exactly), the 16 group
+ * scales then rounded to int8 steps of d = max |scale| / 127. */
+static void
+quant_q6_k (const float *x, DflBlockQ6_K *b)
+{
+  float gs[16], amax_s = 0, d;
+
+  for (int g = 0; g < 16; g++) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < 16; i++)
+      if (fabsf (x[16 * g + i]) > amax) {
+        amax = fabsf (x[16 * g + i]);
+        max = x[16 * g + i];
+      }
+    gs[g] = max / -32.0f;
+    amax_s = DFL_MAX (amax_s, fabsf (gs[g]));
+  }
+  put_f16 (&b->d, amax_s / 127.0f);
+  d = dfl_f16_to_f32 (dfl_q_f16 (&b->d));
+  memset (b->ql, 0, sizeof b->ql);
+  memset (b->qh, 0, sizeof b->qh);
+  for (int g = 0; g < 16; g++) {
+    int sc = d > 0 ? clampi ((int) lrintf (gs[g] / d), -128, 127) : 0;
+    float s = d * (float) sc;
+    b->scales[g] = (int8_t) sc;
+    for (int i = 0; i < 16; i++) {
+      int e = 16 * g + i, h = e / 128, k = (e % 128) / 32, l = e % 32;
+      int q = (s != 0 ? clampi ((int) lrintf (x[e] / s), -32, 31) : 0) + 32;
+      b->ql[64 * h + 32 * (k & 1) + l] |= (uint8_t) ((q & 15) << (4 * (k >> 1)));
+      b->qh[32 * h + l] |= (uint8_t) ((q >> 4) << (2 * k));
+    }
+  }
+}
+
+int
+dfl_quantize_row (DflDtype type, const float *src, void *dst, int64_t n)
+{
+  size_t block = dfl_dtype_block_elems (type), bytes = dfl_dtype_block_bytes (type);
+  char *d = dst;
+
+  if (!dfl_dtype_is_quantized (type) || n < 0 || n % (int64_t) block)
+    return 0;
+  for (int64_t i = 0; i < n / (int64_t) block; i++, d += bytes, src += block) {
+    switch (type) {
+      case DFL_DTYPE_Q8_0:
+        quant_q8_0 (src, (DflBlockQ8_0 *) d);
+        break;
+      case DFL_DTYPE_Q4_0:
+        quant_q4_0 (src, (DflBlockQ4_0 *) d);
+        break;
+      case DFL_DTYPE_Q4_K:
+        quant_q4_k (src, (DflBlockQ4_K *) d);
+        break;
+      case DFL_DTYPE_Q6_K:
+      default:
+        quant_q6_k (src, (DflBlockQ6_K *) d);
+        break;
+    }
+  }
+  return 1;
+}

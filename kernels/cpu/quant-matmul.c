@@ -1,0 +1,816 @@
+/* gst-dflash — y = x · Wᵀ with W in quantized blocks (quant-layout.h),
+ * read in place, batch-invariant, the same bits on every processor.
+ *
+ * The activations are quantized too, so the products are integer: each row
+ * of x, in groups of 32 inputs, becomes int8 values q = round(x · 127 /
+ * max|x|) (ties to even, within ±127) with one F32 scale dx = max|x| / 127
+ * per group, and the sums of each group's (and each half-group's) q are
+ * kept beside them. A group of 32 meets exactly one block of Q8_0 or Q4_0
+ * and one sub-block of the K types, so every such block b gives an exact
+ * integer sum isum_b = Σ q_w · q_x (Q4_0 and Q6_K subtract their offset 8
+ * and 32 through the group sums; Q6_K weighs its two halves by their int8
+ * scales, Q4_K its sub-block by its six-bit scale). The error this adds is
+ * that of rounding x to its group's step: |Σ w (x − x̂)| ≤ Σ_groups
+ * dx / 2 · Σ |w| over the group, whatever the weight type.
+ *
+ * Then a block's contribution in F32, always by the same operations:
+ *   Q8_0, Q4_0   lane = fma (d_w · dx, isum, lane)
+ *   Q4_K         lane = fma (dx, fma (d, sc · isum, −(dmin · (m · Σq_x))), lane)
+ *   Q6_K         lane = fma (d · dx, isum, lane)
+ * where block b goes to lane b mod 8 (the eight sub-blocks of a K
+ * super-block to lanes 0 … 7), each lane adding its blocks in ascending
+ * order, and the eight lanes are summed in the fixed tree ((0+4)+(2+6)) +
+ * ((1+5)+(3+7)) at the end. The integer sums are exact however they are
+ * formed, so the plain-C path, AVX2's (maddubs + madd) and AVX-512 VNNI's
+ * (dpbusd) give bitwise the same results, and a row's result depends on
+ * nothing but the row: not on the rows with it, nor the thread, nor the
+ * processor (batch invariance).
+ *
+ * Why group the activations by 32 rather than by 256 as llama.cpp does for
+ * the K types: the same activations then serve every type, and a group's
+ * step follows its own 32 values, which halves the error on rows whose
+ * magnitudes vary along the row.
+ *
+ * Work is shared out between the threads (dfl-parallel.h) by blocks of
+ * outputs; each output's weights are unpacked once per 256 inputs and
+ * used, from registers, for up to ROW_TILE rows. From TRANSPOSE_ROWS rows
+ * on, the weights and activations are interleaved so that the eight
+ * blocks' sums need no reduction per row (25% less time for 16 rows of
+ * Q4_K on AVX2; the same sums, so the same bits).
+ */
+#include "dfl-kernels.h"
+#include "dfl-parallel.h"
+#include "quant-layout.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DFL_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <cpuid.h>
+#define DFL_X86 1
+#endif
+
+/* Rows whose lanes are held while a block of weights is unpacked. */
+#define ROW_TILE 16
+/* Outputs a thread claims at once. */
+#define OUT_BLOCK 16
+
+/* ---- the activations, quantized once per call -------------------------- */
+
+typedef struct {
+  int k;          /* inputs per row (a multiple of 32) */
+  int8_t *q;      /* [rows][k] */
+  float *d;       /* [rows][k / 32]: each group's step */
+  int32_t *s32;   /* [rows][k / 32]: Σ q over each group */
+  int16_t *s16;   /* [rows][k / 16]: Σ q over each half group */
+  /* [rows][k], or NULL: q with each 256 inputs' eight groups interleaved
+   * by fours (inputs 4i … 4i + 3 of groups 0 … 7, then 4(i + 1) …), for
+   * the paths that sum eight blocks at once (see TRANSPOSE_ROWS) */
+  int8_t *qt;
+  void *mem;
+} QAct;
+
+/* Rows from which the SIMD paths lay the activations and each 256
+ * weights out interleaved: a vector of products then holds four inputs of
+ * each of eight blocks, so the eight blocks' sums are vertical additions
+ * instead of a reduction per row; laying out the weights costs a
+ * transposition per 256 weights, which a row or two would not repay. */
+#define TRANSPOSE_ROWS 4
+
+static void
+quantize_row_act (const float *x, int k, int8_t *q, float *d, int32_t *s32, int16_t *s16)
+{
+  for (int g = 0; g < k / 32; g++) {
+    const float *xg = x + 32 * g;
+    float amax = 0.0f, id;
+    int sum[2] = { 0, 0 }, finite = 1;
+
+    for (int i = 0; i < 32; i++) {
+      finite &= isfinite (xg[i]) != 0;
+      amax = fmaxf (amax, fabsf (xg[i]));
+    }
+    d[g] = amax / 127.0f;
+    id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    /* a NaN or an Inf: the group's step is NaN and its values 0, so every
+     * output it meets is NaN, as it would be in F32, never a number */
+    if (!finite) {
+      d[g] = NAN;
+      id = 0.0f;
+    }
+    for (int i = 0; i < 32; i++) {
+      float t = xg[i] * id;
+      int v = (int) lrintf (t);
+      v = v > 127 ? 127 : v < -127 ? -127 : v;
+      q[32 * g + i] = (int8_t) v;
+      sum[i / 16] += v;
+    }
+    s16[2 * g] = (int16_t) sum[0];
+    s16[2 * g + 1] = (int16_t) sum[1];
+    s32[g] = sum[0] + sum[1];
+  }
+}
+
+static int
+qact_init (QAct *a, const float *x, int rows, int ldx, int k, int transpose)
+{
+  size_t nq = (size_t) rows * k, ng = (size_t) rows * (k / 32), nq64 = (nq + 63) & ~(size_t) 63;
+  size_t bytes = nq64 * (transpose ? 2 : 1) + ng * (4 + 4 + 4);
+  char *p;
+
+  a->k = k;
+  a->mem = aligned_alloc (64, (bytes + 63) & ~(size_t) 63);
+  if (!a->mem)
+    return 0;
+  p = a->mem;
+  a->q = (int8_t *) p;
+  p += nq64;
+  a->qt = NULL;
+  if (transpose) {
+    a->qt = (int8_t *) p;
+    p += nq64;
+  }
+  a->d = (float *) p;
+  a->s32 = (int32_t *) (a->d + ng);
+  a->s16 = (int16_t *) (a->s32 + ng);
+  for (int r = 0; r < rows; r++) {
+    const int8_t *q = a->q + (size_t) r * k;
+    quantize_row_act (x + (size_t) r * ldx, k, a->q + (size_t) r * k, a->d + (size_t) r * (k / 32),
+                      a->s32 + (size_t) r * (k / 32), a->s16 + (size_t) r * (k / 16));
+    if (transpose)
+      for (int c = 0; c + 256 <= k; c += 256)
+        for (int i = 0; i < 8; i++)
+          for (int j = 0; j < 8; j++)
+            memcpy (a->qt + (size_t) r * k + c + 32 * i + 4 * j, q + c + 32 * j + 4 * i, 4);
+  }
+  return 1;
+}
+
+/* ---- one block in plain C: the reference every path follows ----------- */
+
+static inline float
+lanes_sum (const float l[8])
+{
+  float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];
+  return (a0 + a2) + (a1 + a3);
+}
+
+static inline float
+f16 (const void *p)
+{
+  return dfl_f16_to_f32 (dfl_q_f16 (p));
+}
+
+/* Block b (of 32 inputs) of a row of Q8_0 or Q4_0 weights against the
+ * row's activations (q: its first input, d, s32: the row's arrays). */
+static inline void
+block_q8_0 (const DflBlockQ8_0 *w, const int8_t *q, float d, float lane[8], int b)
+{
+  int32_t isum = 0;
+
+  for (int i = 0; i < 32; i++)
+    isum += w->qs[i] * q[i];
+  lane[b & 7] = fmaf (f16 (&w->d) * d, (float) isum, lane[b & 7]);
+}
+
+static inline void
+block_q4_0 (const DflBlockQ4_0 *w, const int8_t *q, float d, int32_t s32, float lane[8], int b)
+{
+  int32_t isum = 0;
+
+  for (int i = 0; i < 16; i++)
+    isum += (w->qs[i] & 15) * q[i] + (w->qs[i] >> 4) * q[i + 16];
+  isum -= 8 * s32;
+  lane[b & 7] = fmaf (f16 (&w->d) * d, (float) isum, lane[b & 7]);
+}
+
+static void
+super_q4_k (const DflBlockQ4_K *w, const int8_t *q, const float *d, const int32_t *s32,
+            float lane[8])
+{
+  float dd = f16 (&w->d), dmin = f16 (&w->dmin);
+
+  for (int j = 0; j < 8; j++) {
+    const uint8_t *qs = w->qs + 32 * (j / 2);
+    int shift = 4 * (j & 1), sc, m;
+    int32_t isum = 0;
+    float p;
+
+    dfl_q4k_scale_min (w->scales, j, &sc, &m);
+    for (int i = 0; i < 32; i++)
+      isum += ((qs[i] >> shift) & 15) * q[32 * j + i];
+    p = dmin * (float) (m * s32[j]);
+    lane[j] = fmaf (d[j], fmaf (dd, (float) (sc * isum), -p), lane[j]);
+  }
+}
+
+static void
+super_q6_k (const DflBlockQ6_K *w, const int8_t *q, const float *d, const int16_t *s16,
+            float lane[8])
+{
+  float dd = f16 (&w->d);
+
+  for (int j = 0; j < 8; j++) {
+    int32_t half[2] = { 0, 0 }, isum;
+    for (int i = 0; i < 32; i++) {
+      int e = 32 * j + i, h = e / 128, k = (e % 128) / 32, l = e % 32;
+      int lo = (w->ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 15;
+      int hi = (w->qh[32 * h + l] >> (2 * k)) & 3;
+      half[i / 16] += (lo | (hi << 4)) * q[e];
+    }
+    isum = w->scales[2 * j] * (half[0] - 32 * s16[2 * j])
+        + w->scales[2 * j + 1] * (half[1] - 32 * s16[2 * j + 1]);
+    lane[j] = fmaf (dd * d[j], (float) isum, lane[j]);
+  }
+}
+
+/* Blocks [b0, b1) of one weight row into the lanes, in plain C. */
+static void
+blocks_generic (DflDtype type, const char *wrow, const QAct *a, int r, int b0, int b1,
+                float lane[8])
+{
+  const int8_t *q = a->q + (size_t) r * a->k;
+  const float *d = a->d + (size_t) r * (a->k / 32);
+  const int32_t *s32 = a->s32 + (size_t) r * (a->k / 32);
+  const int16_t *s16 = a->s16 + (size_t) r * (a->k / 16);
+
+  switch (type) {
+    case DFL_DTYPE_Q8_0:
+      for (int b = b0; b < b1; b++)
+        block_q8_0 ((const DflBlockQ8_0 *) wrow + b, q + 32 * b, d[b], lane, b);
+      break;
+    case DFL_DTYPE_Q4_0:
+      for (int b = b0; b < b1; b++)
+        block_q4_0 ((const DflBlockQ4_0 *) wrow + b, q + 32 * b, d[b], s32[b], lane, b);
+      break;
+    case DFL_DTYPE_Q4_K:
+      for (int b = b0; b < b1; b += 8)
+        super_q4_k ((const DflBlockQ4_K *) wrow + b / 8, q + 32 * b, d + b, s32 + b, lane);
+      break;
+    case DFL_DTYPE_Q6_K:
+    default:
+      for (int b = b0; b < b1; b += 8)
+        super_q6_k ((const DflBlockQ6_K *) wrow + b / 8, q + 32 * b, d + b, s16 + 2 * b, lane);
+      break;
+  }
+}
+
+static inline void
+store_y (float *y, float v, int accumulate)
+{
+  *y = accumulate ? *y + v : v;
+}
+
+static void
+outputs_generic (DflDtype type, const char *w, size_t wrow, const QAct *a, int rows, int o0,
+                 int o1, float *y, int ldy, int accumulate)
+{
+  int nb = a->k / 32;
+
+  for (int o = o0; o < o1; o++)
+    for (int r = 0; r < rows; r++) {
+      float lane[8] = { 0 };
+      blocks_generic (type, w + (size_t) o * wrow, a, r, 0, nb, lane);
+      store_y (y + (size_t) r * ldy + o, lanes_sum (lane), accumulate);
+    }
+}
+
+#ifdef DFL_X86
+/* ---- AVX2, and AVX-512 VNNI's dot products in the same code ------------
+ *
+ * Per output and 256 inputs (eight blocks, or one K super-block) the
+ * weights are unpacked once into eight vectors of 32 unsigned bytes (Q8_0:
+ * their magnitudes, the signs moved onto the activations), then for each
+ * row of the tile: eight block dot products as vectors of eight int32
+ * partial sums, reduced to one vector of the eight blocks' sums, and the
+ * F32 step of every lane at once. VNNI is the one instruction dpbusd where
+ * AVX2 takes maddubs (pairs into int16, never saturating here: at most
+ * 2 · 128 · 127) and madd. */
+
+#define AVX2 __attribute__ ((target ("avx2,fma,f16c")))
+#define VNNI __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+typedef struct {
+  __m256i q[8];      /* unsigned weights (Q8_0: magnitudes) */
+  __m256i sign[8];   /* Q8_0: the signed weights, whose signs go onto x */
+  __m256 dw;         /* Q8_0, Q4_0: the blocks' scales */
+  __m256 d, dmin;    /* K types: the super-block's scales, broadcast */
+  __m256i sc, m;     /* Q4_K: six-bit scales and mins as int32 */
+  __m256i sc16[8];   /* Q6_K: block j's two int8 scales as int16 ×8 each */
+  __m256i scall;     /* Q6_K: the 16 scales as int16 */
+  /* interleaved (TRANSPOSE_ROWS): vector i holds inputs 4i … 4i + 3 of
+   * each block j at bytes 4j … 4j + 3 */
+  __m256i qt[8], signt[8];
+  __m256i sct[2];    /* Q6_K: for the halves, block j's scale twice at int16 2j, 2j + 1 */
+} Unpacked;
+
+/* The 8 × 8 matrix of int32 (row j: block j's 32 bytes by fours) transposed
+ * (integer moves only: exact). */
+#define TRANSPOSE8(N, A)                                                                \
+  A static inline void                                                                 \
+  transpose8_##N (const __m256i r[8], __m256i t[8])                                    \
+  {                                                                                    \
+    __m256i u[8], v[8];                                                                \
+    for (int i = 0; i < 8; i += 2) {                                                   \
+      u[i] = _mm256_unpacklo_epi32 (r[i], r[i + 1]);                                   \
+      u[i + 1] = _mm256_unpackhi_epi32 (r[i], r[i + 1]);                               \
+    }                                                                                  \
+    for (int i = 0; i < 8; i += 4) {                                                   \
+      v[i] = _mm256_unpacklo_epi64 (u[i], u[i + 2]);                                   \
+      v[i + 1] = _mm256_unpackhi_epi64 (u[i], u[i + 2]);                               \
+      v[i + 2] = _mm256_unpacklo_epi64 (u[i + 1], u[i + 3]);                           \
+      v[i + 3] = _mm256_unpackhi_epi64 (u[i + 1], u[i + 3]);                           \
+    }                                                                                  \
+    for (int i = 0; i < 4; i++) {                                                      \
+      t[i] = _mm256_permute2x128_si256 (v[i], v[i + 4], 0x20);                         \
+      t[i + 4] = _mm256_permute2x128_si256 (v[i], v[i + 4], 0x31);                     \
+    }                                                                                  \
+  }
+TRANSPOSE8 (avx2, AVX2)
+TRANSPOSE8 (vnni, VNNI)
+
+/* the eight vectors' sums, vector j's in lane j (integer: exact) */
+#define SUM8(N, A)                                                                        \
+  A static inline __m256i                                                              \
+  sum8_##N (const __m256i p[8])                                                        \
+  {                                                                                    \
+    __m256i s01 = _mm256_hadd_epi32 (p[0], p[1]), s23 = _mm256_hadd_epi32 (p[2], p[3]); \
+    __m256i s45 = _mm256_hadd_epi32 (p[4], p[5]), s67 = _mm256_hadd_epi32 (p[6], p[7]); \
+    __m256i a = _mm256_hadd_epi32 (s01, s23), b = _mm256_hadd_epi32 (s45, s67);         \
+    return _mm256_add_epi32 (_mm256_permute2x128_si256 (a, b, 0x20),                   \
+                             _mm256_permute2x128_si256 (a, b, 0x31));                  \
+  }
+
+/* Unpack 256 inputs of the row from block b (Q8_0, Q4_0: b … b + 7; K
+ * types: the super-block b / 8). Plain loads and byte shuffles: the same
+ * for both instruction sets. */
+#define UNPACK(N, A)                                                                      \
+  A static inline __attribute__ ((always_inline)) void                                 \
+  unpack_##N (const DflDtype type, const char *wrow, int b, Unpacked *u)               \
+  {                                                                                    \
+    const __m256i low4 = _mm256_set1_epi8 (15);                                        \
+    if (type == DFL_DTYPE_Q8_0) {                                                      \
+      const DflBlockQ8_0 *w = (const DflBlockQ8_0 *) wrow + b;                         \
+      uint16_t dh[8];                                                                  \
+      _Pragma ("GCC unroll 8")                                                         \
+      for (int j = 0; j < 8; j++) {                                                    \
+        __m256i v = _mm256_loadu_si256 ((const __m256i *) w[j].qs);                    \
+        u->sign[j] = v;                                                                \
+        u->q[j] = _mm256_abs_epi8 (v);                                                 \
+        dh[j] = dfl_q_f16 (&w[j].d);                                                   \
+      }                                                                                \
+      u->dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) dh));                \
+    } else if (type == DFL_DTYPE_Q4_0) {                                               \
+      const DflBlockQ4_0 *w = (const DflBlockQ4_0 *) wrow + b;                         \
+      uint16_t dh[8];                                                                  \
+      _Pragma ("GCC unroll 8")                                                         \
+      for (int j = 0; j < 8; j++) {                                                    \
+        __m128i v = _mm_loadu_si128 ((const __m128i *) w[j].qs);                       \
+        __m256i both = _mm256_set_m128i (_mm_srli_epi16 (v, 4), v);                    \
+        u->q[j] = _mm256_and_si256 (both, low4);                                       \
+        dh[j] = dfl_q_f16 (&w[j].d);                                                   \
+      }                                                                                \
+      u->dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) dh));                \
+    } else if (type == DFL_DTYPE_Q4_K) {                                               \
+      const DflBlockQ4_K *w = (const DflBlockQ4_K *) wrow + b / 8;                     \
+      uint32_t a4, b4, c4, sc[2], m[2];                                                \
+      _Pragma ("GCC unroll 4")                                                         \
+      for (int c = 0; c < 4; c++) {                                                    \
+        __m256i v = _mm256_loadu_si256 ((const __m256i *) (w->qs + 32 * c));           \
+        u->q[2 * c] = _mm256_and_si256 (v, low4);                                      \
+        u->q[2 * c + 1] = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), low4);           \
+      }                                                                                \
+      /* dfl_q4k_scale_min four bytes at a time: the scales and mins of      \
+       * sub-blocks 0-3 are the low six bits of bytes 0-3 and 4-7; those of  \
+       * 4-7 a nibble of bytes 8-11 under the top two bits of 0-3 and 4-7 */  \
+      memcpy (&a4, w->scales, 4);                                                      \
+      memcpy (&b4, w->scales + 4, 4);                                                  \
+      memcpy (&c4, w->scales + 8, 4);                                                  \
+      sc[0] = a4 & 0x3f3f3f3fu;                                                        \
+      m[0] = b4 & 0x3f3f3f3fu;                                                         \
+      sc[1] = (c4 & 0x0f0f0f0fu) | (((a4 >> 6) & 0x03030303u) << 4);                   \
+      m[1] = ((c4 >> 4) & 0x0f0f0f0fu) | (((b4 >> 6) & 0x03030303u) << 4);             \
+      u->sc = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) sc));           \
+      u->m = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) m));             \
+      {                                                                                \
+        /* d and dmin side by side, widened by F16C (exact, as dfl_f16_to_f32) */     \
+        uint32_t both;                                                                 \
+        __m128 f;                                                                      \
+        memcpy (&both, &w->d, 4);                                                      \
+        f = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) both));                             \
+        u->d = _mm256_broadcastss_ps (f);                                              \
+        u->dmin = _mm256_broadcastss_ps (_mm_movehdup_ps (f));                         \
+      }                                                                                \
+    } else {                                                                           \
+      const DflBlockQ6_K *w = (const DflBlockQ6_K *) wrow + b / 8;                     \
+      const __m256i three = _mm256_set1_epi8 (3);                                      \
+      _Pragma ("GCC unroll 2")                                                         \
+      for (int h = 0; h < 2; h++) {                                                    \
+        __m256i l0 = _mm256_loadu_si256 ((const __m256i *) (w->ql + 64 * h));          \
+        __m256i l1 = _mm256_loadu_si256 ((const __m256i *) (w->ql + 64 * h + 32));     \
+        __m256i hb = _mm256_loadu_si256 ((const __m256i *) (w->qh + 32 * h));          \
+        __m256i h0 = _mm256_and_si256 (hb, three);                                     \
+        __m256i h1 = _mm256_and_si256 (_mm256_srli_epi16 (hb, 2), three);              \
+        __m256i h2 = _mm256_and_si256 (_mm256_srli_epi16 (hb, 4), three);              \
+        __m256i h3 = _mm256_and_si256 (_mm256_srli_epi16 (hb, 6), three);              \
+        u->q[4 * h] = _mm256_or_si256 (_mm256_and_si256 (l0, low4),                    \
+                                       _mm256_slli_epi16 (h0, 4));                     \
+        u->q[4 * h + 1] = _mm256_or_si256 (_mm256_and_si256 (l1, low4),                \
+                                           _mm256_slli_epi16 (h1, 4));                 \
+        u->q[4 * h + 2] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l0, 4), low4), \
+                                           _mm256_slli_epi16 (h2, 4));                 \
+        u->q[4 * h + 3] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l1, 4), low4), \
+                                           _mm256_slli_epi16 (h3, 4));                 \
+      }                                                                                \
+      {                                                                                \
+        __m128i s8 = _mm_loadu_si128 ((const __m128i *) w->scales);                    \
+        u->scall = _mm256_cvtepi8_epi16 (s8);                                          \
+        _Pragma ("GCC unroll 8")                                                       \
+        for (int j = 0; j < 8; j++)                                                    \
+          u->sc16[j] = _mm256_set_m128i (_mm_set1_epi16 (w->scales[2 * j + 1]),        \
+                                         _mm_set1_epi16 (w->scales[2 * j]));           \
+      }                                                                                \
+      u->d = _mm256_broadcastss_ps (_mm_cvtph_ps (_mm_cvtsi32_si128 (dfl_q_f16 (&w->d)))); \
+    }                                                                                  \
+  }
+
+/* 32 unsigned bytes times 32 signed ones, summed by fours into int32:
+ * VNNI's dpbusd, or AVX2's maddubs then madd (exact: see above). */
+AVX2 static inline __m256i
+dot4_avx2 (__m256i u8, __m256i s8)
+{
+  return _mm256_madd_epi16 (_mm256_maddubs_epi16 (u8, s8), _mm256_set1_epi16 (1));
+}
+
+VNNI static inline __m256i
+dot4_vnni (__m256i u8, __m256i s8)
+{
+  return _mm256_dpbusd_epi32 (_mm256_setzero_si256 (), u8, s8);
+}
+
+/* The same with each half of 16 bytes weighed by its own int32 scale
+ * (Q6_K): AVX2 weighs the int16 pairs by madd, VNNI the int32 sums. */
+AVX2 static inline __m256i
+dot4_scaled_avx2 (__m256i u8, __m256i s8, __m256i sc16)
+{
+  return _mm256_madd_epi16 (_mm256_maddubs_epi16 (u8, s8), sc16);
+}
+
+VNNI static inline __m256i
+dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
+{
+  /* sc16's int16 lanes hold each half's scale twice over: as int32 lanes,
+   * (scale, scale) pairs, of which the low one, sign-extended, is it */
+  return _mm256_mullo_epi32 (dot4_vnni (u8, s8),
+                             _mm256_srai_epi32 (_mm256_slli_epi32 (sc16, 16), 16));
+}
+
+/* One row of the tile against the unpacked 256 inputs: its lanes (F32 ×8)
+ * take the eight blocks' contributions from their integer sums (lane j
+ * block j's). d, s32, s16: the row's arrays at the first block. */
+#define STEP(N, A)                                                                     \
+  A static inline __attribute__ ((always_inline)) __m256                               \
+  step_##N (const DflDtype type, const Unpacked *u, __m256i isum, const float *d,      \
+            const int32_t *s32, const int16_t *s16, __m256 lane)                       \
+  {                                                                                    \
+    __m256 dx = _mm256_loadu_ps (d);                                                   \
+    if (type == DFL_DTYPE_Q8_0) {                                                      \
+      return _mm256_fmadd_ps (_mm256_mul_ps (u->dw, dx), _mm256_cvtepi32_ps (isum), lane); \
+    } else if (type == DFL_DTYPE_Q4_0) {                                               \
+      __m256i off = _mm256_slli_epi32 (_mm256_loadu_si256 ((const __m256i *) s32), 3); \
+      isum = _mm256_sub_epi32 (isum, off);                                             \
+      return _mm256_fmadd_ps (_mm256_mul_ps (u->dw, dx), _mm256_cvtepi32_ps (isum), lane); \
+    } else if (type == DFL_DTYPE_Q4_K) {                                               \
+      __m256i su = _mm256_mullo_epi32 (isum, u->sc);                                   \
+      __m256i mv = _mm256_mullo_epi32 (_mm256_loadu_si256 ((const __m256i *) s32), u->m); \
+      __m256 pm = _mm256_mul_ps (u->dmin, _mm256_cvtepi32_ps (mv));                    \
+      __m256 t = _mm256_fmsub_ps (u->d, _mm256_cvtepi32_ps (su), pm);                  \
+      return _mm256_fmadd_ps (dx, t, lane);                                            \
+    } else {                                                                           \
+      /* the offset 32: Σ over each block of (scale of the half · its Σq) */          \
+      __m256i corr = _mm256_madd_epi16 (u->scall,                                      \
+                                        _mm256_loadu_si256 ((const __m256i *) s16));   \
+      isum = _mm256_sub_epi32 (isum, _mm256_slli_epi32 (corr, 5));                     \
+      return _mm256_fmadd_ps (_mm256_mul_ps (u->d, dx), _mm256_cvtepi32_ps (isum), lane); \
+    }                                                                                  \
+  }
+
+/* The eight blocks' integer sums of a row (q: its activations at the
+ * first block), block by block: eight dot products, then a reduction. */
+#define ISUM(N, A)                                                                     \
+  A static inline __attribute__ ((always_inline)) __m256i                              \
+  isum_##N (const DflDtype type, const Unpacked *u, const int8_t *q, const int vnni)   \
+  {                                                                                    \
+    __m256i p[8];                                                                      \
+    if (!vnni && (type == DFL_DTYPE_Q4_0 || type == DFL_DTYPE_Q4_K)) {                 \
+      /* maddubs' int16 pair sums (at most 2 · 15 · 127) added pairwise    \
+       * in int16 up to a half block (16 inputs: at most 30480, no wrap),  \
+       * the halves then widened: fewer steps than madd and an int32 tree */ \
+      __m256i l[4], m0, m1, n;                                                         \
+      _Pragma ("GCC unroll 8")                                                         \
+      for (int j = 0; j < 8; j++)                                                      \
+        p[j] = _mm256_maddubs_epi16 (u->q[j],                                          \
+                                     _mm256_load_si256 ((const __m256i *) (q + 32 * j))); \
+      _Pragma ("GCC unroll 4")                                                         \
+      for (int j = 0; j < 4; j++)                                                      \
+        l[j] = _mm256_hadd_epi16 (p[2 * j], p[2 * j + 1]);                             \
+      m0 = _mm256_hadd_epi16 (l[0], l[1]);                                             \
+      m1 = _mm256_hadd_epi16 (l[2], l[3]);                                             \
+      n = _mm256_hadd_epi16 (m0, m1);                                                  \
+      return _mm256_add_epi32 (_mm256_cvtepi16_epi32 (_mm256_castsi256_si128 (n)),     \
+                               _mm256_cvtepi16_epi32 (_mm256_extracti128_si256 (n, 1))); \
+    }                                                                                  \
+    _Pragma ("GCC unroll 8")                                                           \
+    for (int j = 0; j < 8; j++) {                                                      \
+      __m256i x = _mm256_load_si256 ((const __m256i *) (q + 32 * j));                  \
+      if (type == DFL_DTYPE_Q8_0)                                                      \
+        p[j] = dot4_##N (u->q[j], _mm256_sign_epi8 (x, u->sign[j]));                   \
+      else if (type == DFL_DTYPE_Q6_K)                                                 \
+        p[j] = dot4_scaled_##N (u->q[j], x, u->sc16[j]);                               \
+      else                                                                             \
+        p[j] = dot4_##N (u->q[j], x);                                                  \
+    }                                                                                  \
+    return sum8_##N (p);                                                               \
+  }
+
+/* The same from the interleaved layouts (qt: the row's interleaved
+ * activations at the first block): vector i's lane j holds four inputs of
+ * block j, so the sums are vertical. Where the int16 pair sums of AVX2's
+ * maddubs cannot overflow when added (Q4_0, Q4_K: at most 8 · 3810; Q6_K's
+ * by twos: 2 · 16002) they are added before widening. */
+#define ISUMT(N, A)                                                                    \
+  A static inline __attribute__ ((always_inline)) __m256i                              \
+  isumt_##N (const DflDtype type, const Unpacked *u, const int8_t *qt, const int vnni) \
+  {                                                                                    \
+    __m256i x[8];                                                                      \
+    _Pragma ("GCC unroll 8")                                                           \
+    for (int i = 0; i < 8; i++)                                                        \
+      x[i] = _mm256_load_si256 ((const __m256i *) (qt + 32 * i));                      \
+    if (type == DFL_DTYPE_Q8_0) {                                                      \
+      __m256i acc = dot4_##N (u->qt[0], _mm256_sign_epi8 (x[0], u->signt[0]));         \
+      _Pragma ("GCC unroll 7")                                                         \
+      for (int i = 1; i < 8; i++)                                                      \
+        acc = _mm256_add_epi32 (acc, dot4_##N (u->qt[i], _mm256_sign_epi8 (x[i], u->signt[i]))); \
+      return acc;                                                                      \
+    }                                                                                  \
+    if (type == DFL_DTYPE_Q6_K) {                                                      \
+      __m256i acc = _mm256_setzero_si256 ();                                           \
+      _Pragma ("GCC unroll 2")                                                         \
+      for (int h = 0; h < 2; h++) {                                                    \
+        if (vnni) {                                                                    \
+          __m256i s = dot4_##N (u->qt[4 * h], x[4 * h]);                               \
+          for (int i = 1; i < 4; i++)                                                  \
+            s = _mm256_add_epi32 (s, dot4_##N (u->qt[4 * h + i], x[4 * h + i]));       \
+          acc = _mm256_add_epi32 (acc, _mm256_mullo_epi32 (                            \
+              s, _mm256_srai_epi32 (_mm256_slli_epi32 (u->sct[h], 16), 16)));          \
+        } else {                                                                       \
+          _Pragma ("GCC unroll 2")                                                     \
+          for (int i = 4 * h; i < 4 * h + 4; i += 2) {                                 \
+            __m256i s = _mm256_add_epi16 (_mm256_maddubs_epi16 (u->qt[i], x[i]),       \
+                                          _mm256_maddubs_epi16 (u->qt[i + 1], x[i + 1])); \
+            acc = _mm256_add_epi32 (acc, _mm256_madd_epi16 (s, u->sct[h]));            \
+          }                                                                            \
+        }                                                                              \
+      }                                                                                \
+      return acc;                                                                      \
+    }                                                                                  \
+    if (vnni) {                                                                        \
+      __m256i acc = dot4_##N (u->qt[0], x[0]);                                         \
+      _Pragma ("GCC unroll 7")                                                         \
+      for (int i = 1; i < 8; i++)                                                      \
+        acc = _mm256_add_epi32 (acc, dot4_##N (u->qt[i], x[i]));                       \
+      return acc;                                                                      \
+    } else {                                                                           \
+      __m256i s = _mm256_maddubs_epi16 (u->qt[0], x[0]);                               \
+      _Pragma ("GCC unroll 7")                                                         \
+      for (int i = 1; i < 8; i++)                                                      \
+        s = _mm256_add_epi16 (s, _mm256_maddubs_epi16 (u->qt[i], x[i]));               \
+      return _mm256_madd_epi16 (s, _mm256_set1_epi16 (1));                             \
+    }                                                                                  \
+  }
+
+/* Outputs [o0, o1) of every row, a tile of up to ROW_TILE rows at a time:
+ * per output the lanes of the tile's rows, the weights unpacked once per
+ * 256 inputs; the blocks past the last whole 256 (Q8_0 and Q4_0 rows of
+ * other lengths) in plain C into the same lanes. */
+#define OUTPUTS(N, A)                                                                     \
+  A static inline __attribute__ ((always_inline)) void                                 \
+  outputs_kernel_##N (const DflDtype type, const char *w, size_t wrow, const QAct *a,  \
+                      int rows, int o0, int o1, float *y, int ldy, int accumulate)     \
+  {                                                                                    \
+    int nb = a->k / 32, nb8 = nb & ~7, g = a->k / 32;                                  \
+    /* bytes of 256 weights */                                                        \
+    size_t chunk = dfl_dtype_block_bytes (type) * (256 / dfl_dtype_block_elems (type)); \
+    for (int o = o0; o < o1; o++) {                                                    \
+      const char *wo = w + (size_t) o * wrow;                                          \
+      for (int r0 = 0; r0 < rows; r0 += ROW_TILE) {                                    \
+        int nr = DFL_MIN (ROW_TILE, rows - r0);                                        \
+        __m256 lanes[ROW_TILE];                                                        \
+        for (int i = 0; i < nr; i++)                                                   \
+          lanes[i] = _mm256_setzero_ps ();                                             \
+        for (int b = 0; b < nb8; b += 8) {                                             \
+          Unpacked u;                                                                  \
+          /* the next output's same bytes, a row ahead: the rows of a block  \
+           * of outputs follow one another, and a row alone is bound by       \
+           * reading them */                                                          \
+          if (o + 1 < o1)                                                              \
+            for (size_t l = 0; l < chunk; l += 64)                                     \
+              _mm_prefetch (wo + wrow + chunk * (size_t) (b / 8) + l, _MM_HINT_T0);    \
+          unpack_##N (type, wo, b, &u);                                                \
+          if (a->qt) {                                                                 \
+            interleave_##N (type, &u);                                                 \
+            for (int i = 0; i < nr; i++) {                                             \
+              size_t r = (size_t) (r0 + i);                                            \
+              __m256i isum = isumt_##N (type, &u, a->qt + r * a->k + 32 * b, VNNI_##N); \
+              lanes[i] = step_##N (type, &u, isum, a->d + r * g + b, a->s32 + r * g + b, \
+                                   a->s16 + r * 2 * g + 2 * b, lanes[i]);              \
+            }                                                                          \
+          } else {                                                                     \
+            for (int i = 0; i < nr; i++) {                                             \
+              size_t r = (size_t) (r0 + i);                                            \
+              __m256i isum = isum_##N (type, &u, a->q + r * a->k + 32 * b, VNNI_##N);  \
+              lanes[i] = step_##N (type, &u, isum, a->d + r * g + b, a->s32 + r * g + b, \
+                                   a->s16 + r * 2 * g + 2 * b, lanes[i]);              \
+            }                                                                          \
+          }                                                                            \
+        }                                                                              \
+        for (int i = 0; i < nr; i++) {                                                 \
+          float l[8];                                                                  \
+          _mm256_storeu_ps (l, lanes[i]);                                              \
+          if (nb8 < nb)                                                                \
+            blocks_generic (type, wo, a, r0 + i, nb8, nb, l);                          \
+          store_y (y + (size_t) (r0 + i) * ldy + o, lanes_sum (l), accumulate);        \
+        }                                                                              \
+      }                                                                                \
+    }                                                                                  \
+  }                                                                                    \
+  A static void                                                                        \
+  outputs_##N (DflDtype type, const char *w, size_t wrow, const QAct *a, int rows, int o0, \
+               int o1, float *y, int ldy, int accumulate)                              \
+  {                                                                                    \
+    switch (type) {                                                                    \
+      case DFL_DTYPE_Q8_0:                                                             \
+        outputs_kernel_##N (DFL_DTYPE_Q8_0, w, wrow, a, rows, o0, o1, y, ldy, accumulate); \
+        break;                                                                         \
+      case DFL_DTYPE_Q4_0:                                                             \
+        outputs_kernel_##N (DFL_DTYPE_Q4_0, w, wrow, a, rows, o0, o1, y, ldy, accumulate); \
+        break;                                                                         \
+      case DFL_DTYPE_Q4_K:                                                             \
+        outputs_kernel_##N (DFL_DTYPE_Q4_K, w, wrow, a, rows, o0, o1, y, ldy, accumulate); \
+        break;                                                                         \
+      case DFL_DTYPE_Q6_K:                                                             \
+      default:                                                                         \
+        outputs_kernel_##N (DFL_DTYPE_Q6_K, w, wrow, a, rows, o0, o1, y, ldy, accumulate); \
+        break;                                                                         \
+    }                                                                                  \
+  }
+
+/* The weights of an unpacked 256 interleaved as the activations are
+ * (TRANSPOSE_ROWS), and Q6_K's scales set out for that layout. */
+#define INTERLEAVE(N, A)                                                               \
+  A static inline __attribute__ ((always_inline)) void                                 \
+  interleave_##N (const DflDtype type, Unpacked *u)                                    \
+  {                                                                                    \
+    transpose8_##N (u->q, u->qt);                                                      \
+    if (type == DFL_DTYPE_Q8_0)                                                        \
+      transpose8_##N (u->sign, u->signt);                                              \
+    if (type == DFL_DTYPE_Q6_K) {                                                      \
+      int16_t sc[2][16];                                                               \
+      _mm256_storeu_si256 ((__m256i *) sc[0], u->scall);                               \
+      for (int h = 0; h < 2; h++) {                                                    \
+        int16_t t[16];                                                                 \
+        for (int j = 0; j < 8; j++)                                                    \
+          t[2 * j] = t[2 * j + 1] = sc[0][2 * j + h];                                  \
+        u->sct[h] = _mm256_loadu_si256 ((const __m256i *) t);                          \
+      }                                                                                \
+    }                                                                                  \
+  }
+
+#define VNNI_avx2 0
+#define VNNI_vnni 1
+#define PATH(N, A) SUM8 (N, A) UNPACK (N, A) STEP (N, A) ISUM (N, A) ISUMT (N, A) \
+  INTERLEAVE (N, A) OUTPUTS (N, A)
+PATH (avx2, AVX2)
+PATH (vnni, VNNI)
+#undef PATH
+
+#endif
+
+/* ---- which path -------------------------------------------------------- */
+
+typedef enum { QPATH_GENERIC, QPATH_AVX2, QPATH_VNNI } QPath;
+
+int
+dfl_quant_has_vnni (void)
+{
+#ifdef DFL_X86
+  static int vnni = -1;
+  if (vnni < 0) {
+    unsigned a, b, c, d;
+    __builtin_cpu_init ();
+    /* the builtin checks that the OS saves the AVX-512 state; CPUID leaf
+     * 7's ECX bit 11 is AVX512_VNNI */
+    vnni = __builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw")
+        && __builtin_cpu_supports ("avx512vl") && __get_cpuid_count (7, 0, &a, &b, &c, &d)
+        && (c & (1u << 11));
+  }
+  return vnni;
+#else
+  return 0;
+#endif
+}
+
+/* The kernels' instruction set (dfl_kernels_isa) decides: AVX-512 takes
+ * the VNNI path where the CPU has VNNI, else AVX2's. */
+static QPath
+quant_path (void)
+{
+  switch (dfl_kernels_isa ()) {
+    case DFL_KERNELS_AVX512:
+      return dfl_quant_has_vnni () ? QPATH_VNNI : QPATH_AVX2;
+    case DFL_KERNELS_AVX2:
+      return QPATH_AVX2;
+    default:
+      return QPATH_GENERIC;
+  }
+}
+
+const char *
+dfl_quant_path_name (void)
+{
+  switch (quant_path ()) {
+    case QPATH_VNNI:
+      return "AVX-512 VNNI";
+    case QPATH_AVX2:
+      return "AVX2";
+    case QPATH_GENERIC:
+    default:
+      return "generic";
+  }
+}
+
+typedef struct {
+  DflDtype type;
+  const char *w;
+  size_t wrow;
+  const QAct *a;
+  int rows, n_out, ldy, accumulate, n_blocks;
+  QPath path;
+  float *y;
+  atomic_int next;
+} QWork;
+
+static void
+quant_work (void *data, int slot)
+{
+  QWork *q = data;
+  int b;
+
+  (void) slot;
+  while ((b = atomic_fetch_add_explicit (&q->next, 1, memory_order_relaxed)) < q->n_blocks) {
+    int o0 = b * OUT_BLOCK, o1 = DFL_MIN (o0 + OUT_BLOCK, q->n_out);
+    switch (q->path) {
+#ifdef DFL_X86
+      case QPATH_VNNI:
+        outputs_vnni (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy, q->accumulate);
+        break;
+      case QPATH_AVX2:
+        outputs_avx2 (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy, q->accumulate);
+        break;
+#endif
+      default:
+        outputs_generic (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy,
+                         q->accumulate);
+        break;
+    }
+  }
+}
+
+int
+dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy,
+              int n_out, int accumulate)
+{
+  size_t wrow = dfl_dtype_row_bytes (w->type, w->cols);
+  QAct a;
+  QWork q;
+
+  if (!dfl_dtype_is_quantized (w->type) || wrow == 0 || n_out > w->rows)
+    return 0;
+  if (rows <= 0 || n_out <= 0)
+    return 1;
+  if (!qact_init (&a, x, rows, ldx, w->cols,
+                  rows >= TRANSPOSE_ROWS && quant_path () != QPATH_GENERIC))
+    return 0;
+  q = (QWork) { .type = w->type, .w = w->data, .wrow = wrow, .a = &a, .rows = rows,
+                .n_out = n_out, .ldy = ldy, .accumulate = accumulate,
+                .n_blocks = (n_out + OUT_BLOCK - 1) / OUT_BLOCK, .path = quant_path (), .y = y };
+  atomic_init (&q.next, 0);
+  dfl_parallel_run (q.n_blocks > 1 && (size_t) rows * n_out * w->cols > 32768
+                    ? dfl_parallel_threads () : 1, quant_work, &q);
+  free (a.mem);
+  return 1;
+}

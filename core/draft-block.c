@@ -185,27 +185,25 @@ layer (DflDraftRun *run, int l, const DflTensor *pos, GError **error)
          && conv_out_add (run, L, 1, error);
 }
 
-gboolean
-dfl_draft_run_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
-                     const DflTensor *out, GError **error)
+/* Every op of a block, from the embedding to the logits, into `out`
+ * (dispatched, or recorded in a capture). */
+static gboolean
+enqueue_block (DflDraftRun *run, int width, DflDevice *out_dev, gpointer out_mem, gsize out_off,
+               GError **error)
 {
-  DflDraftRun *run = (DflDraftRun *) ctx;
-  const DflDrafterGeometry *g = ctx->g;
+  const DflDrafterGeometry *g = run->base.g;
   DflDevice *dev = run->dev;
   int b = g->block, hs = g->hidden;
   DflTensor ids = dfl_draft_param (run, run->params.off_ids, DFL_DTYPE_I32, b);
   DflTensor pos = dfl_draft_param (run, run->params.off_pos, DFL_DTYPE_I64, 1);
   DflTensor zero = dfl_draft_param (run, run->params.off_zero, DFL_DTYPE_I64, 1);
-  DflTensor rows = dfl_tensor_2d (out->device, out->handle, out->offset, DFL_DTYPE_F32, b - 1, hs);
-  DflTensor logits = dfl_tensor_2d (out->device, out->handle,
-                                    out->offset + (gsize) (b - 1) * hs * sizeof (float),
+  DflTensor rows = dfl_tensor_2d (out_dev, out_mem, out_off, DFL_DTYPE_F32, b - 1, hs);
+  DflTensor logits = dfl_tensor_2d (out_dev, out_mem,
+                                    out_off + (gsize) (b - 1) * hs * sizeof (float),
                                     DFL_DTYPE_F32, b - 1, width);
   DflTensor after_anchor = dfl_draft_rows (&run->h, 1, b - 1);
 
-  fill_params (run, anchor_pos, anchor);
-  /* after the last block's ops have read the area (an upload waits for them) */
-  if (!dfl_draft_params_upload (run, 0, run->params.bytes, error)
-      || !dfl_op_embed (dev, &run->net->embed, &ids, &run->h, error))
+  if (!dfl_op_embed (dev, &run->net->embed, &ids, &run->h, error))
     return FALSE;
   for (int l = 0; l < g->layers; l++)
     if (!layer (run, l, &pos, error))
@@ -216,6 +214,72 @@ dfl_draft_run_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int wi
   return dfl_op_rmsnorm (dev, &run->h, &run->net->norm, &run->h, (float) g->eps, error)
          && dfl_op_copy_rows (dev, &after_anchor, &zero, &rows, error)
          && dfl_op_matmul (dev, &run->net->head, &rows, &logits, FALSE, error);
+}
+
+/* A block on a device that records graphs: run once directly (every
+ * scratch an op makes is made outside the capture) and captured, where the
+ * graph is missing or stale; else the graph replayed. Into the run's own
+ * output, which the caller copies out. */
+static gboolean
+graph_block (DflDraftRun *run, int width, GError **error)
+{
+  DflDevice *dev = run->dev;
+  GError *launch_error = NULL;
+  gboolean recorded;
+
+  if (run->graph && run->graph_generation == run->generation && run->graph_width == width) {
+    if (dfl_op_graph_launch (dev, run->graph, &launch_error))
+      return TRUE;
+    /* a scratch of the device moved since the capture: capture again */
+    if (!g_error_matches (launch_error, DFL_ERROR, DFL_ERROR_MISMATCH)) {
+      g_propagate_error (error, launch_error);
+      return FALSE;
+    }
+    g_clear_error (&launch_error);
+  }
+  g_clear_pointer (&run->graph, dfl_graph_free);
+  if (!run->graph_out) {
+    const DflDrafterGeometry *g = run->base.g;
+    gsize bytes = (gsize) (g->block - 1) * (g->hidden + dfl_draft_ctx_head_rows (&run->base))
+                  * sizeof (float);
+    if (!(run->graph_out = dfl_device_alloc (dev, bytes, error)))
+      return FALSE;
+  }
+  if (!enqueue_block (run, width, dev, run->graph_out, 0, error)
+      || !dfl_op_capture_begin (dev, error))
+    return FALSE;
+  recorded = enqueue_block (run, width, dev, run->graph_out, 0, error);
+  /* the capture ends whatever happened inside it */
+  run->graph = dfl_op_capture_end (dev, recorded ? error : NULL);
+  if (!recorded || !run->graph)
+    return FALSE;
+  run->graph_generation = run->generation;
+  run->graph_width = width;
+  return TRUE;
+}
+
+gboolean
+dfl_draft_run_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
+                     const DflTensor *out, GError **error)
+{
+  DflDraftRun *run = (DflDraftRun *) ctx;
+  DflDevice *dev = run->dev;
+  gint64 n = (gint64) (dfl_draft_ctx_block_bytes (ctx, width) / sizeof (float));
+  DflTensor zero, from, to;
+
+  fill_params (run, anchor_pos, anchor);
+  /* after the last block's ops have read the area (an upload waits for them) */
+  if (!dfl_draft_params_upload (run, 0, run->params.bytes, error))
+    return FALSE;
+  if (!run->net->can_capture || !run->net->graphs)
+    return enqueue_block (run, width, out->device, out->handle, out->offset, error);
+  if (!graph_block (run, width, error))
+    return FALSE;
+  /* the graph's output (one row of every value) into the caller's */
+  zero = dfl_draft_param (run, run->params.off_zero, DFL_DTYPE_I64, 1);
+  from = dfl_tensor_2d (dev, run->graph_out, 0, DFL_DTYPE_F32, 1, n);
+  to = dfl_tensor_2d (out->device, out->handle, out->offset, DFL_DTYPE_F32, 1, n);
+  return dfl_op_copy_rows (dev, &from, &zero, &to, error);
 }
 
 const float *

@@ -240,7 +240,7 @@ need_op (DflDevice *dev, DflOp op, DflDtype dtype, const char *name, GError **er
 /* Every op of a settle, a block and a selection, of the types the net
  * holds; and one way of reading index tensors for all of them. */
 static gboolean
-check_device (DflDraftNet *net, const char *name, const DflDrafterGeometry *g, GError **error)
+check_device (DflDraftNet *net, const char *name, GError **error)
 {
   static const DflOp f32_ops[] = { DFL_OP_RMSNORM, DFL_OP_ROPE, DFL_OP_ATTENTION,
                                    DFL_OP_SILU_MUL, DFL_OP_ADD, DFL_OP_TOP_K,
@@ -268,11 +268,15 @@ check_device (DflDraftNet *net, const char *name, const DflDrafterGeometry *g, G
   if (net->selector && (!need_op (dev, DFL_OP_SELECT_RESCORE, DFL_DTYPE_F16, name, error)
                         || !need_op (dev, DFL_OP_MATMUL, net->sel.dtype, name, error)))
     return FALSE;
+  net->can_capture = dfl_device_supports (dev, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32)
+                     && dfl_device_supports (dev, DFL_OP_CAPTURE_END, DFL_DTYPE_F32)
+                     && dfl_device_supports (dev, DFL_OP_GRAPH_LAUNCH, DFL_DTYPE_F32);
+  net->graphs = TRUE;
   net->host_indices = (dfl_device_op_caps (dev, index_ops[0], DFL_DTYPE_F32)
                        & DFL_OP_CAP_HOST_INDICES) != 0;
   for (guint i = 1; i < G_N_ELEMENTS (index_ops); i++) {
-    DflDtype t = index_ops[i] == DFL_OP_EMBED ? DFL_DTYPE_F32 : DFL_DTYPE_F32;
-    gboolean host = (dfl_device_op_caps (dev, index_ops[i], t) & DFL_OP_CAP_HOST_INDICES) != 0;
+    gboolean host = (dfl_device_op_caps (dev, index_ops[i], DFL_DTYPE_F32)
+                     & DFL_OP_CAP_HOST_INDICES) != 0;
     if (host != net->host_indices) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                    "%s: %s reads %s indices on the host and %s does not; the drafter keeps "
@@ -282,7 +286,6 @@ check_device (DflDraftNet *net, const char *name, const DflDrafterGeometry *g, G
       return FALSE;
     }
   }
-  (void) g;
   return TRUE;
 }
 
@@ -343,7 +346,7 @@ dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device, const Dfl
       return NULL;
     }
   }
-  if (!check_device (net, w->path, &w->g, error)) {
+  if (!check_device (net, w->path, error)) {
     net_free (net);
     return NULL;
   }
@@ -352,4 +355,11 @@ dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device, const Dfl
   bound->native = net;
   bound->device_bytes = P.dev ? P.off : 0;
   return bound;
+}
+
+void
+dfl_drafter_weights_set_graphs (DflDrafterWeights *bound, gboolean use)
+{
+  g_return_if_fail (bound != NULL && bound->engine == &dfl_draft_engine);
+  ((DflDraftNet *) bound->native)->graphs = use;
 }

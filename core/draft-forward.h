@@ -41,6 +41,9 @@ typedef struct {
   DflDevice *dev;               /* runs the ops: the CPU's own device for host weights */
   gboolean host_indices;        /* index tensors in host memory (the device reads them so) */
   gboolean conv, selector;
+  /* the device records graphs (DFL_OP_CAPTURE_BEGIN): a block is captured
+   * once and replayed; `graphs` off runs its ops one by one (tests) */
+  gboolean can_capture, graphs;
   DflTensor fc;                 /* [hidden][n_taps·hidden] */
   DflTensor hidden_norm, norm, inv_freq;
   DflTensor sel;                /* [selector_rank][hidden] */
@@ -83,11 +86,23 @@ typedef struct {
   gpointer scratch;
   DflTensor h, x, x2, q, y, o, d, gate, up;
   DflTensor *win_k, *win_v;     /* [layers]; unused for a layer that sees all */
+  /* the waiting context rows (taps), on the device; a second buffer to
+   * move the rows that stay into when the first ones settle */
+  gpointer pend_mem[2];
+  gsize pend_cap;
   /* the settle's scratch: rows of hidden, grown to a batch */
   gpointer settle_mem;
   gsize settle_cap;
   /* the selection's scratch: hp, top values, top ids, chosen */
   gpointer pick_mem;
+  /* a captured block: it writes its own output buffer (at the head's full
+   * width), copied to the caller's after each replay, so any output
+   * buffer will do; captured again when a buffer it reads moves
+   * (`generation` counts the moves) or the width changes */
+  DflGraph *graph;
+  gpointer graph_out;
+  guint64 generation, graph_generation;
+  int graph_width;
 } DflDraftRun;
 
 /* draft-device.c */
@@ -111,6 +126,8 @@ gboolean dfl_draft_params_upload (DflDraftRun *run, gsize off, gsize bytes, GErr
 gboolean dfl_draft_kv_reserve (DflDraftRun *run, int layer, gsize n, GError **error);
 /* A layer's keys or values: storage rows [row, row + n). */
 DflTensor dfl_draft_kv_rows (DflDraftRun *run, int layer, gboolean values, gsize row, gsize n);
+/* Waiting rows [row, row + n) (row 0: the first waiting). */
+DflTensor dfl_draft_pending_rows (DflDraftRun *run, gsize row, gsize n);
 
 /* draft-settle.c */
 gboolean dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error);

@@ -155,6 +155,8 @@ dfl_draft_kv_reserve (DflDraftRun *run, int layer, gsize n, GError **error)
   c->v_mem = v;
   c->cap = cap;
   rows->start = 0;
+  /* a captured block read the old buffers */
+  run->generation++;
   return TRUE;
 }
 
@@ -208,6 +210,119 @@ scratch_init (DflDraftRun *run, GError **error)
   return TRUE;
 }
 
+/* --- the waiting rows --- */
+
+DflTensor
+dfl_draft_pending_rows (DflDraftRun *run, gsize row, gsize n)
+{
+  gsize tw = dfl_drafter_geometry_tap_width (run->base.g);
+
+  return dfl_draft_tensor (run->dev, run->pend_mem[0], row * tw * sizeof (float), DFL_DTYPE_F32,
+                           (gint64) n, (gint64) tw);
+}
+
+/* Waiting rows [from, from + n) of the first buffer to the front of `dst`. */
+static gboolean
+move_pending (DflDraftRun *run, gsize from, gsize n, gpointer dst, GError **error)
+{
+  DflTensor zero = dfl_draft_param (run, run->params.off_zero, DFL_DTYPE_I64, 1);
+  DflTensor src = dfl_draft_pending_rows (run, from, n);
+  DflTensor to = src;
+
+  to.handle = dst;
+  to.offset = 0;
+  return n == 0 || dfl_op_copy_rows (run->dev, &src, &zero, &to, error);
+}
+
+/* Room for `n` more waiting rows: bigger buffers, the rows moved over. */
+static gboolean
+pending_room (DflDraftRun *run, gsize n, GError **error)
+{
+  gsize tw = dfl_drafter_geometry_tap_width (run->base.g);
+  gsize need = run->base.pending_rows + n, cap;
+  gpointer mem[2] = { NULL, NULL };
+
+  if (need <= run->pend_cap)
+    return TRUE;
+  cap = MAX (MAX (need, run->pend_cap * 2), (gsize) DFL_DRAFTER_CONTEXT_CHUNK);
+  for (int i = 0; i < 2; i++)
+    if (!(mem[i] = dfl_device_alloc (run->dev, cap * tw * sizeof (float), error)))
+      goto fail;
+  /* the old buffers go once the copy (and any queued settle) has read them */
+  if (!move_pending (run, 0, run->base.pending_rows, mem[0], error)
+      || !dfl_op_sync (run->dev, error))
+    goto fail;
+  for (int i = 0; i < 2; i++) {
+    dfl_device_free (run->dev, run->pend_mem[i]);
+    run->pend_mem[i] = mem[i];
+  }
+  run->pend_cap = cap;
+  return TRUE;
+
+fail:
+  for (int i = 0; i < 2; i++)
+    dfl_device_free (run->dev, mem[i]);
+  return FALSE;
+}
+
+static gboolean
+run_pend (DflDraftCtx *ctx, const DflTensor *taps, GError **error)
+{
+  DflDraftRun *run = (DflDraftRun *) ctx;
+  gsize tw = dfl_drafter_geometry_tap_width (ctx->g), n = (gsize) taps->ne[1];
+  gsize at = ctx->pending_rows * tw * sizeof (float);
+  gboolean host = !taps->device || dfl_device_backend (taps->device) == DFL_BACKEND_CPU;
+  gboolean packed = n <= 1 || taps->nb[1] == tw * sizeof (float);
+
+  if (!pending_room (run, n, error))
+    return FALSE;
+  if (host) {
+    const guint8 *src = dfl_tensor_data (taps);
+    if (packed)
+      return dfl_device_upload (run->dev, run->pend_mem[0], at, src, n * tw * sizeof (float),
+                                error);
+    for (gsize r = 0; r < n; r++)
+      if (!dfl_device_upload (run->dev, run->pend_mem[0], at + r * tw * sizeof (float),
+                              src + r * taps->nb[1], tw * sizeof (float), error))
+        return FALSE;
+    return TRUE;
+  }
+  {
+    /* rows on the device: copied there, a row at a time where they are
+     * spaced out */
+    DflTensor zero = dfl_draft_param (run, run->params.off_zero, DFL_DTYPE_I64, 1);
+    for (gsize r = 0; r < n; r += packed ? n : 1) {
+      gsize m = packed ? n : 1;
+      DflTensor src = dfl_tensor_2d (taps->device, taps->handle, taps->offset + r * taps->nb[1],
+                                     DFL_DTYPE_F32, (gint64) m, (gint64) tw);
+      DflTensor dst = dfl_draft_pending_rows (run, ctx->pending_rows + r, m);
+      if (!dfl_op_copy_rows (run->dev, &src, &zero, &dst, error))
+        return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static void
+run_unpend (DflDraftCtx *ctx, gsize n)
+{
+  DflDraftRun *run = (DflDraftRun *) ctx;
+  GError *error = NULL;
+  gpointer t;
+
+  /* the rows that stay to the front of the other buffer, which becomes
+   * the first: a copy cannot overlap itself */
+  if (!move_pending (run, n, ctx->pending_rows - n, run->pend_mem[1], &error)) {
+    /* shapes checked by the caller: a refusal here is a bug */
+    g_critical ("%s: moving the waiting rows: %s", ctx->name, error->message);
+    g_clear_error (&error);
+    return;
+  }
+  t = run->pend_mem[0];
+  run->pend_mem[0] = run->pend_mem[1];
+  run->pend_mem[1] = t;
+}
+
 static gboolean
 run_read_kv (DflDraftCtx *ctx, int layer, int kv_head, float **k, float **v, GError **error)
 {
@@ -246,10 +361,14 @@ run_free (DflDraftCtx *ctx)
     dfl_device_free (run->dev, run->kv[l].v_mem);
   }
   g_free (run->kv);
+  g_clear_pointer (&run->graph, dfl_graph_free);
   if (run->dev) {
+    dfl_device_free (run->dev, run->graph_out);
     dfl_device_free (run->dev, run->scratch);
     dfl_device_free (run->dev, run->settle_mem);
     dfl_device_free (run->dev, run->pick_mem);
+    dfl_device_free (run->dev, run->pend_mem[0]);
+    dfl_device_free (run->dev, run->pend_mem[1]);
     dfl_device_free (run->dev, run->params.dev_mem);
   }
   g_free (run->params.host);
@@ -260,6 +379,8 @@ run_free (DflDraftCtx *ctx)
 }
 
 static const DflDraftCtxOps run_ops = {
+  .pend = run_pend,
+  .unpend = run_unpend,
   .settle = dfl_draft_run_settle,
   .block = dfl_draft_run_block,
   .select = dfl_draft_run_select,

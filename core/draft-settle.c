@@ -9,13 +9,11 @@
 #include "draft-forward.h"
 #include "dfl-error.h"
 
-/* Room for a batch: its taps, then its rows of hidden. */
+/* Room for a batch's rows of hidden. */
 static gboolean
 settle_room (DflDraftRun *run, gsize batch, GError **error)
 {
   const DflDrafterGeometry *g = run->base.g;
-  gsize tw = dfl_drafter_geometry_tap_width (g);
-
   if (batch <= run->settle_cap)
     return TRUE;
   /* the old room is let go once the queued work has read it */
@@ -24,8 +22,7 @@ settle_room (DflDraftRun *run, gsize batch, GError **error)
   dfl_device_free (run->dev, run->settle_mem);
   run->settle_cap = 0;
   batch = MAX (batch, (gsize) DFL_DRAFTER_CONTEXT_CHUNK);
-  if (!(run->settle_mem = dfl_device_alloc (run->dev, batch * (tw + g->hidden) * sizeof (float),
-                                            error)))
+  if (!(run->settle_mem = dfl_device_alloc (run->dev, batch * g->hidden * sizeof (float), error)))
     return FALSE;
   run->settle_cap = batch;
   return TRUE;
@@ -38,7 +35,7 @@ dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error)
   const DflDraftNet *net = run->net;
   const DflDrafterGeometry *g = ctx->g;
   DflDevice *dev = run->dev;
-  gsize tw = dfl_drafter_geometry_tap_width (g), batch = MIN (n, (gsize) DFL_DRAFTER_SETTLE_BATCH);
+  gsize batch = MIN (n, (gsize) DFL_DRAFTER_SETTLE_BATCH);
   int hs = g->hidden, hd = g->head_dim, kv = g->kv_heads;
   float eps = (float) g->eps;
   DflTensor pos = dfl_draft_param (run, run->params.off_settle_pos, DFL_DTYPE_I64, 1);
@@ -49,17 +46,13 @@ dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error)
     return FALSE;
   for (gsize done = 0; done < n; done += batch) {
     gsize nb = MIN (batch, n - done);
-    DflTensor taps = dfl_draft_tensor (dev, run->settle_mem, 0, DFL_DTYPE_F32, (gint64) nb,
-                                       (gint64) tw);
-    DflTensor t = dfl_draft_tensor (dev, run->settle_mem, run->settle_cap * tw * sizeof (float),
-                                    DFL_DTYPE_F32, (gint64) nb, hs);
+    DflTensor taps = dfl_draft_pending_rows (run, done, nb);
+    DflTensor t = dfl_draft_tensor (dev, run->settle_mem, 0, DFL_DTYPE_F32, (gint64) nb, hs);
 
-    /* the waiting rows (host memory, draft-context.c's) to the device;
-     * the position the rope reads, after the last batch's rope has run */
+    /* the position the rope reads (an upload waits for the last batch's
+     * rope to have read it) */
     *(gint64 *) (run->params.host + run->params.off_settle_pos) = ctx->first + ctx->len;
-    if (!dfl_device_upload (dev, run->settle_mem, 0, ctx->pending + done * tw,
-                            nb * tw * sizeof (float), error)
-        || !dfl_draft_params_upload (run, run->params.off_settle_pos, sizeof (gint64), error)
+    if (!dfl_draft_params_upload (run, run->params.off_settle_pos, sizeof (gint64), error)
         || !dfl_op_matmul (dev, &net->fc, &taps, &t, FALSE, error)
         || !dfl_op_rmsnorm (dev, &t, &net->hidden_norm, &t, eps, error))
       return FALSE;

@@ -249,9 +249,14 @@ graph_block (DflDraftRun *run, int width, GError **error)
       || !dfl_op_capture_begin (dev, error))
     return FALSE;
   recorded = enqueue_block (run, width, dev, run->graph_out, 0, error);
-  /* the capture ends whatever happened inside it */
+  /* the capture ends whatever happened inside it; a graph of a failed
+   * recording is not kept */
   run->graph = dfl_op_capture_end (dev, recorded ? error : NULL);
-  if (!recorded || !run->graph)
+  if (!recorded) {
+    g_clear_pointer (&run->graph, dfl_graph_free);
+    return FALSE;
+  }
+  if (!run->graph)
     return FALSE;
   run->graph_generation = run->generation;
   run->graph_width = width;

@@ -159,9 +159,7 @@ put_raw (Placer *P, const void *src, DflDtype dtype, gint64 rows, gint64 cols)
 static DflTensor
 put_vec (Placer *P, const float *src, gint64 n)
 {
-  DflTensor t = put_raw (P, src, DFL_DTYPE_F32, 1, n);
-
-  return t;
+  return put_raw (P, src, DFL_DTYPE_F32, 1, n);
 }
 
 /* A trunk matrix: borrowed where it is already on the device (or on the

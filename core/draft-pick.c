@@ -53,8 +53,6 @@ dfl_draft_run_select (DflDraftCtx *ctx, const DflTensor *block, int width, guint
   vals = dfl_tensor_2d (dev, run->pick_mem, p.vals, DFL_DTYPE_F32, n, top);
   ids = dfl_tensor_2d (dev, run->pick_mem, p.ids, DFL_DTYPE_I32, n, top);
   picked = dfl_tensor_2d (dev, run->pick_mem, p.chosen, DFL_DTYPE_I32, 1, n);
-  picked.ne[0] = n;
-  picked.ne[1] = 1;
   if (!dfl_op_top_k (dev, &logits, &vals, &ids, error))
     return FALSE;
   if (net->selector

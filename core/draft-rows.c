@@ -28,16 +28,10 @@ kv_width (const DflDrafterGeometry *g)
 DflTensor
 dfl_draft_param (DflDraftRun *run, gsize off, DflDtype dtype, gint64 n)
 {
-  DflTensor t;
-
-  if (run->net->host_indices)
-    t = dfl_tensor_2d (NULL, run->params.host + off, 0, dtype, 1, n);
-  else
-    t = dfl_tensor_2d (run->dev, run->params.dev_mem, off, dtype, 1, n);
   /* one dimension: n elements */
-  t.ne[0] = n;
-  t.ne[1] = 1;
-  return t;
+  if (run->net->host_indices)
+    return dfl_tensor_2d (NULL, run->params.host + off, 0, dtype, 1, n);
+  return dfl_tensor_2d (run->dev, run->params.dev_mem, off, dtype, 1, n);
 }
 
 gboolean

@@ -149,10 +149,10 @@ layer (DflDraftRun *run, int l, const DflTensor *pos, GError **error)
   q_heads = dfl_draft_heads (&run->q, g->heads);
   k_heads = dfl_draft_heads (&bk, g->kv_heads);
   y_heads = dfl_draft_heads (&run->y, g->heads);
-  q_rows = dfl_draft_tensor (dev, run->q.handle, run->q.offset, DFL_DTYPE_F32,
-                             (gint64) b * g->heads, hd);
-  k_rows = dfl_draft_tensor (dev, bk.handle, bk.offset, DFL_DTYPE_F32,
-                             (gint64) b * g->kv_heads, hd);
+  q_rows = dfl_tensor_2d (dev, run->q.handle, run->q.offset, DFL_DTYPE_F32,
+                          (gint64) b * g->heads, hd);
+  k_rows = dfl_tensor_2d (dev, bk.handle, bk.offset, DFL_DTYPE_F32,
+                          (gint64) b * g->kv_heads, hd);
   keys = dfl_draft_heads (&keys, g->kv_heads);
   values = dfl_draft_heads (&values, g->kv_heads);
 

@@ -198,7 +198,8 @@ check_taps (DflDraftCtx *ctx, gint64 pos, const DflTensor *taps, GError **error)
                  tw);
     return FALSE;
   }
-  if (n_rows > 0 && !same_place (taps, NULL) && !same_place (taps, ctx->w->device)) {
+  if (n_rows > 0 && !same_place (taps, NULL)
+      && !same_place (taps, ctx->w->device)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                  "%s: context rows on %s; the context takes them in host memory%s%s", ctx->name,
                  place_name (taps), ctx->w->device ? " or on " : "",

@@ -14,13 +14,6 @@
 #define CONVERT_CHUNK (1 << 20)
 
 DflTensor
-dfl_draft_tensor (DflDevice *dev, gpointer mem, gsize offset, DflDtype dtype, gint64 rows,
-                  gint64 cols)
-{
-  return dfl_tensor_2d (dev, mem, offset, dtype, rows, cols);
-}
-
-DflTensor
 dfl_draft_rows (const DflTensor *t, gint64 r0, gint64 n)
 {
   DflTensor v = *t;
@@ -103,11 +96,11 @@ put_mat (Placer *P, const DflWeights *src)
   DflDtype as;
 
   if (!P->dev)
-    return dfl_draft_tensor (NULL, (gpointer) src->data, 0, src->type, src->rows, src->cols);
+    return dfl_tensor_2d (NULL, (gpointer) src->data, 0, src->type, src->rows, src->cols);
   as = mat_type (P, src->type);
   off = place (P, n * dfl_dtype_size (as));
   if (!P->mem || P->failed)
-    return dfl_draft_tensor (P->dev, P->mem, off, as, src->rows, src->cols);
+    return dfl_tensor_2d (P->dev, P->mem, off, as, src->rows, src->cols);
   if (as == src->type) {
     upload (P, off, src->data, n * dfl_dtype_size (as));
   } else {
@@ -138,7 +131,7 @@ put_mat (Placer *P, const DflWeights *src)
     g_free (f);
     g_free (h);
   }
-  return dfl_draft_tensor (P->dev, P->mem, off, as, src->rows, src->cols);
+  return dfl_tensor_2d (P->dev, P->mem, off, as, src->rows, src->cols);
 }
 
 /* Host data of `dtype` as [rows][cols], as it is: borrowed on the CPU,
@@ -149,10 +142,10 @@ put_raw (Placer *P, const void *src, DflDtype dtype, gint64 rows, gint64 cols)
   gsize off;
 
   if (!P->dev)
-    return dfl_draft_tensor (NULL, (gpointer) src, 0, dtype, rows, cols);
+    return dfl_tensor_2d (NULL, (gpointer) src, 0, dtype, rows, cols);
   off = place (P, (gsize) rows * cols * dfl_dtype_size (dtype));
   upload (P, off, src, (gsize) rows * cols * dfl_dtype_size (dtype));
-  return dfl_draft_tensor (P->dev, P->mem, off, dtype, rows, cols);
+  return dfl_tensor_2d (P->dev, P->mem, off, dtype, rows, cols);
 }
 
 /* An F32 vector as a one-dimensional tensor. */

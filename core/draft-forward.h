@@ -107,9 +107,6 @@ typedef struct {
 
 /* draft-device.c */
 extern const DflDraftEngine dfl_draft_engine;
-/* A view of an allocation as a packed [rows][cols] tensor of `net`'s device. */
-DflTensor dfl_draft_tensor (DflDevice *dev, gpointer mem, gsize offset, DflDtype dtype,
-                            gint64 rows, gint64 cols);
 /* Rows [r0, r0 + n) of a packed 2-D tensor. */
 DflTensor dfl_draft_rows (const DflTensor *t, gint64 r0, gint64 n);
 /* A packed [rows][heads][head_dim] view of a packed 2-D tensor. */

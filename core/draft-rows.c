@@ -88,9 +88,9 @@ dfl_draft_kv_rows (DflDraftRun *run, int layer, gboolean values, gsize row, gsiz
 {
   const DflDraftKv *c = &run->kv[layer];
 
-  return dfl_draft_tensor (run->dev, values ? c->v_mem : c->k_mem,
-                           row * kv_width (run->base.g) * sizeof (float), DFL_DTYPE_F32,
-                           (gint64) n, kv_width (run->base.g));
+  return dfl_tensor_2d (run->dev, values ? c->v_mem : c->k_mem,
+                        row * kv_width (run->base.g) * sizeof (float), DFL_DTYPE_F32,
+                        (gint64) n, kv_width (run->base.g));
 }
 
 static gboolean
@@ -129,9 +129,9 @@ dfl_draft_kv_reserve (DflDraftRun *run, int layer, gsize n, GError **error)
     gsize from = c->front + rows->start;
     DflTensor src_k = dfl_draft_kv_rows (run, layer, FALSE, from, rows->held);
     DflTensor src_v = dfl_draft_kv_rows (run, layer, TRUE, from, rows->held);
-    DflTensor dst_k = dfl_draft_tensor (run->dev, k, c->front * kv_width (run->base.g)
-                                        * sizeof (float), DFL_DTYPE_F32, (gint64) cap,
-                                        kv_width (run->base.g));
+    DflTensor dst_k = dfl_tensor_2d (run->dev, k, c->front * kv_width (run->base.g)
+                                     * sizeof (float), DFL_DTYPE_F32, (gint64) cap,
+                                     kv_width (run->base.g));
     DflTensor dst_v = dst_k;
     dst_v.handle = v;
     /* the old buffers are freed once the copies have read them */
@@ -186,8 +186,8 @@ scratch_init (DflDraftRun *run, GError **error)
   }
   off = 0;
   for (guint i = 0; i < G_N_ELEMENTS (parts); i++) {
-    *parts[i].t = dfl_draft_tensor (run->dev, run->scratch, off, DFL_DTYPE_F32,
-                                    (gint64) parts[i].rows, (gint64) parts[i].cols);
+    *parts[i].t = dfl_tensor_2d (run->dev, run->scratch, off, DFL_DTYPE_F32,
+                                 (gint64) parts[i].rows, (gint64) parts[i].cols);
     off += aligned (parts[i].rows * parts[i].cols * sizeof (float));
   }
   for (int l = 0; l < g->layers; l++) {
@@ -195,10 +195,10 @@ scratch_init (DflDraftRun *run, GError **error)
     gsize bytes = aligned (((gsize) w + b) * kd * sizeof (float));
     if (w == 0)
       continue;
-    run->win_k[l] = dfl_draft_tensor (run->dev, run->scratch, win_off[l], DFL_DTYPE_F32,
-                                      (gint64) w + (gint64) b, kd);
-    run->win_v[l] = dfl_draft_tensor (run->dev, run->scratch, win_off[l] + bytes,
-                                      DFL_DTYPE_F32, (gint64) w + (gint64) b, kd);
+    run->win_k[l] = dfl_tensor_2d (run->dev, run->scratch, win_off[l], DFL_DTYPE_F32,
+                                   (gint64) w + (gint64) b, kd);
+    run->win_v[l] = dfl_tensor_2d (run->dev, run->scratch, win_off[l] + bytes,
+                                   DFL_DTYPE_F32, (gint64) w + (gint64) b, kd);
   }
   g_free (win_off);
   return TRUE;
@@ -211,8 +211,8 @@ dfl_draft_pending_rows (DflDraftRun *run, gsize row, gsize n)
 {
   gsize tw = dfl_drafter_geometry_tap_width (run->base.g);
 
-  return dfl_draft_tensor (run->dev, run->pend_mem[0], row * tw * sizeof (float), DFL_DTYPE_F32,
-                           (gint64) n, (gint64) tw);
+  return dfl_tensor_2d (run->dev, run->pend_mem[0], row * tw * sizeof (float), DFL_DTYPE_F32,
+                        (gint64) n, (gint64) tw);
 }
 
 /* Waiting rows [from, from + n) of the first buffer to the front of `dst`. */

@@ -47,7 +47,7 @@ dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error)
   for (gsize done = 0; done < n; done += batch) {
     gsize nb = MIN (batch, n - done);
     DflTensor taps = dfl_draft_pending_rows (run, done, nb);
-    DflTensor t = dfl_draft_tensor (dev, run->settle_mem, 0, DFL_DTYPE_F32, (gint64) nb, hs);
+    DflTensor t = dfl_tensor_2d (dev, run->settle_mem, 0, DFL_DTYPE_F32, (gint64) nb, hs);
 
     /* the position the rope reads (an upload waits for the last batch's
      * rope to have read it) */
@@ -67,7 +67,7 @@ dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error)
       k = dfl_draft_kv_rows (run, l, FALSE, at, nb);
       v = dfl_draft_kv_rows (run, l, TRUE, at, nb);
       k_heads = dfl_draft_heads (&k, kv);
-      k_rows = dfl_draft_tensor (dev, k.handle, k.offset, DFL_DTYPE_F32, (gint64) nb * kv, hd);
+      k_rows = dfl_tensor_2d (dev, k.handle, k.offset, DFL_DTYPE_F32, (gint64) nb * kv, hd);
       if (!dfl_op_matmul (dev, &L->k, &t, &k, FALSE, error)
           || !dfl_op_matmul (dev, &L->v, &t, &v, FALSE, error)
           || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error))

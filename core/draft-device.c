@@ -55,17 +55,11 @@ typedef struct {
 } Placer;
 
 static gsize
-aligned (gsize bytes)
-{
-  return (bytes + DFL_DRAFT_ALIGN - 1) / DFL_DRAFT_ALIGN * DFL_DRAFT_ALIGN;
-}
-
-static gsize
 place (Placer *P, gsize bytes)
 {
   gsize at = P->off;
 
-  P->off += aligned (bytes);
+  P->off += dfl_draft_aligned (bytes);
   return at;
 }
 

@@ -25,6 +25,12 @@ G_BEGIN_DECLS
  * vectorised kernels like aligned starts). */
 #define DFL_DRAFT_ALIGN 256
 
+static inline gsize
+dfl_draft_aligned (gsize bytes)
+{
+  return (bytes + DFL_DRAFT_ALIGN - 1) / DFL_DRAFT_ALIGN * DFL_DRAFT_ALIGN;
+}
+
 /* A layer's weights as tensors on the drafter's device. */
 typedef struct {
   DflTensor in_norm, post_norm, q_norm, k_norm;   /* F32 vectors */
@@ -70,7 +76,7 @@ typedef struct {
   guint8 *host;
   gpointer dev_mem;
   gsize bytes;
-  gsize off_pos, off_settle_pos, off_zero, off_ids, off_lo, off_hi, off_cand;
+  gsize off_pos, off_settle_pos, off_zero, off_ids, off_lo, off_hi;
   gsize *off_gather;            /* [layers]: a windowed layer's window slots */
 } DflDraftParams;
 

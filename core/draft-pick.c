@@ -19,12 +19,9 @@ pick_layout (const DflDrafterGeometry *g, int top, gboolean selector)
   PickLayout p;
 
   p.hp = 0;
-  p.vals = DFL_DRAFT_ALIGN * ((n * (selector ? g->selector_rank : 1) * sizeof (float)
-                               + DFL_DRAFT_ALIGN - 1) / DFL_DRAFT_ALIGN);
-  p.ids = p.vals + DFL_DRAFT_ALIGN * ((n * top * sizeof (float) + DFL_DRAFT_ALIGN - 1)
-                                      / DFL_DRAFT_ALIGN);
-  p.chosen = p.ids + DFL_DRAFT_ALIGN * ((n * top * sizeof (gint32) + DFL_DRAFT_ALIGN - 1)
-                                        / DFL_DRAFT_ALIGN);
+  p.vals = dfl_draft_aligned (n * (selector ? g->selector_rank : 1) * sizeof (float));
+  p.ids = p.vals + dfl_draft_aligned (n * top * sizeof (float));
+  p.chosen = p.ids + dfl_draft_aligned (n * top * sizeof (gint32));
   p.bytes = p.chosen + n * sizeof (gint32);
   return p;
 }

@@ -13,12 +13,6 @@
  * layer that holds none yet, so there is always one. */
 #define KV_FIRST_ROWS 64
 
-static gsize
-aligned (gsize bytes)
-{
-  return (bytes + DFL_DRAFT_ALIGN - 1) / DFL_DRAFT_ALIGN * DFL_DRAFT_ALIGN;
-}
-
 static int
 kv_width (const DflDrafterGeometry *g)
 {
@@ -60,18 +54,18 @@ params_init (DflDraftRun *run, GError **error)
   p->off_zero = off;
   off += 16;
   p->off_ids = off;
-  off += aligned (b * sizeof (gint32));
+  off += dfl_draft_aligned (b * sizeof (gint32));
   p->off_lo = off;
-  off += aligned ((gsize) g->layers * b * sizeof (gint32));
+  off += dfl_draft_aligned ((gsize) g->layers * b * sizeof (gint32));
   p->off_hi = off;
-  off += aligned ((gsize) g->layers * b * sizeof (gint32));
+  off += dfl_draft_aligned ((gsize) g->layers * b * sizeof (gint32));
   p->off_gather = g_new0 (gsize, g->layers);
   for (int l = 0; l < g->layers; l++) {
     int w = dfl_drafter_geometry_window_of (g, l);
     if (w == 0)
       continue;
     p->off_gather[l] = off;
-    off += aligned ((gsize) w * sizeof (gint32));
+    off += dfl_draft_aligned ((gsize) w * sizeof (gint32));
   }
   p->bytes = off;
   p->host = g_malloc0 (off);
@@ -170,7 +164,7 @@ scratch_init (DflDraftRun *run, GError **error)
   gsize off = 0, *win_off = g_new0 (gsize, g->layers);
 
   for (guint i = 0; i < G_N_ELEMENTS (parts); i++)
-    off += aligned (parts[i].rows * parts[i].cols * sizeof (float));
+    off += dfl_draft_aligned (parts[i].rows * parts[i].cols * sizeof (float));
   run->win_k = g_new0 (DflTensor, g->layers);
   run->win_v = g_new0 (DflTensor, g->layers);
   for (int l = 0; l < g->layers; l++) {
@@ -178,7 +172,7 @@ scratch_init (DflDraftRun *run, GError **error)
     if (w == 0)
       continue;
     win_off[l] = off;
-    off += 2 * aligned (((gsize) w + b) * kd * sizeof (float));
+    off += 2 * dfl_draft_aligned (((gsize) w + b) * kd * sizeof (float));
   }
   if (!(run->scratch = dfl_device_alloc (run->dev, off, error))) {
     g_free (win_off);
@@ -188,11 +182,11 @@ scratch_init (DflDraftRun *run, GError **error)
   for (guint i = 0; i < G_N_ELEMENTS (parts); i++) {
     *parts[i].t = dfl_tensor_2d (run->dev, run->scratch, off, DFL_DTYPE_F32,
                                  (gint64) parts[i].rows, (gint64) parts[i].cols);
-    off += aligned (parts[i].rows * parts[i].cols * sizeof (float));
+    off += dfl_draft_aligned (parts[i].rows * parts[i].cols * sizeof (float));
   }
   for (int l = 0; l < g->layers; l++) {
     int w = dfl_drafter_geometry_window_of (g, l);
-    gsize bytes = aligned (((gsize) w + b) * kd * sizeof (float));
+    gsize bytes = dfl_draft_aligned (((gsize) w + b) * kd * sizeof (float));
     if (w == 0)
       continue;
     run->win_k[l] = dfl_tensor_2d (run->dev, run->scratch, win_off[l], DFL_DTYPE_F32,

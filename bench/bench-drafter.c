@@ -17,56 +17,11 @@
  */
 #include "drafter.h"
 #include "bench-common.h"
+#include "bench-drafter-weights.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static guint64 rng_state = 0x9e3779b97f4a7c15ull;
-
-static inline float
-rnd (void)
-{
-  /* xorshift64*: random enough for weights, fast enough for 5 GB of them */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (float) ((rng_state * 0x2545f4914f6cdd1dull) >> 40) / (float) (1 << 24) - 0.5f;
-}
-
-typedef struct {
-  guint64 fc_bytes, book_bytes;
-} Fill;
-
-static void
-fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, gpointer user)
-{
-  Fill *f = user;
-
-  g_assert (writable);
-  if (strstr (name, "codebook")) {
-    g_assert (dtype == DFL_DTYPE_F16);
-    for (gsize i = 0; i < n; i++)
-      ((guint16 *) data)[i] = dfl_f32_to_f16 (rnd ());
-    f->book_bytes += n * 2;
-    return;
-  }
-  if (dtype == DFL_DTYPE_BF16) {
-    for (gsize i = 0; i < n; i++)
-      ((guint16 *) data)[i] = dfl_f32_to_bf16 (0.05f * rnd ());
-  } else if (dtype == DFL_DTYPE_F16) {
-    for (gsize i = 0; i < n; i++)
-      ((guint16 *) data)[i] = dfl_f32_to_f16 (0.05f * rnd ());
-  } else if (strstr (name, "norm")) {
-    for (gsize i = 0; i < n; i++)
-      ((float *) data)[i] = 1.0f + 0.1f * rnd ();
-  } else {
-    for (gsize i = 0; i < n; i++)
-      ((float *) data)[i] = 0.05f * rnd ();
-  }
-  if (strcmp (name, "fc.weight") == 0)
-    f->fc_bytes = n * dfl_dtype_size (dtype);
-}
 
 int
 main (int argc, char **argv)
@@ -85,7 +40,7 @@ main (int argc, char **argv)
   DflDraftCtx *ctx;
   DflDraftTrunk trunk;
   DflTensor out;
-  Fill f = { 0 };
+  guint64 fc_bytes, book_bytes;
   double t0, bw, rbw, t_fill, settle[3], blocks[64], sel[5];
   guint64 total, streamed;
   float *taps, *block, *logits;
@@ -114,14 +69,13 @@ main (int argc, char **argv)
   rows = g.block;
 
   t0 = dfl_bench_now ();
-  if (!(d = dfl_drafter_weights_new_blank_as (&g, TRUE, TRUE, DFL_DTYPE_BF16, &error))) {
+  if (!(d = dfl_bench_drafter_random (&g, DFL_DTYPE_BF16, &fc_bytes, &book_bytes, &error))) {
     fprintf (stderr, "%s\n", error->message);
     return 1;
   }
-  dfl_drafter_weights_foreach (d, fill, &f);
   t_fill = dfl_bench_now () - t0;
   total = dfl_drafter_weights_bytes (d);
-  streamed = total - f.fc_bytes - f.book_bytes;
+  streamed = total - fc_bytes - book_bytes;
   printf ("geometry: %s — hidden %d, %d layers, %d heads over %d, head_dim %d, intermediate %d,"
           " %d taps, block %d, conv kernel %d group %d, selector rank %d top %d, vocab %d\n",
           small ? "small" : "Qwen3-8B DFlash", g.hidden, g.layers, g.heads, g.kv_heads, g.head_dim,
@@ -140,7 +94,7 @@ main (int argc, char **argv)
   for (int r = 0; r <= n_blocks + g.selector_top; r++)
     for (int j = 0; j < g.hidden; j++)
       table[(gsize) (r == n_blocks + g.selector_top ? (int) g.mask_token : r) * g.hidden + j]
-          = dfl_f32_to_bf16 (rnd ());
+          = dfl_f32_to_bf16 (dfl_bench_rnd ());
   trunk.embed = dfl_tensor_2d (NULL, table, 0, DFL_DTYPE_BF16, g.vocab, g.hidden);
   trunk.head = trunk.embed;
   if (!(bound = dfl_drafter_weights_bind (d, NULL, &trunk, DFL_DTYPE_F32, &error))
@@ -152,7 +106,7 @@ main (int argc, char **argv)
   /* settle: a 512-row prompt, one batch through each matrix */
   taps = g_new (float, (gsize) ctx_rows * tw);
   for (gsize i = 0; i < (gsize) ctx_rows * tw; i++)
-    taps[i] = rnd ();
+    taps[i] = dfl_bench_rnd ();
   for (int i = 0; i < 3; i++) {
     dfl_draft_ctx_reset (ctx);
     if (!dfl_draft_ctx_queue_host (ctx, 0, taps, ctx_rows, &error)) {
@@ -197,7 +151,7 @@ main (int argc, char **argv)
   logits = g_new (float, (gsize) (rows - 1) * g.vocab);
   chosen = g_new (guint32, rows - 1);
   for (gsize j = 0; j < (gsize) (rows - 1) * g.vocab; j++)
-    logits[j] = rnd ();
+    logits[j] = dfl_bench_rnd ();
   for (int i = 0; i < 5; i++) {
     t0 = dfl_bench_now ();
     dfl_drafter_weights_select (d, block, rows - 1, logits, g.vocab, 0, chosen, NULL);

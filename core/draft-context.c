@@ -8,7 +8,6 @@
 #include "draft-context.h"
 #include "dfl-error.h"
 
-#include <string.h>
 
 gpointer
 dfl_draft_ctx_alloc (gsize size, const DflDraftCtxOps *ops, DflDrafterWeights *w)
@@ -43,7 +42,6 @@ dfl_draft_ctx_free (DflDraftCtx *ctx)
     return;
   ctx->ops->free (ctx);
   g_free (ctx->rows);
-  g_free (ctx->pending);
   dfl_drafter_weights_unref (ctx->w);
   g_free (ctx);
 }
@@ -200,33 +198,15 @@ check_taps (DflDraftCtx *ctx, gint64 pos, const DflTensor *taps, GError **error)
                  tw);
     return FALSE;
   }
-  if (n_rows > 0 && !same_place (taps, NULL) && (!ctx->ops->pend || !same_place (taps, ctx->w->device))) {
+  if (n_rows > 0 && !same_place (taps, NULL)
+      && !same_place (taps, ctx->w->device)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                  "%s: context rows on %s; the context takes them in host memory%s%s", ctx->name,
-                 place_name (taps), ctx->ops->pend ? " or on " : "",
-                 ctx->ops->pend ? dfl_device_describe (ctx->w->device) : "");
+                 place_name (taps), ctx->w->device ? " or on " : "",
+                 ctx->w->device ? dfl_device_describe (ctx->w->device) : "");
     return FALSE;
   }
   return TRUE;
-}
-
-/* Host rows after the waiting ones (ops->pend NULL). */
-static void
-pend_host (DflDraftCtx *ctx, const DflTensor *taps)
-{
-  gsize tw = (gsize) dfl_drafter_geometry_tap_width (ctx->g), n = (gsize) taps->ne[1];
-  const char *src = dfl_tensor_data (taps);
-
-  if (ctx->pending_rows + n > ctx->pending_cap) {
-    ctx->pending_cap = MAX (ctx->pending_rows + n, ctx->pending_cap * 2);
-    ctx->pending = g_renew (float, ctx->pending, ctx->pending_cap * tw);
-  }
-  if (taps->nb[1] == tw * sizeof (float))
-    memcpy (ctx->pending + ctx->pending_rows * tw, src, n * tw * sizeof (float));
-  else
-    for (gsize r = 0; r < n; r++)
-      memcpy (ctx->pending + (ctx->pending_rows + r) * tw, src + r * taps->nb[1],
-              tw * sizeof (float));
 }
 
 gboolean
@@ -246,27 +226,18 @@ dfl_draft_ctx_queue (DflDraftCtx *ctx, gint64 pos, const DflTensor *taps, GError
   }
   if (n_rows == 0)
     return TRUE;
-  if (ctx->ops->pend) {
-    if (!ctx->ops->pend (ctx, taps, error))
-      return FALSE;
-  } else {
-    pend_host (ctx, taps);
-  }
+  if (!ctx->ops->pend (ctx, taps, error))
+    return FALSE;
   ctx->pending_rows += n_rows;
   /* past the limit the oldest rows go through at once, a multiple of
    * CONTEXT_CHUNK of them: one move of what stays, not one a chunk */
   if (ctx->pending_rows > DFL_DRAFTER_PENDING_ROWS) {
-    gsize tw = (gsize) dfl_drafter_geometry_tap_width (ctx->g);
     gsize over = ctx->pending_rows - DFL_DRAFTER_PENDING_ROWS;
     over = MIN ((over + DFL_DRAFTER_CONTEXT_CHUNK - 1) / DFL_DRAFTER_CONTEXT_CHUNK
                 * DFL_DRAFTER_CONTEXT_CHUNK, ctx->pending_rows);
     if (!settle_front (ctx, over, error))
       return FALSE;
-    if (ctx->ops->unpend)
-      ctx->ops->unpend (ctx, over);
-    else
-      memmove (ctx->pending, ctx->pending + over * tw,
-               (ctx->pending_rows - over) * tw * sizeof (float));
+    ctx->ops->unpend (ctx, over);
     ctx->pending_rows -= over;
   }
   return TRUE;
@@ -456,8 +427,6 @@ dfl_draft_ctx_draft (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int wi
 {
   if (!block_ready (ctx, anchor_pos, anchor, width, out, error))
     return FALSE;
-  if (ctx->ops->draft)
-    return ctx->ops->draft (ctx, anchor_pos, anchor, width, out, chosen, plain, error);
   return ctx->ops->block (ctx, anchor_pos, anchor, width, out, error)
          && ctx->ops->select (ctx, out, width, anchor, chosen, plain, error);
 }

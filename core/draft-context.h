@@ -5,10 +5,10 @@
  * context holds, which rows wait, when they settle and in what batches,
  * what each windowed layer lets go of (its window plus
  * DFL_DRAFTER_BLOCK_SLACK, lazily), which context rows a block reads, and
- * whether a block's context is short (with the messages saying so). A back
- * end only does the compute, through DflDraftCtxOps: keep waiting rows
- * (where the module does not keep them on the host), settle rows into each
- * layer's keys and values, run a block, select.
+ * whether a block's context is short (with the messages saying so). The
+ * compute is the draft-* files' (draft-forward.h), through DflDraftCtxOps:
+ * keep waiting rows, settle rows into each layer's keys and values, run a
+ * block, select.
  */
 #pragma once
 
@@ -26,12 +26,11 @@ typedef struct {
 } DflDraftLayerRows;
 
 typedef struct {
-  /* Append the rows of `taps` (ne[1] of them, checked) after the
-   * pending_rows already waiting. NULL: the module keeps waiting rows in
-   * host memory (ctx->pending) and the back end takes host taps only. */
+  /* Append the rows of `taps` (ne[1] of them, checked: host memory or
+   * the context's device) after the pending_rows already waiting. */
   gboolean (*pend) (DflDraftCtx *ctx, const DflTensor *taps, GError **error);
   /* Forget the first `n` waiting rows (just settled), the rest moving to
-   * the front (ctx->pending_rows still counts them all). NULL with pend. */
+   * the front (ctx->pending_rows still counts them all). */
   void (*unpend) (DflDraftCtx *ctx, gsize n);
   /* Settle the first `n` waiting rows, positions from first + len on, into
    * every layer after its held rows, DFL_DRAFTER_SETTLE_BATCH at a time,
@@ -43,9 +42,6 @@ typedef struct {
   /* The selection, its arguments checked. */
   gboolean (*select) (DflDraftCtx *ctx, const DflTensor *block, int width, guint32 anchor,
                       guint32 *chosen, guint32 *plain, GError **error);
-  /* Block then select in one submission; NULL: one after the other. */
-  gboolean (*draft) (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
-                     const DflTensor *out, guint32 *chosen, guint32 *plain, GError **error);
   /* One KV head of a layer's held rows, to the host (arguments checked). */
   gboolean (*read_kv) (DflDraftCtx *ctx, int layer, int kv_head, float **k, float **v,
                        GError **error);
@@ -65,9 +61,6 @@ struct _DflDraftCtx {
    * waiting rows */
   gint64 first, len;
   gsize pending_rows;
-  /* the waiting rows' taps, where the module keeps them (ops->pend NULL) */
-  float *pending;
-  gsize pending_cap;
 };
 
 /* Allocate a back end's context of `size` bytes (its struct, starting with

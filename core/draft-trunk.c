@@ -1,6 +1,6 @@
 /* gst-dflash — the target's trunk a drafter's block reads (its token
  * embedding and LM head): taken from a CPU target, checked against the
- * drafter, viewed as the CPU's products read it.
+ * drafter.
  */
 #include "drafter-private.h"
 #include "dfl-error.h"
@@ -29,23 +29,26 @@ check_table (const DflTensor *t, const char *name, const DflDrafterGeometry *g, 
   return TRUE;
 }
 
-/* The trunk in the memory the back end reads it from. */
+/* The trunk in memory the drafter's device reads it from: host memory
+ * (borrowed on the CPU, uploaded with the weights on another device), or
+ * that device's own memory (borrowed). */
 static gboolean
-check_place (const DflDraftTrunk *trunk, const char *name, DflDevice *device, gboolean on_device,
-             GError **error)
+check_place (const DflDraftTrunk *trunk, const char *name, DflDevice *device, GError **error)
 {
   const DflTensor *t[2] = { &trunk->embed, &trunk->head };
+  gboolean gpu = device && dfl_device_backend (device) != DFL_BACKEND_CPU;
 
   for (int i = 0; i < 2; i++) {
     DflDevice *d = t[i]->device;
     gboolean host = !d || dfl_device_backend (d) == DFL_BACKEND_CPU;
-    gboolean ok = on_device ? !host && dfl_device_native (d) == dfl_device_native (device) : host;
+    gboolean ok = host || (gpu && dfl_device_backend (d) == dfl_device_backend (device)
+                           && dfl_device_native (d) == dfl_device_native (device));
     if (!ok) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                   "%s: the target's %s is in %s; the drafter on %s reads it from %s", name,
-                   i ? "LM head" : "embedding", host ? "host memory" : dfl_device_describe (d),
-                   device ? dfl_device_describe (device) : "the CPU",
-                   on_device ? "the same device" : "host memory");
+                   "%s: the target's %s is in %s; the drafter on %s reads it from host memory%s",
+                   name, i ? "LM head" : "embedding", dfl_device_describe (d),
+                   gpu ? dfl_device_describe (device) : "the CPU",
+                   gpu ? " or from the same device" : "");
       return FALSE;
     }
   }
@@ -53,21 +56,12 @@ check_place (const DflDraftTrunk *trunk, const char *name, DflDevice *device, gb
 }
 
 gboolean
-dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, gboolean on_device,
-                       const char *name, const DflDrafterGeometry *g, gboolean selector,
-                       GError **error)
+dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, const char *name,
+                       const DflDrafterGeometry *g, gboolean selector, GError **error)
 {
   return check_table (&trunk->embed, name, g, "embedding", g->vocab, error)
          && check_table (&trunk->head, name, g, "LM head", selector ? g->selector_top : 1, error)
-         && check_place (trunk, name, device, on_device, error);
-}
-
-DflWeights
-dfl_draft_trunk_weights (const DflTensor *t)
-{
-  DflWeights w = { dfl_tensor_data (t), t->dtype, (int) t->ne[1], (int) t->ne[0] };
-
-  return w;
+         && check_place (trunk, name, device, error);
 }
 
 /* A matrix of the target as stored in its mapping, as a host tensor. */

@@ -1,7 +1,7 @@
 /* gst-dflash — the drafter's weights, shared by its source files (sidecar.c
- * loads them, drafter-cpu.c drafts with them on the CPU, drafter-select.c
- * picks the tokens, drafter-engines.c binds them to a back end, the GPU
- * back ends upload them). Not installed, not for elements.
+ * loads them, drafter-select.c picks tokens on the host, drafter-engines.c
+ * binds them to a device, draft-device.c puts them there and the draft-*
+ * files draft with them). Not installed, not for elements.
  */
 #pragma once
 
@@ -108,15 +108,18 @@ void dfl_route_free (DflRoute *r);
 /* draft-trunk.c */
 /* Refuse a trunk the drafter cannot read: matrices of its hidden width,
  * the embedding at least vocab rows and the head at least selector_top,
- * packed, F32, F16 or BF16, on `device` where `on_device` (else in host
- * memory). Messages name `name`. */
-gboolean dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, gboolean on_device,
-                                const char *name, const DflDrafterGeometry *g, gboolean selector,
-                                GError **error);
-/* A trunk matrix as the CPU's products read it (host memory, packed). */
-DflWeights dfl_draft_trunk_weights (const DflTensor *t);
+ * packed, F32, F16 or BF16, in host memory or on `device` (a GPU; NULL or
+ * the CPU: host memory only). Messages name `name`. */
+gboolean dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, const char *name,
+                                const DflDrafterGeometry *g, gboolean selector, GError **error);
 
-/* drafter-cpu.c */
-extern const DflDraftEngine dfl_draft_engine_cpu;
+/* draft-device.c */
+/* `w` (host weights) ready to draft on `device` (NULL: the CPU) reading
+ * `trunk` (checked by the caller): its tensors borrowed from host memory
+ * on the CPU, uploaded elsewhere (matrices as dfl_drafter_weights_bind
+ * says), the device's capabilities checked for every op a block needs. */
+DflDrafterWeights *dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device,
+                                                 const DflDraftTrunk *trunk,
+                                                 DflDtype matrix_dtype, GError **error);
 
 G_END_DECLS

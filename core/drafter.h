@@ -192,21 +192,28 @@ gboolean dfl_draft_trunk_of_target (DflDraftTrunk *trunk, const DflTarget *targe
                                     GError **error);
 
 /* The weights ready to draft for a target on `device` (NULL: the CPU),
- * reading `trunk` there. On the CPU the trunk is host memory, borrowed
- * (it must outlive the result), and the weights are shared, not copied.
- * On a CUDA device the trunk is device memory on it, borrowed; the weights
- * are uploaded, matrices as F32 where `matrix_dtype` is F32 (parity with
- * the CPU), else each F16 or BF16 one as stored and each F32 one converted
- * to `matrix_dtype`. On a Vulkan device the trunk is host memory, uploaded
- * with the weights as stored (`matrix_dtype` is not used). A bound drafter
- * cannot be bound again. Errors: DFL_ERROR_MISMATCH where the trunk does
- * not fit the drafter (hidden, vocab), DFL_ERROR_UNSUPPORTED for a back
- * end this build lacks or a geometry past its kernels, and the device's. */
+ * reading `trunk` there. The drafter is the same on every device (its
+ * math over dfl-backend.h's ops); binding checks that the device runs
+ * every op a block needs, of the types the weights hold, and refuses it
+ * (DFL_ERROR_UNSUPPORTED naming the op) where it does not. On the CPU the
+ * trunk is host memory, borrowed (it must outlive the result), and the
+ * weights are shared, not copied. On another device the weights are
+ * uploaded, matrices as F32 where `matrix_dtype` is F32 (parity with the
+ * CPU), else each F16 or BF16 one as stored and each F32 one converted to
+ * `matrix_dtype`; the trunk is that device's memory (borrowed) or host
+ * memory (uploaded with the weights, as stored). A bound drafter cannot
+ * be bound again. Errors: DFL_ERROR_MISMATCH where the trunk does not fit
+ * the drafter (hidden, vocab), DFL_ERROR_UNSUPPORTED for a back end this
+ * build lacks or an op or shape past the device, and the device's. */
 DflDrafterWeights *dfl_drafter_weights_bind (DflDrafterWeights *w, DflDevice *device,
                                              const DflDraftTrunk *trunk, DflDtype matrix_dtype,
                                              GError **error);
 /* The device bound weights run on (NULL: the CPU, or not bound). */
 DflDevice *dfl_drafter_weights_device (const DflDrafterWeights *w);
+/* Whether blocks of bound weights on a device that records graphs
+ * (CUDA) replay a captured graph (default TRUE) or dispatch their ops one
+ * by one: the same work (tests compare the two). Set before contexts draft. */
+void dfl_drafter_weights_set_graphs (DflDrafterWeights *bound, gboolean use);
 /* The type the drafter's matrices are stored in (F32, F16 or BF16): what
  * to pass as `matrix_dtype` for "as stored". */
 DflDtype dfl_drafter_weights_stored_dtype (const DflDrafterWeights *w);
@@ -290,7 +297,7 @@ const float *dfl_draft_ctx_block_rows (const DflDraftCtx *ctx);
  * (each row's argmax): block − 1 each; either may be NULL. */
 gboolean dfl_draft_ctx_select (DflDraftCtx *ctx, const DflTensor *block, int width,
                                guint32 anchor, guint32 *chosen, guint32 *plain, GError **error);
-/* Both, in one submission where the back end can. */
+/* Both: the block, then its selection. */
 gboolean dfl_draft_ctx_draft (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
                               const DflTensor *out, guint32 *chosen, guint32 *plain,
                               GError **error);

@@ -586,7 +586,7 @@ dfl_drafter_weights_bytes (const DflDrafterWeights *w)
 {
   guint64 bytes = 0;
 
-  if (w->engine && w->engine != &dfl_draft_engine_cpu)
+  if (w->engine && w->device)
     return w->device_bytes;
   w = dfl_drafter_weights_base (w);
   for (guint i = 0; i < w->weights->len; i++) {

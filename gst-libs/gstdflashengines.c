@@ -76,7 +76,7 @@ bind_drafter (GstDflashDevice *dev, GstDflashModel *m, Engines *e, GError **erro
 {
   DflDrafterWeights *w = gst_dflash_model_drafter (m);
   DflDraftTrunk trunk;
-  DflDtype as = DFL_DTYPE_F32;
+  DflDtype as;
 
   if (gst_dflash_device_backend (dev) == GST_DFLASH_BACKEND_CUDA) {
     /* on CUDA the drafter reads the target's own embedding and head on the card */
@@ -88,10 +88,11 @@ bind_drafter (GstDflashDevice *dev, GstDflashModel *m, Engines *e, GError **erro
     }
     trunk.embed = dfl_target_embedding_tensor (e->target);
     trunk.head = dfl_target_head_tensor (e->target);
-    as = e->f32 ? DFL_DTYPE_F32 : dfl_drafter_weights_stored_dtype (w);
   } else if (!dfl_draft_trunk_of_target (&trunk, gst_dflash_model_target (m), error)) {
     return NULL;
   }
+  /* matrices as stored on a GPU unless the target's were asked for as F32 */
+  as = e->f32 ? DFL_DTYPE_F32 : dfl_drafter_weights_stored_dtype (w);
   return dfl_drafter_weights_bind (w, gst_dflash_device_dfl (dev), &trunk, as, error);
 }
 

@@ -28,7 +28,8 @@
 #include <string.h>
 
 #include "bench-common.h"
-#include "cuda-drafter.h"
+#include "bench-drafter-weights.h"
+#include "dfl-cuda.h"
 
 static int
 die (GError *error)
@@ -67,7 +68,7 @@ main (int argc, char **argv)
   GError *error = NULL;
   DflCudaDevice *dev;
   DflDevice *cuda;
-  DflDrafterWeights *cd;
+  DflDrafterWeights *cd, *host_w;
   DflDraftCtx *ctx;
   DflDraftTrunk trunk;
   DflTensor taps_16, taps_512, out;
@@ -135,9 +136,12 @@ main (int argc, char **argv)
                         2, 0.03f);
   trunk.embed = dfl_tensor_2d (cuda, d_trunk, 0, type, g.vocab, g.hidden);
   trunk.head = dfl_tensor_2d (cuda, d_trunk, trunk_bytes, type, g.vocab, g.hidden);
-  if (!(cd = dfl_cuda_drafter_new_random (cuda, &g, TRUE, TRUE, type, &trunk, 7, &error))
+  /* random weights made on the host, uploaded as `type` */
+  if (!(host_w = dfl_bench_drafter_random (&g, type, NULL, NULL, &error))
+      || !(cd = dfl_drafter_weights_bind (host_w, cuda, &trunk, type, &error))
       || !(ctx = dfl_draft_ctx_new (cd, &error)))
     return die (error);
+  dfl_drafter_weights_unref (host_w);
 
   /* the context's rows: random taps made on the card */
   tw = (gsize) dfl_drafter_geometry_tap_width (&g);
@@ -167,7 +171,7 @@ main (int argc, char **argv)
   /* a block: graph, then direct launches; a warm-up each (the graph's
    * capture is in its warm-up) */
   for (int mode = 0; mode < 2; mode++) {
-    dfl_cuda_drafter_set_use_graph (cd, mode == 0);
+    dfl_drafter_weights_set_graphs (cd, mode == 0);
     for (int i = -2; i < steps; i++) {
       double t0 = dfl_bench_now ();
       guint32 anchor = (guint32) (1000 + (i + 2) % 1000);
@@ -182,7 +186,7 @@ main (int argc, char **argv)
     else
       direct_s = dfl_bench_median (t, steps);
   }
-  dfl_cuda_drafter_set_use_graph (cd, TRUE);
+  dfl_drafter_weights_set_graphs (cd, TRUE);
 
   /* select: the ids back on the host */
   for (int i = -2; i < steps; i++) {

@@ -39,7 +39,7 @@
 
 #include "bench-common.h"
 #include "qwen3-8b-shape.h"
-#include "cuda-drafter.h"
+#include "bench-drafter-weights.h"
 #include "dfl-cuda.h"
 #include "target.h"
 
@@ -260,6 +260,7 @@ main (int argc, char **argv)
   g_autoptr (DflTarget) t = NULL;
   g_autoptr (DflTargetSeq) seq = NULL;
   g_autoptr (DflDrafterWeights) cd = NULL;
+  g_autoptr (DflDrafterWeights) host_w = NULL;
   g_autoptr (DflDraftCtx) ctx = NULL;
   DflDraftTrunk trunk;
   g_autoptr (GPtrArray) patterns = g_ptr_array_new_with_free_func (g_free);
@@ -323,8 +324,9 @@ main (int argc, char **argv)
   /* the drafter reads the target's own embedding and head on the card */
   trunk.embed = dfl_target_embedding_tensor (t);
   trunk.head = dfl_target_head_tensor (t);
-  if (!(cd = dfl_cuda_drafter_new_random (device, &g, TRUE, TRUE, DFL_DTYPE_BF16, &trunk, 7,
-                                          &error))
+  /* random weights made on the host, uploaded as BF16 */
+  if (!(host_w = dfl_bench_drafter_random (&g, DFL_DTYPE_BF16, NULL, NULL, &error))
+      || !(cd = dfl_drafter_weights_bind (host_w, device, &trunk, DFL_DTYPE_BF16, &error))
       || !(ctx = dfl_draft_ctx_new (cd, &error)))
     goto out;
   tw = (gsize) dfl_drafter_geometry_tap_width (&g);

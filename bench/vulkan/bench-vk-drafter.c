@@ -160,7 +160,9 @@ main (int argc, char **argv)
       || !(cpu = dfl_draft_ctx_new (cpu_w, &error)))
     die (error);
   t0 = dfl_bench_now ();
-  if (!(vk_w = dfl_drafter_weights_bind (d, dev, &trunk, DFL_DTYPE_F32, &error))
+  /* the matrices go up as stored (BF16) */
+  if (!(vk_w = dfl_drafter_weights_bind (d, dev, &trunk, dfl_drafter_weights_stored_dtype (d),
+                                         &error))
       || !(vk = dfl_draft_ctx_new (vk_w, &error)))
     die (error);
   printf ("upload: %.3f GB in %.2f s\n", dfl_drafter_weights_bytes (vk_w) / 1e9,

@@ -1,6 +1,6 @@
 /* gst-dflash — Vulkan compute kernels and the device they run on.
  *
- * Compute only: no model files, no model logic (core/vulkan/ holds that).
+ * Compute only: no model files, no model logic (the core's, over dfl-backend.h).
  * Buffers are reached by device address (Vulkan 1.2's buffer device
  * address): a kernel takes VkDeviceAddress values, byte offsets added by the
  * caller, as the CUDA kernels take device pointers; no descriptor sets. A

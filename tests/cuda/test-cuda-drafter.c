@@ -326,11 +326,11 @@ both_block (Pair *p, gint64 pos, guint32 anchor)
   g_assert_true (cpu_block (p, pos, anchor, rows, logits, cc, cp, &error));
   g_assert_no_error (error);
 
-  dfl_cuda_drafter_set_use_graph (p->gpu_w, FALSE);
+  dfl_drafter_weights_set_graphs (p->gpu_w, FALSE);
   g_assert_true (dfl_draft_ctx_block (p->ctx, pos, anchor, p->width, &t_out, &error));
   g_assert_no_error (error);
   g_assert_true (dfl_cuda_download (device, direct, p->d_out, nf * sizeof (float), &error));
-  dfl_cuda_drafter_set_use_graph (p->gpu_w, TRUE);
+  dfl_drafter_weights_set_graphs (p->gpu_w, TRUE);
   /* twice: the first captures, the second replays into another buffer
    * (a pipeline's pool hands out whichever tensor came back) */
   for (int i = 0; i < 2; i++) {

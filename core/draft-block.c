@@ -1,0 +1,299 @@
+/* gst-dflash — the drafter's block (DESIGN.md, "The math"): the target's
+ * embeddings of [anchor, MASK …] through the drafter's layers, each a
+ * Qwen3-shaped layer wrapped in grouped causal convolutions over the
+ * block's rows and attending to its (windowed) context and to every row
+ * of the block; the last norm; the logits of the rows after the anchor's.
+ *
+ * Where a block's keys go: attention reads one key tensor with a range per
+ * query row, so the block's keys must sit next to the context's. A layer
+ * that sees all its context keeps them in the rows in front of its first
+ * context row (draft-rows.c), and the range [0, block + context) covers
+ * both. A windowed layer's rows move as the context grows and each row's
+ * lower end differs, so its window of context rows is gathered (an
+ * embedding over the layer's rows as a table) into a scratch whose last
+ * `block` rows take the block's keys.
+ *
+ * Everything that changes from block to block (the anchor's position and
+ * id, the key ranges, the gather) is in the context's index tensors, set
+ * once before the block's ops.
+ */
+#include "draft-forward.h"
+#include "dfl-error.h"
+
+#include <math.h>
+
+/* The block's index tensors into the params area's host mirror. */
+static void
+fill_params (DflDraftRun *run, gint64 anchor_pos, guint32 anchor)
+{
+  const DflDrafterGeometry *g = run->base.g;
+  guint8 *p = run->params.host;
+  gint32 *ids = (gint32 *) (p + run->params.off_ids);
+  int b = g->block;
+
+  *(gint64 *) (p + run->params.off_pos) = anchor_pos;
+  ids[0] = (gint32) anchor;
+  for (int r = 1; r < b; r++)
+    ids[r] = (gint32) g->mask_token;
+  for (int l = 0; l < g->layers; l++) {
+    const DflDraftLayerRows *rows = &run->base.rows[l];
+    gint32 *lo = (gint32 *) (p + run->params.off_lo) + (gsize) l * b;
+    gint32 *hi = (gint32 *) (p + run->params.off_hi) + (gsize) l * b;
+    int w = dfl_drafter_geometry_window_of (g, l);
+    gint64 base, clo, chi;
+    gint32 *gather;
+
+    dfl_draft_ctx_layer_range (&run->base, l, anchor_pos, &base, &clo, &chi);
+    if (w == 0) {
+      /* [block rows][context rows from base]: a layer that sees all its
+       * context drops none, so its first row is the front's next */
+      g_assert (rows->start == 0);
+      for (int r = 0; r < b; r++) {
+        lo[r] = 0;
+        hi[r] = (gint32) (run->kv[l].front + (gsize) (chi - base));
+      }
+      continue;
+    }
+    /* slot s of the gathered window holds position chi − w + s; a row sees
+     * no further back than anchor + r + 1 − w (the window shrinks row by
+     * row); slots before the layer's first row are read by no range */
+    gather = (gint32 *) (p + run->params.off_gather[l]);
+    for (int s = 0; s < w; s++) {
+      gint64 pos = chi - w + s;
+      gather[s] = pos >= base ? (gint32) (rows->start + (gsize) (pos - base)) : 0;
+    }
+    for (int r = 0; r < b; r++) {
+      gint64 from = CLAMP (anchor_pos + r + 1 - w, clo, chi);
+      lo[r] = (gint32) (w - (chi - from));
+      hi[r] = w + b;
+    }
+  }
+}
+
+/* x through convolution `which`'s stage 0 (its rows' own kernels into d);
+ * without convolutions x as it is. */
+static gboolean
+conv_in (DflDraftRun *run, const DflDraftLayerNet *L, int which, DflTensor **x, GError **error)
+{
+  const DflDrafterGeometry *g = run->base.g;
+  gint64 half = (gint64) g->conv_kernel * (g->hidden / g->conv_group);
+  DflTensor dyn;
+
+  if (!run->net->conv)
+    return TRUE;
+  dyn = run->d;
+  dyn.ne[0] = half;
+  if (!dfl_op_matmul (run->dev, &L->conv_proj[which], *x, &run->d, FALSE, error)
+      || !dfl_op_row_conv (run->dev, *x, &L->conv_base[which][0], &dyn, &run->x2, error))
+    return FALSE;
+  *x = &run->x2;
+  return TRUE;
+}
+
+/* h += stage 1 of convolution `which` over o (or h += o); x is scratch. */
+static gboolean
+conv_out_add (DflDraftRun *run, const DflDraftLayerNet *L, int which, GError **error)
+{
+  const DflDrafterGeometry *g = run->base.g;
+  gint64 half = (gint64) g->conv_kernel * (g->hidden / g->conv_group);
+  DflTensor dyn;
+
+  if (!run->net->conv)
+    return dfl_op_add (run->dev, &run->h, &run->o, error);
+  dyn = run->d;
+  dyn.offset += (gsize) half * sizeof (float);
+  dyn.ne[0] = half;
+  return dfl_op_row_conv (run->dev, &run->o, &L->conv_base[which][1], &dyn, &run->x, error)
+         && dfl_op_add (run->dev, &run->h, &run->x, error);
+}
+
+/* One layer: attention over the context and the block, then the MLP, each
+ * wrapped in its convolution and added to h. */
+static gboolean
+layer (DflDraftRun *run, int l, const DflTensor *pos, GError **error)
+{
+  const DflDrafterGeometry *g = run->base.g;
+  const DflDraftNet *net = run->net;
+  const DflDraftLayerNet *L = &net->layers[l];
+  DflDevice *dev = run->dev;
+  int b = g->block, hd = g->head_dim, w = dfl_drafter_geometry_window_of (g, l);
+  float eps = (float) g->eps, scale = 1.0f / sqrtf ((float) hd);
+  DflTensor keys, values, bk, bv, q_heads, k_heads, q_rows, k_rows, y_heads, lo, hi;
+  DflTensor *x = &run->x;
+
+  lo = dfl_draft_param (run, run->params.off_lo + (gsize) l * b * sizeof (gint32),
+                        DFL_DTYPE_I32, b);
+  hi = dfl_draft_param (run, run->params.off_hi + (gsize) l * b * sizeof (gint32),
+                        DFL_DTYPE_I32, b);
+  if (w == 0) {
+    gsize all = run->kv[l].front + run->kv[l].cap;
+    keys = dfl_draft_kv_rows (run, l, FALSE, 0, all);
+    values = dfl_draft_kv_rows (run, l, TRUE, 0, all);
+    bk = dfl_draft_rows (&keys, 0, b);
+    bv = dfl_draft_rows (&values, 0, b);
+  } else {
+    gsize all = run->kv[l].front + run->kv[l].cap;
+    DflTensor table_k = dfl_draft_kv_rows (run, l, FALSE, 0, all);
+    DflTensor table_v = dfl_draft_kv_rows (run, l, TRUE, 0, all);
+    DflTensor gather = dfl_draft_param (run, run->params.off_gather[l], DFL_DTYPE_I32, w);
+    DflTensor win_k = dfl_draft_rows (&run->win_k[l], 0, w);
+    DflTensor win_v = dfl_draft_rows (&run->win_v[l], 0, w);
+    keys = run->win_k[l];
+    values = run->win_v[l];
+    bk = dfl_draft_rows (&keys, w, b);
+    bv = dfl_draft_rows (&values, w, b);
+    if (!dfl_op_embed (dev, &table_k, &gather, &win_k, error)
+        || !dfl_op_embed (dev, &table_v, &gather, &win_v, error))
+      return FALSE;
+  }
+  q_heads = dfl_draft_heads (&run->q, g->heads);
+  k_heads = dfl_draft_heads (&bk, g->kv_heads);
+  y_heads = dfl_draft_heads (&run->y, g->heads);
+  q_rows = dfl_tensor_2d (dev, run->q.handle, run->q.offset, DFL_DTYPE_F32,
+                          (gint64) b * g->heads, hd);
+  k_rows = dfl_tensor_2d (dev, bk.handle, bk.offset, DFL_DTYPE_F32,
+                          (gint64) b * g->kv_heads, hd);
+  keys = dfl_draft_heads (&keys, g->kv_heads);
+  values = dfl_draft_heads (&values, g->kv_heads);
+
+  /* attention */
+  if (!dfl_op_rmsnorm (dev, &run->h, &L->in_norm, &run->x, eps, error)
+      || !conv_in (run, L, 0, &x, error)
+      || !dfl_op_matmul (dev, &L->q, x, &run->q, FALSE, error)
+      || !dfl_op_matmul (dev, &L->k, x, &bk, FALSE, error)
+      || !dfl_op_matmul (dev, &L->v, x, &bv, FALSE, error)
+      || !dfl_op_rmsnorm (dev, &q_rows, &L->q_norm, &q_rows, eps, error)
+      || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error))
+    return FALSE;
+  if (dfl_drafter_geometry_rotary (g, l)
+      && (!dfl_op_rope (dev, &q_heads, &net->inv_freq, pos, error)
+          || !dfl_op_rope (dev, &k_heads, &net->inv_freq, pos, error)))
+    return FALSE;
+  if (!dfl_op_attention (dev, &q_heads, &keys, &values, &lo, &hi, &y_heads, scale, error)
+      || !dfl_op_matmul (dev, &L->o, &run->y, &run->o, FALSE, error)
+      || !conv_out_add (run, L, 0, error))
+    return FALSE;
+
+  /* the MLP, wrapped the same way */
+  x = &run->x;
+  return dfl_op_rmsnorm (dev, &run->h, &L->post_norm, &run->x, eps, error)
+         && conv_in (run, L, 1, &x, error)
+         && dfl_op_matmul (dev, &L->gate, x, &run->gate, FALSE, error)
+         && dfl_op_matmul (dev, &L->up, x, &run->up, FALSE, error)
+         && dfl_op_silu_mul (dev, &run->gate, &run->up, error)
+         && dfl_op_matmul (dev, &L->down, &run->gate, &run->o, FALSE, error)
+         && conv_out_add (run, L, 1, error);
+}
+
+/* Every op of a block, from the embedding to the logits, into `out`
+ * (dispatched, or recorded in a capture). */
+static gboolean
+enqueue_block (DflDraftRun *run, int width, DflDevice *out_dev, gpointer out_mem, gsize out_off,
+               GError **error)
+{
+  const DflDrafterGeometry *g = run->base.g;
+  DflDevice *dev = run->dev;
+  int b = g->block, hs = g->hidden;
+  DflTensor ids = dfl_draft_param (run, run->params.off_ids, DFL_DTYPE_I32, b);
+  DflTensor pos = dfl_draft_param (run, run->params.off_pos, DFL_DTYPE_I64, 1);
+  DflTensor zero = dfl_draft_param (run, run->params.off_zero, DFL_DTYPE_I64, 1);
+  DflTensor rows = dfl_tensor_2d (out_dev, out_mem, out_off, DFL_DTYPE_F32, b - 1, hs);
+  DflTensor logits = dfl_tensor_2d (out_dev, out_mem,
+                                    out_off + (gsize) (b - 1) * hs * sizeof (float),
+                                    DFL_DTYPE_F32, b - 1, width);
+  DflTensor after_anchor = dfl_draft_rows (&run->h, 1, b - 1);
+
+  if (!dfl_op_embed (dev, &run->net->embed, &ids, &run->h, error))
+    return FALSE;
+  for (int l = 0; l < g->layers; l++)
+    if (!layer (run, l, &pos, error))
+      return FALSE;
+  /* every row normed (the CPU's parity tests read them all), the rows
+   * after the anchor's into the output, their logits over the head's first
+   * `width` rows after them */
+  return dfl_op_rmsnorm (dev, &run->h, &run->net->norm, &run->h, (float) g->eps, error)
+         && dfl_op_copy_rows (dev, &after_anchor, &zero, &rows, error)
+         && dfl_op_matmul (dev, &run->net->head, &rows, &logits, FALSE, error);
+}
+
+/* A block on a device that records graphs: run once directly (every
+ * scratch an op makes is made outside the capture) and captured, where the
+ * graph is missing or stale; else the graph replayed. Into the run's own
+ * output, which the caller copies out. */
+static gboolean
+graph_block (DflDraftRun *run, int width, GError **error)
+{
+  DflDevice *dev = run->dev;
+  GError *launch_error = NULL;
+  gboolean recorded;
+
+  if (run->graph && run->graph_generation == run->generation && run->graph_width == width) {
+    if (dfl_op_graph_launch (dev, run->graph, &launch_error))
+      return TRUE;
+    /* a scratch of the device moved since the capture: capture again */
+    if (!g_error_matches (launch_error, DFL_ERROR, DFL_ERROR_MISMATCH)) {
+      g_propagate_error (error, launch_error);
+      return FALSE;
+    }
+    g_clear_error (&launch_error);
+  }
+  g_clear_pointer (&run->graph, dfl_graph_free);
+  if (!run->graph_out) {
+    const DflDrafterGeometry *g = run->base.g;
+    gsize bytes = (gsize) (g->block - 1) * (g->hidden + dfl_draft_ctx_head_rows (&run->base))
+                  * sizeof (float);
+    if (!(run->graph_out = dfl_device_alloc (dev, bytes, error)))
+      return FALSE;
+  }
+  if (!enqueue_block (run, width, dev, run->graph_out, 0, error)
+      || !dfl_op_capture_begin (dev, error))
+    return FALSE;
+  recorded = enqueue_block (run, width, dev, run->graph_out, 0, error);
+  /* the capture ends whatever happened inside it; a graph of a failed
+   * recording is not kept */
+  run->graph = dfl_op_capture_end (dev, recorded ? error : NULL);
+  if (!recorded) {
+    g_clear_pointer (&run->graph, dfl_graph_free);
+    return FALSE;
+  }
+  if (!run->graph)
+    return FALSE;
+  run->graph_generation = run->generation;
+  run->graph_width = width;
+  return TRUE;
+}
+
+gboolean
+dfl_draft_run_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
+                     const DflTensor *out, GError **error)
+{
+  DflDraftRun *run = (DflDraftRun *) ctx;
+  DflDevice *dev = run->dev;
+  gint64 n = (gint64) (dfl_draft_ctx_block_bytes (ctx, width) / sizeof (float));
+  DflTensor zero, from, to;
+
+  fill_params (run, anchor_pos, anchor);
+  /* after the last block's ops have read the area (an upload waits for them) */
+  if (!dfl_draft_params_upload (run, 0, run->params.bytes, error))
+    return FALSE;
+  if (!run->net->can_capture || !run->net->graphs)
+    return enqueue_block (run, width, out->device, out->handle, out->offset, error);
+  if (!graph_block (run, width, error))
+    return FALSE;
+  /* the graph's output (one row of every value) into the caller's */
+  zero = dfl_draft_param (run, run->params.off_zero, DFL_DTYPE_I64, 1);
+  from = dfl_tensor_2d (dev, run->graph_out, 0, DFL_DTYPE_F32, 1, n);
+  to = dfl_tensor_2d (out->device, out->handle, out->offset, DFL_DTYPE_F32, 1, n);
+  return dfl_op_copy_rows (dev, &from, &zero, &to, error);
+}
+
+const float *
+dfl_draft_ctx_block_rows (const DflDraftCtx *ctx)
+{
+  const DflDraftRun *run = (const DflDraftRun *) ctx;
+
+  if (ctx->w->engine != &dfl_draft_engine
+      || dfl_device_backend (run->dev) != DFL_BACKEND_CPU)
+    return NULL;
+  return dfl_tensor_data (&run->h);
+}

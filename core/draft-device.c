@@ -1,0 +1,350 @@
+/* gst-dflash — the drafter's weights as tensors on a device: borrowed in
+ * place from host memory on the CPU, uploaded in one allocation elsewhere,
+ * and checked once, when bound, against what the device runs: a drafter
+ * whose block needs an op the device lacks is refused there, with the op
+ * named, never drafted some other way.
+ */
+#include "draft-forward.h"
+#include "dfl-error.h"
+#include "dfl-kernels.h"
+
+#include <string.h>
+
+/* Elements converted on the host per upload when a matrix changes type. */
+#define CONVERT_CHUNK (1 << 20)
+
+DflTensor
+dfl_draft_rows (const DflTensor *t, gint64 r0, gint64 n)
+{
+  DflTensor v = *t;
+
+  v.offset += (gsize) r0 * t->nb[1];
+  v.ne[1] = n;
+  v.nb[2] = v.nb[3] = v.nb[1] * (gsize) MAX (n, 1);
+  return v;
+}
+
+DflTensor
+dfl_draft_heads (const DflTensor *t, gint64 heads)
+{
+  DflTensor v = *t;
+  gint64 rows = t->ne[1];
+
+  v.ne[0] = t->ne[0] / heads;
+  v.ne[1] = heads;
+  v.ne[2] = rows;
+  v.ne[3] = 1;
+  v.nb[1] = v.nb[0] * (gsize) v.ne[0];
+  v.nb[2] = v.nb[1] * (gsize) heads;
+  v.nb[3] = v.nb[2] * (gsize) MAX (rows, 1);
+  return v;
+}
+
+/* --- placing the weights on a device ---
+ *
+ * The same walk runs twice: once to count the bytes (mem NULL), once to
+ * place and fill them. On the CPU nothing is placed: every tensor is a
+ * view of host memory. */
+typedef struct {
+  DflDevice *dev;               /* NULL: the CPU, borrow */
+  gpointer mem;
+  gsize off;
+  DflDtype as;
+  GError **error;
+  gboolean failed;
+} Placer;
+
+static gsize
+place (Placer *P, gsize bytes)
+{
+  gsize at = P->off;
+
+  P->off += dfl_draft_aligned (bytes);
+  return at;
+}
+
+static void
+upload (Placer *P, gsize off, const void *src, gsize bytes)
+{
+  if (P->mem && !P->failed && !dfl_device_upload (P->dev, P->mem, off, src, bytes, P->error))
+    P->failed = TRUE;
+}
+
+/* The type a matrix goes up as: F32 when asked (parity with the CPU's
+ * products), else an F16 or BF16 matrix as stored and an F32 one as asked. */
+static DflDtype
+mat_type (const Placer *P, DflDtype stored)
+{
+  if (P->as == DFL_DTYPE_F32 || stored == DFL_DTYPE_F32)
+    return P->as;
+  return stored;
+}
+
+/* A matrix [rows][cols]: borrowed on the CPU; elsewhere copied as stored
+ * where the types agree, else converted on the host a chunk at a time
+ * (round to nearest even, as the CPU converts). */
+static DflTensor
+put_mat (Placer *P, const DflWeights *src)
+{
+  gsize n = (gsize) src->rows * src->cols, off;
+  DflDtype as;
+
+  if (!P->dev)
+    return dfl_tensor_2d (NULL, (gpointer) src->data, 0, src->type, src->rows, src->cols);
+  as = mat_type (P, src->type);
+  off = place (P, n * dfl_dtype_size (as));
+  if (!P->mem || P->failed)
+    return dfl_tensor_2d (P->dev, P->mem, off, as, src->rows, src->cols);
+  if (as == src->type) {
+    upload (P, off, src->data, n * dfl_dtype_size (as));
+  } else {
+    gsize chunk = MIN (n, (gsize) CONVERT_CHUNK), ss = dfl_dtype_size (src->type);
+    float *f = g_new (float, chunk);
+    guint16 *h = g_new (guint16, chunk);
+    for (gsize done = 0; done < n && !P->failed; done += chunk) {
+      gsize m = MIN (chunk, n - done);
+      const guint8 *s = (const guint8 *) src->data + done * ss;
+      if (src->type == DFL_DTYPE_F32) {
+        memcpy (f, s, m * sizeof (float));
+      } else {
+        /* a mapping need not be 2-byte aligned: the bytes first */
+        memcpy (h, s, m * 2);
+        if (src->type == DFL_DTYPE_BF16)
+          dfl_bf16_to_f32_n (h, f, m);
+        else
+          dfl_f16_to_f32_n (h, f, m);
+      }
+      if (as == DFL_DTYPE_F32) {
+        upload (P, off + done * sizeof (float), f, m * sizeof (float));
+        continue;
+      }
+      for (gsize i = 0; i < m; i++)
+        h[i] = as == DFL_DTYPE_BF16 ? dfl_f32_to_bf16 (f[i]) : dfl_f32_to_f16 (f[i]);
+      upload (P, off + done * 2, h, m * 2);
+    }
+    g_free (f);
+    g_free (h);
+  }
+  return dfl_tensor_2d (P->dev, P->mem, off, as, src->rows, src->cols);
+}
+
+/* Host data of `dtype` as [rows][cols], as it is: borrowed on the CPU,
+ * uploaded elsewhere. */
+static DflTensor
+put_raw (Placer *P, const void *src, DflDtype dtype, gint64 rows, gint64 cols)
+{
+  gsize off;
+
+  if (!P->dev)
+    return dfl_tensor_2d (NULL, (gpointer) src, 0, dtype, rows, cols);
+  off = place (P, (gsize) rows * cols * dfl_dtype_size (dtype));
+  upload (P, off, src, (gsize) rows * cols * dfl_dtype_size (dtype));
+  return dfl_tensor_2d (P->dev, P->mem, off, dtype, rows, cols);
+}
+
+/* An F32 vector as a one-dimensional tensor. */
+static DflTensor
+put_vec (Placer *P, const float *src, gint64 n)
+{
+  return put_raw (P, src, DFL_DTYPE_F32, 1, n);
+}
+
+/* A trunk matrix: borrowed where it is already on the device (or on the
+ * CPU), else uploaded as stored; a tied head is the embedding's upload. */
+static DflTensor
+put_trunk (Placer *P, const DflTensor *t, const DflTensor *same_as, const DflTensor *placed)
+{
+  gboolean host = !t->device || dfl_device_backend (t->device) == DFL_BACKEND_CPU;
+
+  if (!P->dev || !host)
+    return *t;
+  if (same_as && same_as->handle == t->handle && same_as->offset == t->offset
+      && same_as->dtype == t->dtype && same_as->ne[1] == t->ne[1])
+    return *placed;
+  return put_raw (P, dfl_tensor_data (t), t->dtype, t->ne[1], t->ne[0]);
+}
+
+/* Every tensor of the net from the host weights `d`. */
+static void
+lay_out (Placer *P, DflDraftNet *net, const DflDrafterWeights *d, const DflDraftTrunk *trunk)
+{
+  const DflDrafterGeometry *g = &d->g;
+  int hs = g->hidden, hd = g->head_dim, kn = g->conv_kernel;
+
+  net->fc = put_mat (P, &d->fc);
+  net->hidden_norm = put_vec (P, d->hidden_norm, hs);
+  net->norm = put_vec (P, d->norm, hs);
+  net->inv_freq = put_vec (P, d->inv_freq, hd / 2);
+  for (int l = 0; l < g->layers; l++) {
+    const DflDrafterLayer *S = &d->layers[l];
+    DflDraftLayerNet *L = &net->layers[l];
+    const DflConv *convs[2] = { &S->attn_conv, &S->mlp_conv };
+    L->in_norm = put_vec (P, S->in_norm, hs);
+    L->post_norm = put_vec (P, S->post_norm, hs);
+    L->q_norm = put_vec (P, S->q_norm, hd);
+    L->k_norm = put_vec (P, S->k_norm, hd);
+    L->q = put_mat (P, &S->q);
+    L->k = put_mat (P, &S->k);
+    L->v = put_mat (P, &S->v);
+    L->o = put_mat (P, &S->o);
+    L->gate = put_mat (P, &S->gate);
+    L->up = put_mat (P, &S->up);
+    L->down = put_mat (P, &S->down);
+    if (!d->conv)
+      continue;
+    for (int c = 0; c < 2; c++) {
+      for (int s = 0; s < 2; s++)
+        L->conv_base[c][s] = put_raw (P, convs[c]->base + (gsize) s * kn * hs, DFL_DTYPE_F32,
+                                      kn, hs);
+      L->conv_proj[c] = put_mat (P, &convs[c]->proj);
+    }
+  }
+  if (d->selector) {
+    gsize rank = g->selector_rank;
+    net->sel = put_mat (P, &d->sel);
+    for (int b = 0; b < 2; b++)
+      net->books[b] = put_raw (P, d->books[b], DFL_DTYPE_F16, g->vocab, rank);
+  }
+  net->embed = put_trunk (P, &trunk->embed, NULL, NULL);
+  net->head = put_trunk (P, &trunk->head, &trunk->embed, &net->embed);
+}
+
+/* --- what the device must run --- */
+
+static gboolean
+need_op (DflDevice *dev, DflOp op, DflDtype dtype, const char *name, GError **error)
+{
+  if (dfl_device_supports (dev, op, dtype))
+    return TRUE;
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+               "%s: the drafter's block needs %s of %s, which %s does not run", name,
+               dfl_op_name (op), dfl_dtype_name (dtype), dfl_device_describe (dev));
+  return FALSE;
+}
+
+/* Every op of a settle, a block and a selection, of the types the net
+ * holds; and one way of reading index tensors for all of them. */
+static gboolean
+check_device (DflDraftNet *net, const char *name, GError **error)
+{
+  static const DflOp f32_ops[] = { DFL_OP_RMSNORM, DFL_OP_ROPE, DFL_OP_ATTENTION,
+                                   DFL_OP_SILU_MUL, DFL_OP_ADD, DFL_OP_TOP_K,
+                                   DFL_OP_COPY_ROWS };
+  static const DflOp index_ops[] = { DFL_OP_ROPE, DFL_OP_ATTENTION, DFL_OP_EMBED,
+                                     DFL_OP_COPY_ROWS };
+  DflDevice *dev = net->dev;
+  const DflTensor *mats[] = { &net->fc, &net->layers[0].q, &net->layers[0].down, &net->head };
+  DflDtype embed_dtype = net->embed.dtype;
+
+  for (guint i = 0; i < G_N_ELEMENTS (f32_ops); i++)
+    if (!need_op (dev, f32_ops[i], DFL_DTYPE_F32, name, error))
+      return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (mats); i++)
+    if (!need_op (dev, DFL_OP_MATMUL, mats[i]->dtype, name, error))
+      return FALSE;
+  /* the embedding, and the gather of a windowed layer's rows (an F32 table) */
+  if (!need_op (dev, DFL_OP_EMBED, embed_dtype, name, error)
+      || !need_op (dev, DFL_OP_EMBED, DFL_DTYPE_F32, name, error))
+    return FALSE;
+  if (net->conv && (!need_op (dev, DFL_OP_ROW_CONV, DFL_DTYPE_F32, name, error)
+                    || !need_op (dev, DFL_OP_MATMUL, net->layers[0].conv_proj[0].dtype, name,
+                                 error)))
+    return FALSE;
+  if (net->selector && (!need_op (dev, DFL_OP_SELECT_RESCORE, DFL_DTYPE_F16, name, error)
+                        || !need_op (dev, DFL_OP_MATMUL, net->sel.dtype, name, error)))
+    return FALSE;
+  net->can_capture = dfl_device_supports (dev, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32)
+                     && dfl_device_supports (dev, DFL_OP_CAPTURE_END, DFL_DTYPE_F32)
+                     && dfl_device_supports (dev, DFL_OP_GRAPH_LAUNCH, DFL_DTYPE_F32);
+  net->graphs = TRUE;
+  net->host_indices = (dfl_device_op_caps (dev, index_ops[0], DFL_DTYPE_F32)
+                       & DFL_OP_CAP_HOST_INDICES) != 0;
+  for (guint i = 1; i < G_N_ELEMENTS (index_ops); i++) {
+    gboolean host = (dfl_device_op_caps (dev, index_ops[i], DFL_DTYPE_F32)
+                     & DFL_OP_CAP_HOST_INDICES) != 0;
+    if (host != net->host_indices) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                   "%s: %s reads %s indices on the host and %s does not; the drafter keeps "
+                   "its index tensors in one place", name, dfl_device_describe (dev),
+                   dfl_op_name (net->host_indices ? index_ops[0] : index_ops[i]),
+                   dfl_op_name (net->host_indices ? index_ops[i] : index_ops[0]));
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static void
+net_free (gpointer native)
+{
+  DflDraftNet *net = native;
+
+  if (!net)
+    return;
+  if (net->mem)
+    dfl_device_free (net->dev, net->mem);
+  g_free (net->layers);
+  g_clear_pointer (&net->dev, dfl_device_unref);
+  g_free (net);
+}
+
+const DflDraftEngine dfl_draft_engine = {
+  .ctx_new = dfl_draft_run_new,
+  .free = net_free,
+};
+
+/* drafter-private.h's: `w` (host weights) ready to draft on `device`
+ * (NULL: the CPU) reading `trunk` (checked by the caller). */
+DflDrafterWeights *
+dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device, const DflDraftTrunk *trunk,
+                              DflDtype matrix_dtype, GError **error)
+{
+  DflDraftNet *net = g_new0 (DflDraftNet, 1);
+  DflDrafterWeights *bound;
+  Placer P = { 0 };
+
+  net->conv = w->conv;
+  net->selector = w->selector;
+  net->layers = g_new0 (DflDraftLayerNet, w->g.layers);
+  if (device && dfl_device_backend (device) != DFL_BACKEND_CPU) {
+    net->dev = dfl_device_ref (device);
+    P.dev = device;
+  } else if (!(net->dev = dfl_device_open (DFL_BACKEND_CPU, -1, error))) {
+    net_free (net);
+    return NULL;
+  }
+  P.as = matrix_dtype == DFL_DTYPE_F16 || matrix_dtype == DFL_DTYPE_BF16 ? matrix_dtype
+         : DFL_DTYPE_F32;
+  P.error = error;
+  lay_out (&P, net, w, trunk);
+  if (P.dev) {
+    /* count, then place and fill */
+    if (!(P.mem = dfl_device_alloc (device, MAX (P.off, 1), error))) {
+      net_free (net);
+      return NULL;
+    }
+    net->mem = P.mem;
+    P.off = 0;
+    lay_out (&P, net, w, trunk);
+    if (P.failed) {
+      net_free (net);
+      return NULL;
+    }
+  }
+  if (!check_device (net, w->path, error)) {
+    net_free (net);
+    return NULL;
+  }
+  bound = dfl_drafter_weights_new_bound (w, NULL, NULL, &dfl_draft_engine,
+                                         P.dev ? device : NULL, trunk);
+  bound->native = net;
+  bound->device_bytes = P.dev ? P.off : 0;
+  return bound;
+}
+
+void
+dfl_drafter_weights_set_graphs (DflDrafterWeights *bound, gboolean use)
+{
+  g_return_if_fail (bound != NULL && bound->engine == &dfl_draft_engine);
+  ((DflDraftNet *) bound->native)->graphs = use;
+}

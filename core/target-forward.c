@@ -230,22 +230,22 @@ scratch_init (Scratch *sc, const DflTarget *t, DflTargetBatchJob *jobs, int n_jo
   const DflQwen3Config *c = &t->cfg;
   gint64 hs = c->hidden, qd = (gint64) c->heads * c->head_dim;
   gint64 kd = (gint64) c->kv_heads * c->head_dim, ffn = c->intermediate;
-  gsize end = 0, h, x, q, k, v, att, gate, up, normed, logits = 0;
+  gsize end = 0, h, x, q, k, v, att, gate, up, normed, logits = 0, row = sizeof (float) * rows;
   int tap_rows = 0;
 
   memset (sc, 0, sizeof *sc);
   sc->dev = t->model->device;
-  h = take (&end, rows * hs * 4);
-  x = take (&end, rows * hs * 4);
-  q = take (&end, rows * qd * 4);
-  k = take (&end, rows * kd * 4);
-  v = take (&end, rows * kd * 4);
-  att = take (&end, rows * qd * 4);
-  gate = take (&end, rows * ffn * 4);
-  up = take (&end, rows * ffn * 4);
-  normed = take (&end, (gsize) head_rows * hs * 4);
+  h = take (&end, row * hs);
+  x = take (&end, row * hs);
+  q = take (&end, row * qd);
+  k = take (&end, row * kd);
+  v = take (&end, row * kd);
+  att = take (&end, row * qd);
+  gate = take (&end, row * ffn);
+  up = take (&end, row * ffn);
+  normed = take (&end, sizeof (float) * head_rows * hs);
   if (want_logits)
-    logits = take (&end, (gsize) head_rows * c->vocab * 4);
+    logits = take (&end, sizeof (float) * head_rows * c->vocab);
   sc->act_bytes = end;
 
   for (int j = 0; j < n_jobs; j++)

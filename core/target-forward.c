@@ -230,19 +230,20 @@ scratch_init (Scratch *sc, const DflTarget *t, DflTargetBatchJob *jobs, int n_jo
   const DflQwen3Config *c = &t->cfg;
   gint64 hs = c->hidden, qd = (gint64) c->heads * c->head_dim;
   gint64 kd = (gint64) c->kv_heads * c->head_dim, ffn = c->intermediate;
-  gsize end = 0, h, x, q, k, v, att, gate, up, normed, logits = 0, row = sizeof (float) * rows;
+  /* col: the bytes of one F32 column over every row */
+  gsize end = 0, h, x, q, k, v, att, gate, up, normed, logits = 0, col = sizeof (float) * rows;
   int tap_rows = 0;
 
   memset (sc, 0, sizeof *sc);
   sc->dev = t->model->device;
-  h = take (&end, row * hs);
-  x = take (&end, row * hs);
-  q = take (&end, row * qd);
-  k = take (&end, row * kd);
-  v = take (&end, row * kd);
-  att = take (&end, row * qd);
-  gate = take (&end, row * ffn);
-  up = take (&end, row * ffn);
+  h = take (&end, col * hs);
+  x = take (&end, col * hs);
+  q = take (&end, col * qd);
+  k = take (&end, col * kd);
+  v = take (&end, col * kd);
+  att = take (&end, col * qd);
+  gate = take (&end, col * ffn);
+  up = take (&end, col * ffn);
   normed = take (&end, sizeof (float) * head_rows * hs);
   if (want_logits)
     logits = take (&end, sizeof (float) * head_rows * c->vocab);

@@ -10,8 +10,10 @@
  * in the same run, with their ratio. Then what a verification costs: a pass
  * of 2 … N rows (default 16) at the decode position, each the median of
  * several, as a multiple of a one-row step measured in the same loop — the
- * figure a speculative round's speed-up is made of. A benchmark, not a
- * test: it asserts nothing about time.
+ * figure a speculative round's speed-up is made of. Then a batch: N
+ * sequences (default 4) of one row each in one dfl_target_forward_batch
+ * against the same rows a sequence at a time, interleaved, as a ratio. A
+ * benchmark, not a test: it asserts nothing about time.
  */
 #include <cjson/cJSON.h>
 #include <glib/gstdio.h>
@@ -118,12 +120,13 @@ int
 main (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *made = NULL;
-  int prompt = 128, decode = 64, verify_rows = 16;
+  int prompt = 128, decode = 64, verify_rows = 16, batch = 4;
   GOptionEntry entries[] = {
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: a random 41M one)", "DIR" },
     { "prompt", 0, 0, G_OPTION_ARG_INT, &prompt, "Prompt tokens for prefill (default 128)", "N" },
     { "decode", 0, 0, G_OPTION_ARG_INT, &decode, "Decode steps (default 64)", "N" },
     { "verify-rows", 0, 0, G_OPTION_ARG_INT, &verify_rows, "Largest verification pass timed (default 16; 1 skips them)", "N" },
+    { "batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences of the batched step timed (default 4; 1 skips it)", "N" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- the CPU target's speed");
@@ -138,9 +141,9 @@ main (int argc, char **argv)
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error) || prompt < 1 || decode < 1
-      || verify_rows < 1 || verify_rows > 64) {
+      || verify_rows < 1 || verify_rows > 64 || batch < 1 || batch > 64) {
     fprintf (stderr, "bench-target: %s\n", error ? error->message
-             : "--prompt and --decode must be ≥ 1, --verify-rows 1 … 64");
+             : "--prompt and --decode must be ≥ 1, --verify-rows and --batch 1 … 64");
     return 2;
   }
   if (!target_dir) {
@@ -230,6 +233,46 @@ main (int argc, char **argv)
       mn = dfl_bench_median (many, REPS);
       printf ("                %4d  %6.2f  %.2fx\n", n, mn * 1e3, mn / m1);
     }
+  }
+  if (batch > 1) {
+    /* every sequence holds the prompt; each step is one row per sequence,
+     * batched or one sequence a forward, interleaved; the rows are then
+     * rewound so every step runs at the same positions */
+    enum { REPS = 15 };
+    g_autofree DflTargetSeq **seqs = g_new0 (DflTargetSeq *, batch);
+    g_autofree DflTargetBatchItem *items = g_new (DflTargetBatchItem, batch);
+    g_autofree DflForwardOut *outs = g_new0 (DflForwardOut, batch);
+    g_autofree float *batch_logits = g_new (float, (gsize) batch * c->vocab);
+    g_autofree int *step_ids = g_new (int, batch);
+    double together[REPS], apart[REPS], mt, ma;
+
+    for (int b = 0; b < batch; b++) {
+      DflForwardOut out = { .logits_from = prompt - 1, .logits = logits };
+      seqs[b] = dfl_target_seq_new (t);
+      dfl_target_forward (t, seqs[b], ids, prompt, &out, NULL);
+      step_ids[b] = (b * 101 + 7) % c->vocab;
+      outs[b] = (DflForwardOut) { .logits_from = 0, .logits = batch_logits + (gsize) b * c->vocab };
+      items[b] = (DflTargetBatchItem) { seqs[b], &step_ids[b], 1, &outs[b] };
+    }
+    for (int r = 0; r < REPS; r++) {
+      t0 = dfl_bench_now ();
+      dfl_target_forward_batch (t, items, batch, NULL);
+      together[r] = dfl_bench_now () - t0;
+      for (int b = 0; b < batch; b++)
+        dfl_target_seq_truncate (seqs[b], prompt);
+      t0 = dfl_bench_now ();
+      for (int b = 0; b < batch; b++)
+        dfl_target_forward (t, seqs[b], &step_ids[b], 1, &outs[b], NULL);
+      apart[r] = dfl_bench_now () - t0;
+      for (int b = 0; b < batch; b++)
+        dfl_target_seq_truncate (seqs[b], prompt);
+    }
+    mt = dfl_bench_median (together, REPS);
+    ma = dfl_bench_median (apart, REPS);
+    printf ("batch:          %d sequences of one row: %.2f ms batched, %.2f ms one by one: "
+            "%.2fx\n", batch, mt * 1e3, ma * 1e3, ma / mt);
+    for (int b = 0; b < batch; b++)
+      dfl_target_seq_free (seqs[b]);
   }
   if (made)
     remove_checkpoint (made);

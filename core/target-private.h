@@ -1,8 +1,10 @@
 /* gst-dflash — what a back end's target engine provides (target.h's
  * inside): target.c checks every call's arguments and resolves what the
  * caller asked a forward for into memory the engine writes; the engine
- * (target-cpu.c, cuda/cuda-target.c) runs it. target-engines.c is the one
- * place that knows which engines this build has.
+ * (target-cpu.c, cuda/cuda-target.c) loads the weights and runs it, the
+ * CPU's through the forward written over the ops (target-forward.c).
+ * target-engines.c is the one place that knows which engines this build
+ * has.
  */
 #pragma once
 
@@ -24,6 +26,18 @@ typedef struct {
   int32_t *argmax;
   float *hidden;
 } DflForwardPlan;
+
+/* One sequence's part of a forward: its rows and what it asks back. */
+typedef struct {
+  gpointer seq;
+  const int *ids;
+  int n;
+  DflForwardPlan plan;
+} DflTargetBatchJob;
+
+/* A target's weights as tensors for the forward written over the ops
+ * (target-forward.h). */
+typedef struct _DflTargetModel DflTargetModel;
 
 typedef struct {
   DflBackendId backend;
@@ -47,6 +61,9 @@ typedef struct {
   /* `n` ≥ 1 rows whose ids, positions and tap layers are checked */
   gboolean (*forward) (const DflTarget *t, gpointer seq, const int *ids, int n,
                        DflForwardPlan *plan, GError **error);
+  /* the rows of several sequences at once (NULL: one sequence a forward) */
+  gboolean (*forward_batch) (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs,
+                             GError **error);
 } DflTargetEngine;
 
 struct _DflTarget {
@@ -56,6 +73,9 @@ struct _DflTarget {
   char *origin;             /* the checkpoint folder, for messages */
   guint64 weight_bytes;
   gint64 n_params;
+  /* the weights as the forward over the ops reads them (NULL: the engine
+   * runs a forward of its own) */
+  const DflTargetModel *model;
   gpointer impl;            /* the engine's */
 };
 

@@ -299,19 +299,16 @@ plan_forward (const DflTarget *t, int n, const DflForwardOut *out, DflForwardPla
   return TRUE;
 }
 
-gboolean
-dfl_target_forward (const DflTarget *t, DflTargetSeq *s, const int *ids, int n,
-                    DflForwardOut *out, GError **error)
+/* One item's ids, context and outputs checked and resolved into `job`. */
+static gboolean
+check_item (const DflTarget *t, DflTargetSeq *s, const int *ids, int n, const DflForwardOut *out,
+            DflTargetBatchJob *job, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   DflForwardOut none = { 0 };
-  DflForwardPlan plan;
 
-  g_return_val_if_fail (s->t == t, FALSE);
   if (!out)
     out = &none;
-  if (n <= 0)
-    return TRUE;
   for (int i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= c->vocab) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
@@ -319,8 +316,62 @@ dfl_target_forward (const DflTarget *t, DflTargetSeq *s, const int *ids, int n,
                    ids[i], t->origin, c->vocab - 1);
       return FALSE;
     }
-  if (!check_context (t, dfl_target_seq_length (s), n, error)
-      || !plan_forward (t, n, out, &plan, error))
+  *job = (DflTargetBatchJob) { .seq = s->impl, .ids = ids, .n = n };
+  return check_context (t, dfl_target_seq_length (s), n, error)
+         && plan_forward (t, n, out, &job->plan, error);
+}
+
+gboolean
+dfl_target_forward (const DflTarget *t, DflTargetSeq *s, const int *ids, int n,
+                    DflForwardOut *out, GError **error)
+{
+  DflTargetBatchJob job;
+
+  g_return_val_if_fail (s->t == t, FALSE);
+  if (n <= 0)
+    return TRUE;
+  if (!check_item (t, s, ids, n, out, &job, error))
     return FALSE;
-  return t->engine->forward (t, s->impl, ids, n, &plan, error);
+  if (t->engine->forward_batch)
+    return t->engine->forward_batch (t, &job, 1, error);
+  return t->engine->forward (t, s->impl, ids, n, &job.plan, error);
+}
+
+gboolean
+dfl_target_forward_batch (const DflTarget *t, const DflTargetBatchItem *items, int n_items,
+                          GError **error)
+{
+  g_autofree DflTargetBatchJob *jobs = NULL;
+  int n_jobs = 0;
+
+  g_return_val_if_fail (n_items >= 0 && (items || n_items == 0), FALSE);
+  if (!t->engine->forward_batch) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "the target %s on %s runs one sequence a forward (dfl_target_forward), "
+                 "not a batch", t->origin, where (t->device));
+    return FALSE;
+  }
+  jobs = g_new (DflTargetBatchJob, MAX (n_items, 1));
+  for (int i = 0; i < n_items; i++) {
+    const DflTargetBatchItem *it = &items[i];
+    g_autoptr (GError) why = NULL;
+
+    g_return_val_if_fail (it->seq != NULL && it->seq->t == t, FALSE);
+    for (int j = 0; j < i; j++)
+      if (items[j].seq == it->seq) {
+        g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                     "batch item %d runs the sequence of item %d again: a sequence's rows "
+                     "go in one item", i, j);
+        return FALSE;
+      }
+    /* a sequence with no rows takes no part (and gets nothing back) */
+    if (it->n <= 0)
+      continue;
+    if (!check_item (t, it->seq, it->ids, it->n, it->out, &jobs[n_jobs], &why)) {
+      g_set_error (error, DFL_ERROR, why->code, "batch item %d: %s", i, why->message);
+      return FALSE;
+    }
+    n_jobs++;
+  }
+  return n_jobs == 0 || t->engine->forward_batch (t, jobs, n_jobs, error);
 }

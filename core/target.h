@@ -154,4 +154,25 @@ void dfl_target_seq_truncate (DflTargetSeq *s, int pos);
 gboolean dfl_target_forward (const DflTarget *t, DflTargetSeq *s, const int *ids, int n,
                              DflForwardOut *out, GError **error);
 
+/* One sequence's part of a batched forward: `n` ids (on the host) to run
+ * at its positions, and what it wants back (NULL: nothing). */
+typedef struct {
+  DflTargetSeq *seq;
+  const int *ids;
+  int n;
+  DflForwardOut *out;
+} DflTargetBatchItem;
+
+/* dfl_target_forward for several sequences at once, each with its own
+ * positions and cache (different lengths, different row counts): one pass
+ * of the products over all their rows, each sequence's outputs split back
+ * to its own DflForwardOut. On the CPU each sequence's outputs are bitwise
+ * what its forward alone would give (the kernels are row-invariant). The
+ * sequences must be distinct and of this target. Checked as
+ * dfl_target_forward checks (naming the item at fault); a failure leaves
+ * every cache as it was. DFL_ERROR_UNSUPPORTED where the target's engine
+ * runs one sequence a forward (CUDA today). */
+gboolean dfl_target_forward_batch (const DflTarget *t, const DflTargetBatchItem *items,
+                                   int n_items, GError **error);
+
 G_END_DECLS

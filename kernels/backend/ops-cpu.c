@@ -4,11 +4,70 @@
  */
 #include "backend-private.h"
 #include "dfl-kernels.h"
+#include "dfl-parallel.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define F32(t) ((float *) dfl_tensor_data (t))
 #define I32(t) ((int32_t *) dfl_tensor_data (t))
+
+/* --- element-wise ops shared out between the kernels' threads ---
+ *
+ * A model's steps between its products (norms, rope, the activation, the
+ * residual adds) are cheap next to them, but left on one thread they take
+ * a visible part of a verification of a few rows while the other cores
+ * wait. So they are cut into pieces (whole rows, or runs of elements) that
+ * the pool of dfl-parallel.h takes one at a time; each piece is computed as
+ * it would be alone, so the bits do not depend on the threads or the
+ * pieces. */
+
+typedef struct {
+  /* work on items from … from + count − 1 */
+  void (*run) (gpointer args, gint64 from, gint64 count);
+  gpointer args;
+  gint64 items, per_piece;
+  atomic_llong next;
+} Pieces;
+
+static void
+pieces_work (void *data, int slot)
+{
+  Pieces *p = data;
+  gint64 i, n_pieces = (p->items + p->per_piece - 1) / p->per_piece;
+
+  (void) slot;
+  while ((i = atomic_fetch_add_explicit (&p->next, 1, memory_order_relaxed)) < n_pieces) {
+    gint64 from = i * p->per_piece;
+    p->run (p->args, from, MIN (p->per_piece, p->items - from));
+  }
+}
+
+/* run over `items` items, `per_piece` to a piece; one piece stays on the
+ * caller (a pool call costs more than it saves there) */
+static void
+run_pieces (void (*run) (gpointer, gint64, gint64), gpointer args, gint64 items,
+            gint64 per_piece)
+{
+  Pieces p = { run, args, items, MAX (per_piece, 1) };
+
+  if (items <= p.per_piece) {
+    run (args, 0, items);
+    return;
+  }
+  atomic_init (&p.next, 0);
+  dfl_parallel_run (dfl_parallel_threads (), pieces_work, &p);
+}
+
+/* Elements a piece of element-wise work holds at least: enough that taking
+ * a piece costs little next to computing it. */
+#define PIECE_ELEMENTS 2048
+
+static gint64
+rows_per_piece (gint64 row_elements)
+{
+  return MAX (1, PIECE_ELEMENTS / MAX (row_elements, 1));
+}
 
 static DflOpCaps
 cpu_caps (DflDevice *dev, DflOp op, DflDtype dtype)
@@ -47,12 +106,44 @@ cpu_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y
   return TRUE;
 }
 
+typedef struct {
+  const float *x, *w;
+  float *y;
+  int dim;
+  float eps;
+} RmsnormArgs;
+
+static void
+rmsnorm_rows (gpointer data, gint64 from, gint64 count)
+{
+  RmsnormArgs *a = data;
+
+  dfl_rmsnorm_to (a->y + from * a->dim, a->x + from * a->dim, (int) count, a->dim, a->w, a->eps);
+}
+
 static gboolean
 cpu_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y, float eps,
              GError **error)
 {
-  dfl_rmsnorm_to (F32 (y), F32 (x), DFL_ROWS (x), DFL_COLS (x), F32 (w), eps);
+  RmsnormArgs a = { F32 (x), F32 (w), F32 (y), DFL_COLS (x), eps };
+
+  run_pieces (rmsnorm_rows, &a, DFL_ROWS (x), rows_per_piece (a.dim));
   return TRUE;
+}
+
+typedef struct {
+  float *x;
+  const float *inv_freq;
+  int heads, head_dim, pos0;
+} RopeArgs;
+
+static void
+rope_rows (gpointer data, gint64 from, gint64 count)
+{
+  RopeArgs *a = data;
+
+  dfl_rope (a->x + from * a->heads * a->head_dim, (int) count, a->heads, a->head_dim,
+            a->inv_freq, a->pos0 + (int) from);
 }
 
 static gboolean
@@ -60,11 +151,13 @@ cpu_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTens
           GError **error)
 {
   gint64 pos0 = *(const gint64 *) dfl_tensor_data (pos);
+  RopeArgs a;
 
   /* the kernel's positions are ints */
   if (!dfl_op_start_within (dev, DFL_OP_ROPE, "position", pos0, x->ne[2], G_MAXINT, error))
     return FALSE;
-  dfl_rope (F32 (x), (int) x->ne[2], (int) x->ne[1], (int) x->ne[0], F32 (inv_freq), (int) pos0);
+  a = (RopeArgs) { F32 (x), F32 (inv_freq), (int) x->ne[1], (int) x->ne[0], (int) pos0 };
+  run_pieces (rope_rows, &a, x->ne[2], rows_per_piece (x->ne[1] * x->ne[0]));
   return TRUE;
 }
 
@@ -94,17 +187,42 @@ cpu_row_conv (DflDevice *dev, const DflTensor *x, const DflTensor *base, const D
   return TRUE;
 }
 
+typedef struct {
+  float *x;
+  const float *y;
+} PairArgs;
+
+static void
+silu_mul_run (gpointer data, gint64 from, gint64 count)
+{
+  PairArgs *a = data;
+
+  dfl_silu_mul (a->x + from, a->y + from, count);
+}
+
+static void
+add_run (gpointer data, gint64 from, gint64 count)
+{
+  PairArgs *a = data;
+
+  dfl_add (a->x + from, a->y + from, count);
+}
+
 static gboolean
 cpu_silu_mul (DflDevice *dev, DflTensor *gate, const DflTensor *up, GError **error)
 {
-  dfl_silu_mul (F32 (gate), F32 (up), dfl_tensor_n_elements (gate));
+  PairArgs a = { F32 (gate), F32 (up) };
+
+  run_pieces (silu_mul_run, &a, dfl_tensor_n_elements (gate), PIECE_ELEMENTS);
   return TRUE;
 }
 
 static gboolean
 cpu_add (DflDevice *dev, DflTensor *x, const DflTensor *y, GError **error)
 {
-  dfl_add (F32 (x), F32 (y), dfl_tensor_n_elements (x));
+  PairArgs a = { F32 (x), F32 (y) };
+
+  run_pieces (add_run, &a, dfl_tensor_n_elements (x), PIECE_ELEMENTS);
   return TRUE;
 }
 

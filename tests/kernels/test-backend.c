@@ -242,7 +242,8 @@ static void
 test_rmsnorm (gconstpointer data)
 {
   g_autoptr (DflDevice) dev = open_device (data);
-  const int row_counts[] = { 1, 4, 9 }, dim = 48;
+  /* 100 rows: the CPU shares them out between its threads in pieces */
+  const int row_counts[] = { 1, 4, 9, 100 }, dim = 48;
 
   if (!dev)
     return;
@@ -274,7 +275,8 @@ static void
 test_rope (gconstpointer data)
 {
   g_autoptr (DflDevice) dev = open_device (data);
-  const int row_counts[] = { 1, 3, 7 }, heads = 2, hd = 16;   /* inv_freq: hd / 2 */
+  /* inv_freq: hd / 2; 300 rows go out in pieces on the CPU */
+  const int row_counts[] = { 1, 3, 7, 300 }, heads = 2, hd = 16;
   const gint64 starts[] = { 0, 5, 1000 };
 
   if (!dev)
@@ -312,27 +314,33 @@ static void
 test_elementwise (gconstpointer data)
 {
   g_autoptr (DflDevice) dev = open_device (data);
-  g_autoptr (GRand) r = g_rand_new_with_seed (300);
-  const int n = 3 * 37;
-  g_autofree float *a = random_floats (r, n, 4.0f);
-  g_autofree float *b = random_floats (r, n, 4.0f);
-  g_autofree float *y = g_new (float, n);
-  DflTensor ta, tb;
+  /* [rows][cols]: a few rows, and enough that the CPU shares them out in
+   * pieces (one piece's end inside a row) */
+  const int shapes[][2] = { { 3, 37 }, { 61, 101 } };
 
   if (!dev)
     return;
-  ta = put (dev, DFL_DTYPE_F32, 37, 3, 1, a);
-  tb = put (dev, DFL_DTYPE_F32, 37, 3, 1, b);
-  OK (dfl_op_silu_mul (dev, &ta, &tb, &op_error));
-  get (dev, &ta, y);
-  for (int i = 0; i < n; i++)
-    assert_close ("silu_mul", i, y[i], a[i] / (1.0 + exp (-(double) a[i])) * b[i], 1e-5);
-  memcpy (a, y, sizeof (float) * n);
-  OK (dfl_op_add (dev, &ta, &tb, &op_error));
-  get (dev, &ta, y);
-  for (int i = 0; i < n; i++)
-    assert_close ("add", i, y[i], (double) a[i] + b[i], 1e-6);
-  release ();
+  for (guint si = 0; si < G_N_ELEMENTS (shapes); si++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (300 + si);
+    int rows = shapes[si][0], cols = shapes[si][1], n = rows * cols;
+    g_autofree float *a = random_floats (r, n, 4.0f);
+    g_autofree float *b = random_floats (r, n, 4.0f);
+    g_autofree float *y = g_new (float, n);
+    DflTensor ta, tb;
+
+    ta = put (dev, DFL_DTYPE_F32, cols, rows, 1, a);
+    tb = put (dev, DFL_DTYPE_F32, cols, rows, 1, b);
+    OK (dfl_op_silu_mul (dev, &ta, &tb, &op_error));
+    get (dev, &ta, y);
+    for (int i = 0; i < n; i++)
+      assert_close ("silu_mul", i, y[i], a[i] / (1.0 + exp (-(double) a[i])) * b[i], 1e-5);
+    memcpy (a, y, sizeof (float) * n);
+    OK (dfl_op_add (dev, &ta, &tb, &op_error));
+    get (dev, &ta, y);
+    for (int i = 0; i < n; i++)
+      assert_close ("add", i, y[i], (double) a[i] + b[i], 1e-6);
+    release ();
+  }
 }
 
 /* --- attention --- */

@@ -5,7 +5,8 @@
  * on it (make_fixtures.py). The C target must give the same logits and layer
  * outputs (relative error ≤ 1e-4) and the same greedy tokens, and a rewound
  * or chunked run must give what a straight run gives. What a forward hands
- * back is the same wherever it is asked for.
+ * back is the same wherever it is asked for. A batched forward gives each
+ * sequence bitwise what its forward alone gives.
  */
 #include <glib.h>
 #include <math.h>
@@ -328,6 +329,174 @@ test_outputs_and_backends (void)
   }
 }
 
+/* --- batches --- */
+
+#define N_BATCH_SEQS 3
+
+/* What one sequence asks of a forward, and the memory it is given. */
+typedef struct {
+  int n, logits_from;
+  int tap_layers[2];
+  float *taps, *logits, *hidden;
+  int32_t *argmax;
+  DflForwardOut out;
+} Asked;
+
+static void
+asked_init (Asked *a, const DflQwen3Config *c, int n, int logits_from)
+{
+  int rows = n - logits_from;
+
+  a->n = n;
+  a->logits_from = logits_from;
+  /* the first layer and the last, joined per row */
+  a->tap_layers[0] = 0;
+  a->tap_layers[1] = c->layers - 1;
+  a->taps = g_new0 (float, (gsize) n * 2 * c->hidden);
+  a->logits = g_new0 (float, (gsize) rows * c->vocab);
+  a->hidden = g_new0 (float, (gsize) rows * c->hidden);
+  a->argmax = g_new0 (int32_t, rows);
+  a->out = (DflForwardOut) { .tap_layers = a->tap_layers, .n_tap_layers = 2, .taps = a->taps,
+                             .logits_from = logits_from, .logits = a->logits,
+                             .argmax = a->argmax, .hidden = a->hidden };
+}
+
+static void
+asked_clear (Asked *a)
+{
+  g_free (a->taps);
+  g_free (a->logits);
+  g_free (a->hidden);
+  g_free (a->argmax);
+}
+
+/* Bitwise the same outputs. */
+static void
+asked_assert_equal (const Asked *a, const Asked *b, const DflQwen3Config *c)
+{
+  int rows = a->n - a->logits_from;
+
+  g_assert_cmpmem (a->taps, sizeof (float) * a->n * 2 * c->hidden, b->taps,
+                   sizeof (float) * b->n * 2 * c->hidden);
+  g_assert_cmpmem (a->logits, sizeof (float) * rows * c->vocab, b->logits,
+                   sizeof (float) * (b->n - b->logits_from) * c->vocab);
+  g_assert_cmpmem (a->hidden, sizeof (float) * rows * c->hidden, b->hidden,
+                   sizeof (float) * (b->n - b->logits_from) * c->hidden);
+  g_assert_cmpmem (a->argmax, sizeof (int32_t) * rows, b->argmax,
+                   sizeof (int32_t) * (b->n - b->logits_from));
+}
+
+/* Sequences of different lengths run together, joining and leaving between
+ * calls (and one rewound), each against a twin that runs alone: every
+ * output bitwise its twin's. The first call's long prompt makes a cache
+ * grow in a later call. */
+static void
+test_batch_bitwise (gconstpointer data)
+{
+  const char *variant = data;
+  /* per call, each sequence's rows (0: not in the call) and where its
+   * logits start; a rewind of sequence 0 before call 3 */
+  const int rows[][N_BATCH_SEQS] = {
+    { 70, 3, 0 }, { 1, 5, 4 }, { 2, 0, 1 }, { 3, 6, 0 }, { 1, 1, 1 }, { 0, 9, 2 },
+  };
+  const int from[][N_BATCH_SEQS] = {
+    { 69, 0, 0 }, { 0, 2, 3 }, { 1, 0, 0 }, { 0, 5, 0 }, { 0, 0, 0 }, { 0, 4, 2 },
+  };
+  g_autofree char *dir = fixture (variant);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) t = dfl_target_load (dir, &error);
+  g_autoptr (GRand) rng = g_rand_new_with_seed (15);
+  DflTargetSeq *batched[N_BATCH_SEQS], *alone[N_BATCH_SEQS];
+  const DflQwen3Config *c;
+
+  g_assert_no_error (error);
+  c = dfl_target_config (t);
+  for (int s = 0; s < N_BATCH_SEQS; s++) {
+    batched[s] = dfl_target_seq_new (t);
+    alone[s] = dfl_target_seq_new (t);
+  }
+
+  for (guint call = 0; call < G_N_ELEMENTS (rows); call++) {
+    DflTargetBatchItem items[N_BATCH_SEQS];
+    Asked in_batch[N_BATCH_SEQS], solo[N_BATCH_SEQS];
+    int *ids[N_BATCH_SEQS] = { NULL }, n_items = 0;
+
+    if (call == 3) {
+      dfl_target_seq_truncate (batched[0], 60);
+      dfl_target_seq_truncate (alone[0], 60);
+    }
+    for (int s = 0; s < N_BATCH_SEQS; s++) {
+      int n = rows[call][s];
+      if (n == 0)
+        continue;
+      ids[s] = g_new (int, n);
+      for (int i = 0; i < n; i++)
+        ids[s][i] = g_rand_int_range (rng, 0, c->vocab);
+      asked_init (&in_batch[s], c, n, from[call][s]);
+      asked_init (&solo[s], c, n, from[call][s]);
+      items[n_items++] = (DflTargetBatchItem) { batched[s], ids[s], n, &in_batch[s].out };
+    }
+    g_assert_true (dfl_target_forward_batch (t, items, n_items, &error));
+    g_assert_no_error (error);
+    for (int s = 0; s < N_BATCH_SEQS; s++) {
+      if (!ids[s])
+        continue;
+      g_assert_true (dfl_target_forward (t, alone[s], ids[s], rows[call][s], &solo[s].out,
+                                         &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (dfl_target_seq_length (batched[s]), ==, dfl_target_seq_length (alone[s]));
+      asked_assert_equal (&in_batch[s], &solo[s], c);
+      asked_clear (&in_batch[s]);
+      asked_clear (&solo[s]);
+      g_free (ids[s]);
+    }
+  }
+  for (int s = 0; s < N_BATCH_SEQS; s++) {
+    dfl_target_seq_free (batched[s]);
+    dfl_target_seq_free (alone[s]);
+  }
+}
+
+/* A batch that names a sequence twice, or holds a bad id, is refused whole,
+ * naming the item; no cache moves. */
+static void
+test_batch_refusals (void)
+{
+  g_autofree char *dir = fixture ("bf16-tied");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) t = dfl_target_load (dir, &error);
+  g_autoptr (DflTargetSeq) a = NULL, b = NULL;
+  int good[] = { 1, 2, 3 }, bad[] = { 4, 5000 };
+  DflTargetBatchItem items[2];
+
+  g_assert_no_error (error);
+  a = dfl_target_seq_new (t);
+  b = dfl_target_seq_new (t);
+
+  items[0] = (DflTargetBatchItem) { a, good, 3, NULL };
+  items[1] = (DflTargetBatchItem) { a, good, 3, NULL };
+  g_assert_false (dfl_target_forward_batch (t, items, 2, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "batch item 1"));
+  g_clear_error (&error);
+
+  items[1] = (DflTargetBatchItem) { b, bad, 2, NULL };
+  g_assert_false (dfl_target_forward_batch (t, items, 2, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "batch item 1"));
+  g_assert_nonnull (strstr (error->message, "5000"));
+  g_clear_error (&error);
+  g_assert_cmpint (dfl_target_seq_length (a), ==, 0);
+  g_assert_cmpint (dfl_target_seq_length (b), ==, 0);
+
+  /* the same two sequences accepted once the ids are good */
+  items[1] = (DflTargetBatchItem) { b, good, 2, NULL };
+  g_assert_true (dfl_target_forward_batch (t, items, 2, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (dfl_target_seq_length (a), ==, 3);
+  g_assert_cmpint (dfl_target_seq_length (b), ==, 2);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -338,6 +507,10 @@ main (int argc, char **argv)
     g_test_add_data_func (p1, variants[i], test_prefill);
     g_test_add_data_func (p2, variants[i], test_greedy_rewind_chunks);
   }
+  g_test_add_data_func ("/target/batch-bitwise/bf16-tied", "bf16-tied", test_batch_bitwise);
+  g_test_add_data_func ("/target/batch-bitwise/gqa-hd32-sharded", "gqa-hd32-sharded",
+                        test_batch_bitwise);
+  g_test_add_func ("/target/batch-refusals", test_batch_refusals);
   g_test_add_func ("/target/bad-tokens-and-context", test_bad_tokens_and_context);
   g_test_add_func ("/target/outputs-and-backends", test_outputs_and_backends);
   return g_test_run ();

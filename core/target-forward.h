@@ -1,0 +1,53 @@
+/* gst-dflash — the Qwen3 forward written once, over the operations of
+ * dfl-backend.h (target.h's inside).
+ *
+ * An engine that runs its target through it describes the weights as
+ * tensors on the device that runs the ops (DflTargetModel) and takes its
+ * sequences, their caches and its forward from here: the model's math is
+ * then the same calls on every back end, and what differs between back ends
+ * stays behind the interface (the kernels, where memory lives, graphs).
+ */
+#pragma once
+
+#include "target-private.h"
+
+G_BEGIN_DECLS
+
+/* One layer's weights. Norms F32 [dim]; matrices [out][in] (F32, F16,
+ * BF16), packed; the biases F32 [1][dim], there only where has_bias. */
+typedef struct {
+  DflTensor in_norm, post_norm, q_norm, k_norm;
+  DflTensor q, k, v, o, gate, up, down;
+  gboolean has_bias;
+  DflTensor q_bias, k_bias, v_bias, o_bias;
+} DflTargetLayer;
+
+/* A target's weights where the ops read them. Host memory (tensor device
+ * NULL) is read in place by the CPU's ops. */
+struct _DflTargetModel {
+  /* the device the ops run on (for a host target, the CPU's) */
+  DflDevice *device;
+  DflTensor embed;      /* [vocab][hidden] */
+  DflTensor head;       /* [vocab][hidden]; the embedding's memory when tied */
+  DflTensor norm;       /* F32 [hidden] */
+  DflTensor inv_freq;   /* F32 [head_dim / 2] */
+  DflTargetLayer *layers;
+};
+
+/* The engine's sequence calls for a target whose DflTarget.model is set:
+ * the KV cache of every layer in memory of the model's device. */
+gpointer dfl_target_ops_seq_new (const DflTarget *t);
+void dfl_target_ops_seq_free (gpointer seq);
+gboolean dfl_target_ops_seq_reserve (gpointer seq, int positions, GError **error);
+
+/* The forward of `n_jobs` sequences' rows at once (the sequences all
+ * different; ids, positions, tap layers checked by target.c): one pass of
+ * the products over every row, the rope, cache and attention per
+ * sequence, each sequence's outputs split back to its plan. Where the
+ * device's matmul and attention are DFL_OP_CAP_ROW_INVARIANT, each
+ * sequence's outputs are bitwise what its forward alone gives. A failure
+ * leaves every sequence's length as it was. */
+gboolean dfl_target_ops_forward (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs,
+                                 GError **error);
+
+G_END_DECLS

@@ -102,6 +102,16 @@ expect (const DflSafetensors *st, int layer, const char *name, gint64 d0, gint64
   return dfl_safetensors_expect (st, full ? full : name, d1 ? 2 : 1, shape, error);
 }
 
+/* A matrix: float, or block-quantized where the file stores it so */
+static const DflStoredTensor *
+expect_matrix (const DflSafetensors *st, int layer, const char *name, gint64 rows, gint64 cols,
+               GError **error)
+{
+  g_autofree char *full = layer >= 0 ? dfl_qwen3_layer_tensor_name (layer, name) : NULL;
+
+  return dfl_safetensors_expect_matrix (st, full ? full : name, rows, cols, error);
+}
+
 static gboolean
 find_layer (DflQwen3LayerTensors *l, const DflSafetensors *st, const DflQwen3Config *c, int i,
             GError **error)
@@ -112,7 +122,7 @@ find_layer (DflQwen3LayerTensors *l, const DflSafetensors *st, const DflQwen3Con
   for (int m = 0; m < DFL_QWEN3_N_MATRICES; m++) {
     gint64 rows, cols;
     dfl_qwen3_matrix_shape (c, m, &rows, &cols);
-    if (!(l->matrix[m] = expect (st, i, matrix_names[m], rows, cols, error)))
+    if (!(l->matrix[m] = expect_matrix (st, i, matrix_names[m], rows, cols, error)))
       return FALSE;
   }
   for (int m = 0; c->attention_bias && m < DFL_QWEN3_N_BIASES; m++) {
@@ -129,11 +139,12 @@ dfl_qwen3_tensors_find (DflQwen3Tensors *w, const DflSafetensors *st, const DflQ
                         GError **error)
 {
   *w = (DflQwen3Tensors) { 0 };
-  if (!(w->embed = expect (st, -1, "model.embed_tokens.weight", c->vocab, c->hidden, error))
+  if (!(w->embed = expect_matrix (st, -1, "model.embed_tokens.weight", c->vocab, c->hidden,
+                                  error))
       || !(w->norm = expect (st, -1, "model.norm.weight", c->hidden, 0, error)))
     return FALSE;
   w->head = c->tie_word_embeddings ? w->embed
-      : expect (st, -1, "lm_head.weight", c->vocab, c->hidden, error);
+      : expect_matrix (st, -1, "lm_head.weight", c->vocab, c->hidden, error);
   if (!w->head)
     return FALSE;
   w->layers = g_new0 (DflQwen3LayerTensors, c->layers);

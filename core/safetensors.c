@@ -892,9 +892,9 @@ dfl_safetensors_find (const DflSafetensors *st, const char *name)
   return g_hash_table_lookup (st->by_name, name);
 }
 
-const DflStoredTensor *
-dfl_safetensors_expect (const DflSafetensors *st, const char *name,
-                        guint n_dims, const gint64 *shape, GError **error)
+static const DflStoredTensor *
+expect (const DflSafetensors *st, const char *name, guint n_dims, const gint64 *shape,
+        gboolean blocks_ok, GError **error)
 {
   const DflStoredTensor *t;
   gboolean same;
@@ -910,10 +910,19 @@ dfl_safetensors_expect (const DflSafetensors *st, const char *name,
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: no tensor '%s'", st->path, name);
     return NULL;
   }
-  if (!dfl_dtype_is_float (t->dtype)) {
+  if (!dfl_dtype_is_float (t->dtype) && !(blocks_ok && dfl_dtype_is_quantized (t->dtype))) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
-                 "%s: tensor '%s' has dtype %s, expected F32, F16 or BF16",
-                 t->file, name, dfl_dtype_name (t->dtype));
+                 "%s: tensor '%s' has dtype %s, expected F32, F16 or BF16%s",
+                 t->file, name, dfl_dtype_name (t->dtype),
+                 blocks_ok ? " or a block-quantized type (Q8_0, Q4_0, Q4_K, Q6_K)" : "");
+    return NULL;
+  }
+  if (dfl_dtype_is_quantized (t->dtype) && n_dims == 2
+      && shape[1] % dfl_dtype_block_elems (t->dtype) != 0) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
+                 "%s: tensor '%s' is %s, whose blocks of %d do not divide its rows of %"
+                 G_GINT64_FORMAT, t->file, name, dfl_dtype_name (t->dtype),
+                 (int) dfl_dtype_block_elems (t->dtype), shape[1]);
     return NULL;
   }
   same = t->n_dims == n_dims;
@@ -928,6 +937,22 @@ dfl_safetensors_expect (const DflSafetensors *st, const char *name,
     return NULL;
   }
   return t;
+}
+
+const DflStoredTensor *
+dfl_safetensors_expect (const DflSafetensors *st, const char *name,
+                        guint n_dims, const gint64 *shape, GError **error)
+{
+  return expect (st, name, n_dims, shape, FALSE, error);
+}
+
+const DflStoredTensor *
+dfl_safetensors_expect_matrix (const DflSafetensors *st, const char *name, gint64 rows,
+                               gint64 cols, GError **error)
+{
+  gint64 shape[2] = { rows, cols };
+
+  return expect (st, name, 2, shape, TRUE, error);
 }
 
 const char *

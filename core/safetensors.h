@@ -56,6 +56,11 @@ const DflStoredTensor *dfl_safetensors_find (const DflSafetensors *st, const cha
  * NULL with an error naming the file, the tensor, and what was expected. */
 const DflStoredTensor *dfl_safetensors_expect (const DflSafetensors *st, const char *name,
                                          guint n_dims, const gint64 *shape, GError **error);
+/* The same for a matrix [rows][cols] that may also be stored in a
+ * block-quantized type (a GGUF file's Q8_0, Q4_0, Q4_K, Q6_K), its rows
+ * then whole blocks. */
+const DflStoredTensor *dfl_safetensors_expect_matrix (const DflSafetensors *st, const char *name,
+                                                gint64 rows, gint64 cols, GError **error);
 /* A string of the first file's __metadata__, or NULL. */
 const char *dfl_safetensors_metadata (const DflSafetensors *st, const char *key);
 /* Every key of the first file's __metadata__, sorted (g_strfreev it). */

@@ -49,8 +49,8 @@ static void
 weights_of (const DflStoredTensor *tensor, DflWeights *w)
 {
   w->data = tensor->data;
-  w->type = tensor->dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16
-      : tensor->dtype == DFL_DTYPE_F16 ? DFL_DTYPE_F16 : DFL_DTYPE_F32;
+  /* float or block-quantized, as stored: the kernels take either in place */
+  w->type = tensor->dtype;
   w->rows = tensor->shape[0];
   w->cols = tensor->shape[1];
 }
@@ -174,7 +174,7 @@ dfl_target_load (const char *path, GError **error)
   weights_of (w.head, &ct->head);
   /* read per step: the head whole (tied or not), one embedding row */
   t->weight_bytes = dfl_weights_bytes (&ct->head)
-      + (guint64) cfg.hidden * dfl_dtype_size (ct->embed->dtype);
+      + dfl_dtype_row_bytes (ct->embed->dtype, cfg.hidden);
   ct->layers = g_new0 (Layer, cfg.layers);
   ct->n_layers = cfg.layers;
   for (int i = 0; i < cfg.layers; i++)
@@ -225,7 +225,16 @@ dfl_target_embed (const DflTarget *t, const int *ids, int n, float *out)
 {
   const CpuTarget *ct = host_of (t);
 
-  for (int i = 0; ct && i < n; i++)
+  if (!ct)
+    return;
+  if (dfl_dtype_is_quantized (ct->embed->dtype)) {
+    /* a quantized table's rows are whole blocks (checked at load) */
+    for (int i = 0; i < n; i++)
+      dfl_embed_rows (ct->embed->data, ct->embed->dtype, t->cfg.hidden, (const int32_t *) &ids[i],
+                      1, out + (gsize) i * t->cfg.hidden);
+    return;
+  }
+  for (int i = 0; i < n; i++)
     dfl_tensor_read_f32 (ct->embed, (gint64) ids[i] * t->cfg.hidden, t->cfg.hidden,
                          out + (gsize) i * t->cfg.hidden);
 }

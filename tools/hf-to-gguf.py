@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert a Hugging Face Qwen3 checkpoint folder to one GGUF file.
 
-    hf-to-gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16|bf16] [--sidecar DFLASH]
+    hf-to-gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0|q4_0] [--sidecar DFLASH]
 
 The file is laid out as llama.cpp's convert_hf_to_gguf.py lays out a Qwen3
 model: general.architecture "qwen3", the sizes under qwen3.*, the tensors
@@ -57,6 +57,10 @@ OUTTYPES = {
     "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
     "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
     "bf16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
+    # every matrix (the embedding too) in blocks of 32 with an F16 scale, as
+    # the gguf package quantizes them (llama.cpp's reference quantizers)
+    "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+    "q4_0": (gguf.GGMLQuantizationType.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0),
 }
 
 
@@ -113,6 +117,8 @@ def tensor_data(dtype, shape, raw, qtype):
         if dtype == "BF16":
             # the same bytes: no round trip through F32
             return np.frombuffer(raw, np.uint8).reshape(list(shape[:-1]) + [shape[-1] * 2]), qtype
+        return gguf.quants.quantize(as_f32(dtype, shape, raw), qtype), qtype
+    if qtype in (gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.Q4_0):
         return gguf.quants.quantize(as_f32(dtype, shape, raw), qtype), qtype
     return gguf.quants.quantize(as_f32(dtype, shape, raw), qtype), None
 

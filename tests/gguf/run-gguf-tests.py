@@ -5,7 +5,9 @@
                       --dflash build/tools/dflash -- test-gguf --tap
 
 Writes go-f32.gguf, go-bf16.gguf and go-f16.gguf (tools/hf-to-gguf.py; the
-last with go-f16.dflash.safetensors, the model's sidecar bound by signs too) and
+last with go-f16.dflash.safetensors, the model's sidecar bound by signs too),
+go-q8_0.gguf and go-q4_0.gguf with the folders go-q8_0-deq and go-q4_0-deq
+(the same quantized weights dequantized, as F32 safetensors), and
 go-other.gguf (go-f32.gguf with the sign of its first embedding value
 flipped: a model of the same sizes and other weights) to a scratch folder,
 checks `dflash inspect` on go-bf16.gguf and `dflash generate` on the files
@@ -82,6 +84,29 @@ def check_generate(dflash, model, tmp):
     print("# dflash generate on a cut .gguf:", lines[0])
 
 
+def write_dequantized(model, hf_to_gguf, qtype, out_dir):
+    """model's weights quantized to qtype as the converter quantizes them,
+    then dequantized, as an F32 folder: the weights a quantized file's
+    logits are measured against"""
+    import importlib.util
+    from safetensors.numpy import save_file
+
+    spec = importlib.util.spec_from_file_location("hf_to_gguf", hf_to_gguf)
+    conv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conv)
+    tensors = {}
+    for name, (dtype, shape, raw) in conv.read_checkpoint(model).items():
+        x = conv.as_f32(dtype, shape, raw)
+        if len(shape) == 2:
+            x = gguf.quants.dequantize(gguf.quants.quantize(x, qtype), qtype)
+        tensors[name] = x.astype("float32").reshape(shape)
+    os.makedirs(out_dir)
+    save_file(tensors, os.path.join(out_dir, "model.safetensors"))
+    for f in ("config.json", "tokenizer.json"):
+        with open(os.path.join(model, f), "rb") as a, open(os.path.join(out_dir, f), "wb") as b:
+            b.write(a.read())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--converter", required=True)
@@ -92,11 +117,14 @@ def main():
     test = [a for a in args.test if a != "--"]
 
     with tempfile.TemporaryDirectory(prefix="dfl-gguf-") as tmp:
-        for t in ("f32", "bf16", "f16"):
+        for t in ("f32", "bf16", "f16", "q8_0", "q4_0"):
             # the f16 conversion carries the sidecar along, bound by signs
             extra = ["--sidecar", os.path.join(args.model, "dflash.safetensors")] if t == "f16" else []
             subprocess.run([sys.executable, args.converter, args.model,
                             os.path.join(tmp, f"go-{t}.gguf"), "--outtype", t] + extra, check=True)
+        for t, q in (("q8_0", gguf.GGMLQuantizationType.Q8_0),
+                     ("q4_0", gguf.GGMLQuantizationType.Q4_0)):
+            write_dequantized(args.model, args.converter, q, os.path.join(tmp, f"go-{t}-deq"))
         flip_first_embedding_sign(os.path.join(tmp, "go-f32.gguf"),
                                   os.path.join(tmp, "go-other.gguf"))
         check_inspect(args.dflash, os.path.join(tmp, "go-bf16.gguf"))

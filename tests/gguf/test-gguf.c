@@ -10,6 +10,7 @@
  */
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "dfl-backend.h"
@@ -621,6 +622,19 @@ test_cuda_upload (void)
     g_assert_cmpmem (logits->data, logits->len * sizeof (float), ref_logits->data,
                      ref_logits->len * sizeof (float));
   }
+  /* quantized matrices stay on the CPU: the upload names the first */
+  {
+    g_autofree char *q8 = converted ("q8_0");
+    g_autoptr (DflTarget) tq = dfl_target_load (q8, &error);
+    g_autoptr (DflTarget) dq = NULL;
+
+    g_assert_no_error (error);
+    dq = dfl_target_upload (tq, dev, DFL_TARGET_AS_STORED, &error);
+    g_assert_null (dq);
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+    g_assert_nonnull (strstr (error->message, "is Q8_0, which"));
+    g_clear_error (&error);
+  }
 }
 
 static void
@@ -633,6 +647,91 @@ static void
 test_target_bf16 (void)
 {
   check_target ("bf16");
+}
+
+/* Logits of `n` tokens at every row: one forward of them all (`whole`),
+ * or one token a forward (a decode step each). */
+static float *
+logits_of (const DflTarget *t, const int *ids, int n, gboolean whole)
+{
+  g_autoptr (DflTargetSeq) s = dfl_target_seq_new (t);
+  g_autoptr (GError) error = NULL;
+  int vocab = dfl_target_config (t)->vocab;
+  float *logits = g_new (float, (gsize) vocab * n);
+
+  for (int at = 0; at < n; at += whole ? n : 1) {
+    DflForwardOut out = { .logits_from = 0, .logits = logits + (gsize) at * vocab };
+    g_assert_true (dfl_target_forward (t, s, ids + at, whole ? n : 1, &out, &error));
+    g_assert_no_error (error);
+  }
+  return logits;
+}
+
+/* A quantized file (every matrix Q8_0 or Q4_0, as the gguf package
+ * quantizes) against the same weights dequantized to F32 (go-TYPE-deq):
+ * what is left is the products' own rounding, the activations quantized to
+ * int8 in groups of 32, held to `tol` of the row's largest logit. And the
+ * quantized products are batch-invariant: a row verified among the others
+ * is the same bits as decoded alone. */
+static void
+check_quantized (const char *type, double tol)
+{
+  const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
+  g_autofree char *path = NULL, *deq = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) ref = NULL, t = NULL;
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int));
+  g_autoptr (GArray) ref_logits = g_array_new (FALSE, FALSE, sizeof (float));
+  g_autofree float *whole = NULL, *steps = NULL, *want = NULL;
+  double worst = 0.0;
+  int vocab, n, agree = 0;
+
+  if (!gguf_dir ())
+    return;
+  path = converted (type);
+  deq = g_strdup_printf ("%s/go-%s-deq", g_getenv ("DFL_GGUF_DIR"), type);
+  ref = dfl_target_load (deq, &error);
+  g_assert_no_error (error);
+  t = dfl_target_load (path, &error);
+  g_assert_no_error (error);
+  vocab = dfl_target_config (t)->vocab;
+  /* the reference's greedy text, then both read it whole */
+  g_array_append_vals (ids, prompt, G_N_ELEMENTS (prompt));
+  greedy (ref, prompt, G_N_ELEMENTS (prompt), 24, ids, ref_logits);
+  n = ids->len;
+  want = logits_of (ref, (const int *) ids->data, n, TRUE);
+  whole = logits_of (t, (const int *) ids->data, n, TRUE);
+  steps = logits_of (t, (const int *) ids->data, n, FALSE);
+  g_assert_cmpmem (whole, (gsize) n * vocab * sizeof (float), steps,
+                   (gsize) n * vocab * sizeof (float));
+  for (int r = 0; r < n; r++) {
+    const float *a = whole + (gsize) r * vocab, *b = want + (gsize) r * vocab;
+    double scale = 0.0, diff = 0.0;
+    int am = 0, bm = 0;
+    for (int v = 0; v < vocab; v++) {
+      scale = MAX (scale, fabs (b[v]));
+      diff = MAX (diff, fabs ((double) a[v] - b[v]));
+      am = a[v] > a[am] ? v : am;
+      bm = b[v] > b[bm] ? v : bm;
+    }
+    worst = MAX (worst, diff / scale);
+    agree += am == bm;
+  }
+  g_test_message ("%s: logits within %.2e of the row's largest against the dequantized weights "
+                  "(bound %.0e); the same argmax at %d of %d rows", type, worst, tol, agree, n);
+  g_assert_cmpfloat (worst, <=, tol);
+}
+
+static void
+test_target_q8_0 (void)
+{
+  check_quantized ("q8_0", 2e-2);
+}
+
+static void
+test_target_q4_0 (void)
+{
+  check_quantized ("q4_0", 2e-2);
 }
 
 static void
@@ -839,8 +938,9 @@ test_quantized (void)
   g_assert_no_error (error);
   t = dfl_target_load (path, &error);
   if (dfl_device_supports (cpu, DFL_OP_MATMUL, DFL_DTYPE_Q8_0)) {
-    /* the check lets them through to the loader's own */
-    g_test_message ("the CPU multiplies Q8_0: %s", error ? error->message : "loaded");
+    /* the CPU multiplies Q8_0: the file loads */
+    g_assert_no_error (error);
+    g_assert_nonnull (t);
   } else {
     g_assert_null (t);
     if (error)
@@ -938,12 +1038,14 @@ main (int argc, char **argv)
 
     g_test_add_data_func (name, &bad_cases[i], test_reader_bad);
   }
-  g_test_add_func ("/gguf/qwen3/quantized-refused", test_quantized);
+  g_test_add_func ("/gguf/qwen3/quantized", test_quantized);
   g_test_add_func ("/gguf/qwen3/file-checks", test_qwen3_file);
   g_test_add_func ("/gguf/tokenizer-refused", test_tokenizer_refused);
   g_test_add_func ("/gguf/qwen3/config", test_config);
   g_test_add_func ("/gguf/qwen3/target-f32", test_target_f32);
   g_test_add_func ("/gguf/qwen3/target-bf16", test_target_bf16);
+  g_test_add_func ("/gguf/qwen3/target-q8_0", test_target_q8_0);
+  g_test_add_func ("/gguf/qwen3/target-q4_0", test_target_q4_0);
   g_test_add_func ("/gguf/qwen3/cuda-upload", test_cuda_upload);
   g_test_add_func ("/gguf/tokenizer", test_tokenizer);
   g_test_add_func ("/gguf/binding/trunk-hash", test_binding);

@@ -32,7 +32,8 @@ static void
 put (Builder *w, guint64 v, guint n)
 {
   for (guint i = 0; i < n; i++) {
-    guint8 c = (guint8) (v >> (8 * i));
+    /* past 8 bytes, zeros (a shift by 64 or more is undefined) */
+    guint8 c = i < 8 ? (guint8) (v >> (8 * i)) : 0;
     g_byte_array_append (w->b, &c, 1);
   }
 }

@@ -27,9 +27,18 @@
  * decoding, tapsource's rounds directly (`application/x-dflash-taps`).
  *
  * The verification is the round's verify step (core/round.h), on the target
- * where tapsource ran the sequence. Each round posts an element message
- * `dflash-round` (sequence, round, position, drafted, accepted, source,
- * draft-time, verify-time); EOS posts `dflash-summary`, the figures of
+ * where tapsource ran the sequence. The sink pad queues the rounds; a task
+ * on the src pad takes every round waiting whenever the target is free
+ * (one a sequence; it never waits for more) and verifies them in one target
+ * pass (dfl_round_verify_batch), each sequence's verdict bitwise its own
+ * pass's on the CPU. Where the target runs one sequence a forward (CUDA
+ * today) they are verified one by one, and the log says so. The `batches`
+ * and `max-batch` properties count the passes and their largest.
+ *
+ * Each round posts an element message `dflash-round` (sequence, round,
+ * position, drafted, accepted, source, draft-time, verify-time — the
+ * round's share of its pass — and batch, the rounds its pass verified);
+ * EOS posts `dflash-summary`, the figures of
  * every round (gstdflashsummary.h: sequences, rounds, new-tokens, tau,
  * accept-rate per block position, decode tokens-per-second, draft-time,
  * verify-time, wall-time and the counts behind them).

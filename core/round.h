@@ -99,6 +99,30 @@ gboolean dfl_round_verify (DflVerifier *v, DflTargetSeq *seq, const DflSampler *
                            gint64 a, int anchor, const int *drafts, int m,
                            const DflTensor *device_taps, DflVerdict *verdict, GError **error);
 
+/* One sequence's round in a batched verification: the arguments of
+ * dfl_round_verify, and its verdict once run. */
+typedef struct {
+  DflTargetSeq *seq;
+  const DflSampler *sampler;
+  gint64 a;
+  int anchor;
+  const int *drafts;
+  int m;
+  const DflTensor *device_taps;
+  DflVerdict verdict;
+} DflRoundVerifyItem;
+
+/* dfl_round_verify for the rounds of `n` distinct sequences of one target
+ * in one target pass (dfl_target_forward_batch): each item's verdict, cache
+ * and taps are what dfl_round_verify alone would give it (bitwise on the
+ * CPU). The verdicts' rows stay valid until the verifier's next run. Fails,
+ * every cache as it was, where an item is not at its `a` (naming the item)
+ * or the pass fails; DFL_ERROR_UNSUPPORTED (nothing run) where the target's
+ * engine runs one sequence a forward, so the caller verifies them one by
+ * one. n = 1 is dfl_round_verify. */
+gboolean dfl_round_verify_batch (DflVerifier *v, DflRoundVerifyItem *items, int n,
+                                 GError **error);
+
 /* --- settle -------------------------------------------------------------- */
 
 /* The target's rows of positions pos … pos + n − 1 (`taps`: n rows of the

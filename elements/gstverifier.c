@@ -27,9 +27,18 @@
  * decoding, tapsource's rounds directly (`application/x-dflash-taps`).
  *
  * The verification is the round's verify step (core/round.h), on the target
- * where tapsource ran the sequence. Each round posts an element message
- * `dflash-round` (sequence, round, position, drafted, accepted, source,
- * draft-time, verify-time); EOS posts `dflash-summary`, the figures of
+ * where tapsource ran the sequence. The sink pad queues the rounds; a task
+ * on the src pad takes every round waiting whenever the target is free
+ * (one a sequence; it never waits for more) and verifies them in one target
+ * pass (dfl_round_verify_batch), each sequence's verdict bitwise its own
+ * pass's on the CPU. Where the target runs one sequence a forward (CUDA
+ * today) they are verified one by one, and the log says so. The `batches`
+ * and `max-batch` properties count the passes and their largest.
+ *
+ * Each round posts an element message `dflash-round` (sequence, round,
+ * position, drafted, accepted, source, draft-time, verify-time — the
+ * round's share of its pass — and batch, the rounds its pass verified);
+ * EOS posts `dflash-summary`, the figures of
  * every round (gstdflashsummary.h: sequences, rounds, new-tokens, tau,
  * accept-rate per block position, decode tokens-per-second, draft-time,
  * verify-time, wall-time and the counts behind them).
@@ -74,6 +83,8 @@ enum {
   PROP_0,
   PROP_BACKEND,
   PROP_BUSY_TIME,
+  PROP_BATCHES,
+  PROP_MAX_BATCH,
 };
 
 struct _GstVerifier {
@@ -91,8 +102,21 @@ struct _GstVerifier {
   GHashTable *pending;        /* sequence → GString */
   GHashTable *finished;       /* sequences done, not yet flushed */
   guint head;
+  /* Rounds (buffers) and serialized events from upstream, in order, for
+   * the task on the src pad: each pass it takes every round queued and
+   * verifies them in one target forward. Under `lock`; `cond` wakes the
+   * task. */
+  GMutex lock;
+  GCond cond;
+  GQueue queue;
+  gboolean flushing;
+  GstFlowReturn flow;         /* the task's last flow, for the chain to return */
+  /* the target's engine refused batches: one sequence a forward from then on */
+  gboolean one_by_one;
   /* figures */
   DflRoundStats stats;
+  guint64 batches;            /* target passes (the batches property, object lock) */
+  guint max_batch;            /* the most rounds one pass verified (object lock) */
   guint64 busy_ns;            /* the busy-time property (object lock) */
   gint64 first_us;
 };
@@ -110,6 +134,10 @@ static GstStateChangeReturn gst_verifier_change_state (GstElement *element,
 static GstFlowReturn gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf);
 static gboolean gst_verifier_sink_event (GstPad *pad, GstObject *parent, GstEvent *event);
 static gboolean gst_verifier_src_query (GstPad *pad, GstObject *parent, GstQuery *query);
+static gboolean gst_verifier_src_activate_mode (GstPad *pad, GstObject *parent,
+                                                GstPadMode mode, gboolean active);
+static void gst_verifier_get_property (GObject *object, guint prop_id, GValue *value,
+                                       GParamSpec *pspec);
 
 static void
 gst_verifier_class_init (GstVerifierClass *klass)
@@ -119,7 +147,7 @@ gst_verifier_class_init (GstVerifierClass *klass)
 
   gobject_class->finalize = gst_verifier_finalize;
   gobject_class->set_property = gst_dflash_field_set_property;
-  gobject_class->get_property = gst_dflash_field_get_property;
+  gobject_class->get_property = gst_verifier_get_property;
 
   /**
    * GstVerifier:backend
@@ -134,6 +162,14 @@ gst_verifier_class_init (GstVerifierClass *klass)
       G_STRUCT_OFFSET (GstVerifier, backend));
   gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
       "Nanoseconds spent verifying so far", G_STRUCT_OFFSET (GstVerifier, busy_ns));
+  g_object_class_install_property (gobject_class, PROP_BATCHES,
+      g_param_spec_uint64 ("batches", "Batches",
+          "Target passes that verified rounds so far (each verifies every round that was ready)",
+          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  g_object_class_install_property (gobject_class, PROP_MAX_BATCH,
+      g_param_spec_uint ("max-batch", "Largest batch",
+          "The most rounds (of as many sequences) one target pass has verified so far",
+          0, G_MAXUINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_set_static_metadata (element_class, "DFlash verifier",
       "Filter/Tensor", "Verifies proposed tokens with the target and emits the accepted text",
@@ -168,6 +204,8 @@ gst_verifier_init (GstVerifier *self)
   gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
   self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
   gst_pad_set_query_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_verifier_src_query));
+  gst_pad_set_activatemode_function (self->srcpad,
+      GST_DEBUG_FUNCPTR (gst_verifier_src_activate_mode));
   gst_pad_use_fixed_caps (self->srcpad);
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
   self->tokenspad = gst_pad_new_from_static_template (&tokens_template, "tokens");
@@ -176,6 +214,32 @@ gst_verifier_init (GstVerifier *self)
   gst_element_add_pad (GST_ELEMENT (self), self->tokenspad);
   self->pending = g_hash_table_new_full (NULL, NULL, NULL, string_free);
   self->finished = g_hash_table_new (NULL, NULL);
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  g_queue_init (&self->queue);
+  self->flushing = TRUE;
+}
+
+static void
+gst_verifier_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  GstVerifier *self = GST_VERIFIER (object);
+
+  switch (prop_id) {
+    case PROP_BATCHES:
+      GST_OBJECT_LOCK (self);
+      g_value_set_uint64 (value, self->batches);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case PROP_MAX_BATCH:
+      GST_OBJECT_LOCK (self);
+      g_value_set_uint (value, self->max_batch);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    default:
+      gst_dflash_field_get_property (object, prop_id, value, pspec);
+      break;
+  }
 }
 
 static void
@@ -186,6 +250,20 @@ reset (GstVerifier *self)
   self->head = 0;
   dfl_round_stats_reset (&self->stats);
   self->first_us = 0;
+  GST_OBJECT_LOCK (self);
+  self->batches = 0;
+  self->max_batch = 0;
+  GST_OBJECT_UNLOCK (self);
+}
+
+/* What the queue holds: buffers and events, each with its reference. */
+static void
+clear_queue (GstVerifier *self)
+{
+  GstMiniObject *o;
+
+  while ((o = g_queue_pop_head (&self->queue)))
+    gst_mini_object_unref (o);
 }
 
 static void
@@ -195,6 +273,9 @@ gst_verifier_finalize (GObject *object)
 
   g_hash_table_unref (self->pending);
   g_hash_table_unref (self->finished);
+  clear_queue (self);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
   g_clear_pointer (&self->verifier, dfl_verifier_free);
   if (self->taps_pool)
     gst_buffer_pool_set_active (self->taps_pool, FALSE);
@@ -379,7 +460,7 @@ emit_tokens (GstVerifier *self, GstDflashSeq *s, const int *tokens, int n, GstFl
 
 static void
 post_round (GstVerifier *self, const GstDflashRoundMeta *meta, int drafted, int accepted,
-            double draft_s, double verify_s)
+            double draft_s, double verify_s, int batch)
 {
   static const char *sources[] = { "none", "block", "chain" };
 
@@ -389,7 +470,8 @@ post_round (GstVerifier *self, const GstDflashRoundMeta *meta, int drafted, int 
               "sequence", G_TYPE_UINT, meta->sequence, "round", G_TYPE_UINT, meta->round,
               "position", G_TYPE_INT64, meta->anchor_pos, "drafted", G_TYPE_INT, drafted,
               "accepted", G_TYPE_INT, accepted, "source", G_TYPE_STRING, sources[meta->source],
-              "draft-time", G_TYPE_DOUBLE, draft_s, "verify-time", G_TYPE_DOUBLE, verify_s, NULL)));
+              "draft-time", G_TYPE_DOUBLE, draft_s, "verify-time", G_TYPE_DOUBLE, verify_s,
+              "batch", G_TYPE_INT, batch, NULL)));
 }
 
 static void
@@ -446,45 +528,70 @@ seq_on_device (GstDflashSeq *s)
   return s->kv && dfl_target_device (dfl_target_seq_target (s->kv)) != NULL;
 }
 
-/* The round's verify step on the target the sequence runs on, and what
- * tapsource's next round needs kept in the sequence: the accepted rows'
- * taps (host rows, or on a device a pooled buffer there whose first
- * accepted + 1 rows they are) and the tip. */
+/* A round taken from the queue, on its way through one pass. */
+typedef struct {
+  GstBuffer *buf;
+  GstDflashRoundMeta *meta;
+  GstDflashSeq *s;
+  int *drafts;                /* room for block − 1 drafts and the bonus */
+  int m;
+  gboolean done, verified;
+  /* on a device: the pooled buffer the pass writes the taps into */
+  GstBuffer *taps;
+  DflTensor taps_tensor;
+  DflVerdict v;
+} Round;
+
+static void
+round_clear (Round *r)
+{
+  gst_clear_buffer (&r->taps);
+  g_clear_pointer (&r->drafts, g_free);
+  gst_clear_buffer (&r->buf);
+}
+
+/* Where the pass puts a device sequence's taps: a pooled buffer on its
+ * device whose first accepted + 1 rows tapsource's next round reads. */
 static gboolean
-verify (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta, const int *drafts,
-        int m, DflVerdict *v, GError **error)
+prepare_taps (GstVerifier *self, Round *r, GError **error)
 {
   int tw = gst_dflash_model_tap_width (self->model);
-  GstBuffer *taps = NULL;
-  DflTensor taps_tensor;
+  GstDflashDevice *dev = r->s->device;
+  gsize bytes = sizeof (float) * (gsize) self->block * tw;
+  GstMemory *mem;
 
-  if (seq_on_device (s) && tw) {
-    GstDflashDevice *dev = s->device;
-    gsize bytes = sizeof (float) * (gsize) self->block * tw;
-    GstMemory *mem;
-    if (!dev) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence's cache is on a device that "
-                   "its source did not name");
-      return FALSE;
-    }
-    if (!self->taps_pool && !(self->taps_pool = gst_dflash_device_pool_new (dev, bytes, error)))
-      return FALSE;
-    if (!(taps = gst_dflash_device_pool_acquire (self->taps_pool, dev, error)))
-      return FALSE;
-    mem = gst_buffer_peek_memory (taps, 0);
-    taps_tensor = dfl_tensor_2d (gst_dflash_device_dfl (dev),
-                                 gst_dflash_device_memory_handle (mem), mem->offset,
-                                 DFL_DTYPE_F32, self->block, tw);
-  }
-  if (!dfl_round_verify (self->verifier, s->kv, &s->sampler, meta->anchor_pos, meta->anchor,
-                         drafts, m, taps ? &taps_tensor : NULL, v, error)) {
-    gst_clear_buffer (&taps);
+  if (!seq_on_device (r->s) || !tw)
+    return TRUE;
+  if (!dev) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "the sequence's cache is on a device that "
+                 "its source did not name");
     return FALSE;
   }
-  if (taps) {
-    gst_buffer_resize (taps, 0, sizeof (float) * (gsize) (v->accepted + 1) * tw);
-    gst_buffer_replace (&s->taps_buf, taps);
-    gst_buffer_unref (taps);
+  if (!self->taps_pool && !(self->taps_pool = gst_dflash_device_pool_new (dev, bytes, error)))
+    return FALSE;
+  if (!(r->taps = gst_dflash_device_pool_acquire (self->taps_pool, dev, error)))
+    return FALSE;
+  mem = gst_buffer_peek_memory (r->taps, 0);
+  r->taps_tensor = dfl_tensor_2d (gst_dflash_device_dfl (dev),
+                                  gst_dflash_device_memory_handle (mem), mem->offset,
+                                  DFL_DTYPE_F32, self->block, tw);
+  return TRUE;
+}
+
+/* What tapsource's next round needs kept in the sequence after its
+ * verdict: the accepted rows' taps (host rows, or the pooled buffer on the
+ * device) and the tip. */
+static void
+keep_verdict (GstVerifier *self, Round *r)
+{
+  GstDflashSeq *s = r->s;
+  const DflVerdict *v = &r->v;
+  int tw = gst_dflash_model_tap_width (self->model);
+
+  if (r->taps) {
+    gst_buffer_resize (r->taps, 0, sizeof (float) * (gsize) (v->accepted + 1) * tw);
+    gst_buffer_replace (&s->taps_buf, r->taps);
+    gst_clear_buffer (&r->taps);
   } else if (!seq_on_device (s)) {
     s->taps = g_renew (float, s->taps, (gsize) (v->accepted + 1) * MAX (tw, 1));
     if (v->taps)
@@ -493,6 +600,56 @@ verify (GstVerifier *self, GstDflashSeq *s, const GstDflashRoundMeta *meta, cons
   s->taps_rows = v->accepted + 1;
   memcpy (s->tip, v->tip,
           sizeof (float) * dfl_target_config (gst_dflash_model_target (self->model))->hidden);
+}
+
+/* The round's verify step for `n` rounds of as many sequences of one
+ * target: one pass for all, or, where the target's engine runs one
+ * sequence a forward, a pass each. The verdicts go into the rounds. */
+static gboolean
+verify_rounds (GstVerifier *self, Round **rounds, int n, int *per_pass, GError **error)
+{
+  g_autofree DflRoundVerifyItem *items = g_new0 (DflRoundVerifyItem, n);
+  int i;
+
+  for (i = 0; i < n; i++) {
+    Round *r = rounds[i];
+    if (!prepare_taps (self, r, error))
+      return FALSE;
+    items[i] = (DflRoundVerifyItem) { .seq = r->s->kv, .sampler = &r->s->sampler,
+                                      .a = r->meta->anchor_pos, .anchor = r->meta->anchor,
+                                      .drafts = r->drafts, .m = r->m,
+                                      .device_taps = r->taps ? &r->taps_tensor : NULL };
+  }
+  if (n > 1 && !self->one_by_one) {
+    g_autoptr (GError) batch_error = NULL;
+    *per_pass = n;
+    if (dfl_round_verify_batch (self->verifier, items, n, &batch_error))
+      goto verified;
+    if (!g_error_matches (batch_error, DFL_ERROR, DFL_ERROR_UNSUPPORTED)) {
+      g_propagate_error (error, g_steal_pointer (&batch_error));
+      return FALSE;
+    }
+    GST_INFO_OBJECT (self, "the target verifies one sequence a forward (%s): the %d rounds ready, "
+                     "and every batch from now on, go one by one", batch_error->message, n);
+    self->one_by_one = TRUE;
+  }
+  if (n > 1)
+    GST_DEBUG_OBJECT (self, "verifying %d rounds one sequence a forward", n);
+  *per_pass = 1;
+  for (i = 0; i < n; i++) {
+    /* each verdict's rows are the verifier's until its next run: kept now */
+    if (!dfl_round_verify_batch (self->verifier, &items[i], 1, error))
+      return FALSE;
+    rounds[i]->v = items[i].verdict;
+    keep_verdict (self, rounds[i]);
+  }
+  return TRUE;
+
+verified:
+  for (i = 0; i < n; i++) {
+    rounds[i]->v = items[i].verdict;
+    keep_verdict (self, rounds[i]);
+  }
   return TRUE;
 }
 
@@ -529,10 +686,292 @@ check_backend (GstVerifier *self, GstDflashSeq *s, GError **error)
   return TRUE;
 }
 
+/* The text and ids pads' caps, once upstream's came (in stream order:
+ * the task sets them). */
+static gboolean
+set_src_caps (GstVerifier *self)
+{
+  GstCaps *text = gst_caps_new_simple ("text/x-raw", "format", G_TYPE_STRING, "utf8", NULL);
+  GstCaps *ids = gst_caps_new_simple (GST_DFLASH_TOKENS_CAPS, "vocab", G_TYPE_INT,
+      dfl_target_config (gst_dflash_model_target (self->model))->vocab, NULL);
+  gboolean ok = gst_pad_set_caps (self->srcpad, text);
+
+  gst_pad_set_caps (self->tokenspad, ids);
+  gst_caps_unref (text);
+  gst_caps_unref (ids);
+  return ok;
+}
+
+/* A serialized event from upstream, in its place among the rounds. */
+static void
+handle_event (GstVerifier *self, GstEvent *event)
+{
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_CAPS:
+      gst_event_unref (event);
+      if (!set_src_caps (self))
+        GST_DEBUG_OBJECT (self, "downstream refused the text caps");
+      return;
+    case GST_EVENT_EOS:
+      post_summary (self);
+      break;
+    default:
+      break;
+  }
+  gst_pad_event_default (self->sinkpad, GST_OBJECT (self), event);
+}
+
+/* A round's drafts (none for plain decoding), read off its buffer, with
+ * room for the bonus after them. */
+static void
+read_drafts (GstVerifier *self, Round *r)
+{
+  GstCaps *caps = gst_pad_get_current_caps (self->sinkpad);
+  gboolean is_proposal = caps && gst_structure_has_name (gst_caps_get_structure (caps, 0),
+                                                         GST_DFLASH_PROPOSAL_CAPS);
+  GstMapInfo map;
+
+  gst_clear_caps (&caps);
+  r->drafts = g_new (int, self->block);
+  r->m = 0;
+  if (is_proposal && gst_buffer_map (r->buf, &map, GST_MAP_READ)) {
+    r->m = MIN ((int) (map.size / sizeof (int)), self->block - 1);
+    memcpy (r->drafts, map.data, sizeof (int) * r->m);
+    gst_buffer_unmap (r->buf, &map);
+  }
+}
+
+/* Before the pass: the first token of a round 0 (tapsource's pass over
+ * the prompt chose it), and the drafts' and the target's checks. FALSE on
+ * an error (posted). */
+static gboolean
+before_pass (GstVerifier *self, Round *r, GstFlowReturn *ret)
+{
+  int vocab = dfl_target_config (gst_dflash_model_target (self->model))->vocab;
+  g_autoptr (GError) error = NULL;
+  int j;
+
+  read_drafts (self, r);
+  if (r->meta->round == 0) {
+    /* the round's new tokens: the prompt and that token */
+    dfl_round_stats_add_prefill (&self->stats, r->meta->new_tokens
+                                 ? (int) (g_bytes_get_size (r->meta->new_tokens) / sizeof (int)) - 1
+                                 : 0, 0.0);
+    r->done = emit_tokens (self, r->s, &r->meta->anchor, 1, ret);
+  }
+  for (j = 0; j < r->m; j++)
+    if (r->drafts[j] < 0 || r->drafts[j] >= vocab)
+      goto bad_draft;
+  if (!check_backend (self, r->s, &error))
+    goto wrong_backend;
+  return TRUE;
+
+  /* ERRORS */
+bad_draft:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, DECODE,
+        ("a draft is token %d, outside the vocabulary of %s (0 … %d): the drafter upstream sent "
+         "it", r->drafts[j], dfl_target_dir (gst_dflash_model_target (self->model)), vocab - 1),
+        ("draft %d of sequence %u round %u", j, r->s->id, r->meta->round));
+    return FALSE;
+  }
+wrong_backend:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("could not verify a round: %s", error->message),
+        ("sequence %u round %u", r->s->id, r->meta->round));
+    return FALSE;
+  }
+}
+
+/* After the pass: the round's tokens out, its figures, and the verdict
+ * upstream, where tapsource starts the sequence's next round or ends it. */
+static GstFlowReturn
+after_pass (GstVerifier *self, Round *r, int batch, double verify_s, GstFlowReturn ret)
+{
+  GstDflashSeq *s = r->s;
+  const GstDflashRoundMeta *meta = r->meta;
+
+  if (r->verified) {
+    r->drafts[r->v.accepted] = r->v.bonus;
+    g_array_append_vals (s->tokens, r->drafts, r->v.accepted + 1);
+    s->rounds++;
+    dfl_round_stats_add_round (&self->stats, round_source (meta->source), &r->v,
+                               meta->draft_ns / 1e9, verify_s);
+    post_round (self, meta, r->m, r->v.accepted, meta->draft_ns / 1e9, verify_s, batch);
+    if (ret == GST_FLOW_OK)
+      r->done = emit_tokens (self, s, r->drafts, r->v.accepted + 1, &ret);
+  }
+  if (r->done) {
+    s->done = TRUE;
+    if (ret == GST_FLOW_OK && !s->serving)
+      ret = sequence_done (self, s->id);
+  }
+  if (r->done || r->verified)
+    gst_pad_push_event (self->sinkpad,
+        gst_dflash_verdict_event_new (s->id, meta->round, meta->anchor_pos, r->v.accepted,
+                                      r->v.bonus, r->done));
+  return ret == GST_FLOW_NOT_LINKED ? GST_FLOW_OK : ret;
+}
+
+/* One pass over the rounds that were ready: those whose sequence is not
+ * over yet verified together. */
+static GstFlowReturn
+run_pass (GstVerifier *self, Round *rounds, int n)
+{
+  g_autofree Round **verify = g_new (Round *, n);
+  g_autoptr (GError) error = NULL;
+  GstFlowReturn ret = GST_FLOW_OK;
+  gint64 t0 = g_get_monotonic_time ();
+  int i, n_verify = 0, per_pass = 0;
+  double verify_s = 0.0;
+
+  if (!self->first_us)
+    self->first_us = t0;
+  for (i = 0; i < n; i++) {
+    if (!before_pass (self, &rounds[i], &ret))
+      return GST_FLOW_ERROR;
+    if (!rounds[i].done && ret == GST_FLOW_OK)
+      verify[n_verify++] = &rounds[i];
+  }
+  if (n_verify) {
+    if (!verify_rounds (self, verify, n_verify, &per_pass, &error))
+      goto verify_failed;
+    for (i = 0; i < n_verify; i++)
+      verify[i]->verified = TRUE;
+    /* each round's share of the pass, so the rounds' times sum to it */
+    verify_s = (g_get_monotonic_time () - t0) / 1e6 / n_verify;
+    GST_LOG_OBJECT (self, "verified %d rounds, %d a pass", n_verify, per_pass);
+  }
+  for (i = 0; i < n; i++) {
+    GstFlowReturn r = after_pass (self, &rounds[i], per_pass, verify_s, ret);
+    if (ret == GST_FLOW_OK)
+      ret = r;
+  }
+  GST_OBJECT_LOCK (self);
+  self->busy_ns += (g_get_monotonic_time () - t0) * 1000;
+  if (n_verify) {
+    self->batches += n_verify / per_pass;
+    self->max_batch = MAX (self->max_batch, (guint) per_pass);
+  }
+  GST_OBJECT_UNLOCK (self);
+  return ret;
+
+  /* ERRORS */
+verify_failed:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("could not verify a round: %s", error->message),
+        ("%d rounds in one pass, the first sequence %u round %u", n_verify, verify[0]->s->id,
+         verify[0]->meta->round));
+    return GST_FLOW_ERROR;
+  }
+}
+
+/* Whether a queued round can join the pass: a sequence once a pass, every
+ * sequence of one target. */
+static gboolean
+joins_pass (Round *rounds, int n, GstDflashSeq *s)
+{
+  for (int i = 0; i < n; i++)
+    if (rounds[i].s == s || dfl_target_seq_target (rounds[i].s->kv) != dfl_target_seq_target (s->kv))
+      return FALSE;
+  return TRUE;
+}
+
+/* The task on the src pad: waits for what upstream queued; an event goes
+ * on in its place; the rounds queued before it, as many as are ready (it
+ * never waits for more), are verified in one pass. */
+static void
+gst_verifier_loop (GstVerifier *self)
+{
+  g_autofree Round *rounds = NULL;
+  GstMiniObject *head;
+  GstFlowReturn ret;
+  int n = 0;
+
+  g_mutex_lock (&self->lock);
+  while (!self->flushing && g_queue_is_empty (&self->queue))
+    g_cond_wait (&self->cond, &self->lock);
+  if (self->flushing)
+    goto flushing;
+  head = g_queue_peek_head (&self->queue);
+  if (GST_IS_EVENT (head)) {
+    g_queue_pop_head (&self->queue);
+    g_mutex_unlock (&self->lock);
+    handle_event (self, GST_EVENT (head));
+    return;
+  }
+  rounds = g_new0 (Round, g_queue_get_length (&self->queue));
+  for (GList *l = self->queue.head, *next; l && GST_IS_BUFFER (l->data); l = next) {
+    GstBuffer *buf = l->data;
+    GstDflashRoundMeta *meta = gst_buffer_get_dflash_round_meta (buf);
+    next = l->next;
+    if (!joins_pass (rounds, n, meta->seq))
+      continue;
+    g_queue_delete_link (&self->queue, l);
+    rounds[n++] = (Round) { .buf = buf, .meta = meta, .s = meta->seq };
+  }
+  g_mutex_unlock (&self->lock);
+
+  ret = run_pass (self, rounds, n);
+  for (int i = 0; i < n; i++)
+    round_clear (&rounds[i]);
+  if (ret != GST_FLOW_OK)
+    goto paused;
+  return;
+
+flushing:
+  {
+    g_mutex_unlock (&self->lock);
+    GST_DEBUG_OBJECT (self, "flushing: the task pauses");
+    gst_pad_pause_task (self->srcpad);
+    return;
+  }
+paused:
+  {
+    GST_DEBUG_OBJECT (self, "the task pauses: %s", gst_flow_get_name (ret));
+    g_mutex_lock (&self->lock);
+    self->flow = ret;
+    g_mutex_unlock (&self->lock);
+    if (ret == GST_FLOW_EOS || ret < GST_FLOW_EOS) {
+      /* downstream ended, or the stream failed (an error of ours or
+       * downstream's is posted where it happened; a refused format is
+       * nobody's but ours to post) */
+      if (ret == GST_FLOW_NOT_NEGOTIATED)
+        GST_ELEMENT_FLOW_ERROR (self, ret);
+      gst_pad_push_event (self->srcpad, gst_event_new_eos ());
+      gst_pad_push_event (self->tokenspad, gst_event_new_eos ());
+    }
+    gst_pad_pause_task (self->srcpad);
+  }
+}
+
+/* The task runs while the src pad is active: started with it, stopped
+ * (woken first) before it goes. */
+static gboolean
+gst_verifier_src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mode, gboolean active)
+{
+  GstVerifier *self = GST_VERIFIER (parent);
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+  g_mutex_lock (&self->lock);
+  self->flushing = !active;
+  self->flow = GST_FLOW_OK;
+  if (!active) {
+    clear_queue (self);
+    g_cond_signal (&self->cond);
+  }
+  g_mutex_unlock (&self->lock);
+  if (active)
+    return gst_pad_start_task (pad, (GstTaskFunction) gst_verifier_loop, self, NULL);
+  return gst_pad_stop_task (pad);
+}
+
 static gboolean
 gst_verifier_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
   GstVerifier *self = GST_VERIFIER (parent);
+  gboolean ret;
 
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_CAPS: {
@@ -542,106 +981,64 @@ gst_verifier_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
         gst_event_unref (event);
         return FALSE;
       }
-      gst_event_unref (event);
-      {
-        GstCaps *text = gst_caps_new_simple ("text/x-raw", "format", G_TYPE_STRING, "utf8", NULL);
-        GstCaps *ids = gst_caps_new_simple (GST_DFLASH_TOKENS_CAPS, "vocab", G_TYPE_INT,
-            dfl_target_config (gst_dflash_model_target (self->model))->vocab, NULL);
-        gboolean ok = gst_pad_set_caps (self->srcpad, text);
-        gst_pad_set_caps (self->tokenspad, ids);
-        gst_caps_unref (text);
-        gst_caps_unref (ids);
-        return ok;
-      }
+      break;
     }
-    case GST_EVENT_EOS:
-      post_summary (self);
-      break;
+    case GST_EVENT_FLUSH_START:
+      /* downstream first, so a push the task waits in returns */
+      ret = gst_pad_event_default (pad, parent, event);
+      g_mutex_lock (&self->lock);
+      self->flushing = TRUE;
+      g_cond_signal (&self->cond);
+      g_mutex_unlock (&self->lock);
+      gst_pad_pause_task (self->srcpad);
+      return ret;
     case GST_EVENT_FLUSH_STOP:
+      g_mutex_lock (&self->lock);
+      clear_queue (self);
+      self->flushing = FALSE;
+      self->flow = GST_FLOW_OK;
+      g_mutex_unlock (&self->lock);
       reset (self);
-      break;
+      ret = gst_pad_event_default (pad, parent, event);
+      gst_pad_start_task (self->srcpad, (GstTaskFunction) gst_verifier_loop, self, NULL);
+      return ret;
     default:
       break;
   }
-  return gst_pad_event_default (pad, parent, event);
+  if (!GST_EVENT_IS_SERIALIZED (event))
+    return gst_pad_event_default (pad, parent, event);
+  /* in order with the rounds: the task hands it on */
+  g_mutex_lock (&self->lock);
+  if (self->flushing) {
+    g_mutex_unlock (&self->lock);
+    gst_event_unref (event);
+    return FALSE;
+  }
+  g_queue_push_tail (&self->queue, event);
+  g_cond_signal (&self->cond);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
 }
 
+/* Queue the round for the task; the task's last flow comes back. */
 static GstFlowReturn
 gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
 {
   GstVerifier *self = GST_VERIFIER (parent);
   GstDflashRoundMeta *meta = gst_buffer_get_dflash_round_meta (buf);
-  g_autoptr (GError) error = NULL;
-  GstDflashSeq *s;
-  GstFlowReturn ret = GST_FLOW_OK;
-  gboolean done = FALSE, is_proposal, verified = FALSE;
-  int m = 0;
-  g_autofree int *drafts = NULL;
-  DflVerdict v = { 0 };
-  gint64 t0 = g_get_monotonic_time (), t1;
-  GstMapInfo map;
-  int vocab, j;
+  GstFlowReturn ret;
 
-  if (!meta || !self->model || !(s = meta->seq))
+  if (!meta || !self->model || !meta->seq || !meta->seq->kv)
     goto no_round;
-  vocab = dfl_target_config (gst_dflash_model_target (self->model))->vocab;
-  if (!self->first_us)
-    self->first_us = t0;
-  {
-    GstCaps *caps = gst_pad_get_current_caps (pad);
-    is_proposal = caps && gst_structure_has_name (gst_caps_get_structure (caps, 0), GST_DFLASH_PROPOSAL_CAPS);
-    gst_clear_caps (&caps);
+  g_mutex_lock (&self->lock);
+  ret = self->flushing ? GST_FLOW_FLUSHING : self->flow;
+  if (ret == GST_FLOW_OK) {
+    g_queue_push_tail (&self->queue, buf);
+    buf = NULL;
+    g_cond_signal (&self->cond);
   }
-  if (is_proposal && gst_buffer_map (buf, &map, GST_MAP_READ)) {
-    m = MIN ((int) (map.size / sizeof (int)), self->block - 1);
-    drafts = g_memdup2 (map.data, sizeof (int) * MAX (m, 1));
-    gst_buffer_unmap (buf, &map);
-  }
-
-  if (meta->round == 0) {
-    /* the first token came from tapsource's pass over the prompt (the
-     * round's new tokens: the prompt and that token) */
-    dfl_round_stats_add_prefill (&self->stats, meta->new_tokens
-                                 ? (int) (g_bytes_get_size (meta->new_tokens) / sizeof (int)) - 1
-                                 : 0, 0.0);
-    done = emit_tokens (self, s, &meta->anchor, 1, &ret);
-  }
-  if (!done && ret == GST_FLOW_OK) {
-    for (j = 0; j < m; j++)
-      if (drafts[j] < 0 || drafts[j] >= vocab)
-        goto bad_draft;
-    if (!check_backend (self, s, &error) || !verify (self, s, meta, drafts, m, &v, &error))
-      goto verify_failed;
-    verified = TRUE;
-    t1 = g_get_monotonic_time ();
-    drafts = g_renew (int, drafts, v.accepted + 1);
-    drafts[v.accepted] = v.bonus;
-    g_array_append_vals (s->tokens, drafts, v.accepted + 1);
-    s->rounds++;
-    dfl_round_stats_add_round (&self->stats, round_source (meta->source), &v, meta->draft_ns / 1e9,
-                               (t1 - t0) / 1e6);
-    post_round (self, meta, m, v.accepted, meta->draft_ns / 1e9, (t1 - t0) / 1e6);
-    done = emit_tokens (self, s, drafts, v.accepted + 1, &ret);
-  }
-  if (done) {
-    s->done = TRUE;
-    if (ret == GST_FLOW_OK && !s->serving)
-      ret = sequence_done (self, s->id);
-  }
-  GST_OBJECT_LOCK (self);
-  self->busy_ns += (g_get_monotonic_time () - t0) * 1000;
-  GST_OBJECT_UNLOCK (self);
-  /* tapsource starts the sequence's next round, or ends it */
-  if (!done && !verified) {
-    gst_buffer_unref (buf);
-    return ret;
-  }
-  gst_pad_push_event (self->sinkpad,
-      gst_dflash_verdict_event_new (s->id, meta->round, meta->anchor_pos, v.accepted, v.bonus,
-                                    done));
-  gst_buffer_unref (buf);
-  if (ret == GST_FLOW_NOT_LINKED)
-    ret = GST_FLOW_OK;
+  g_mutex_unlock (&self->lock);
+  gst_clear_buffer (&buf);
   return ret;
 
   /* ERRORS */
@@ -650,23 +1047,7 @@ no_round:
     GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("a buffer without a round of a running sequence"),
         ("%s", !meta ? "the buffer carries no GstDflashRoundMeta"
          : !self->model ? "no dflash model: no caps came before the buffer"
-         : "the round has no sequence"));
-    gst_buffer_unref (buf);
-    return GST_FLOW_ERROR;
-  }
-bad_draft:
-  {
-    GST_ELEMENT_ERROR (self, STREAM, DECODE,
-        ("a draft is token %d, outside the vocabulary of %s (0 … %d): the drafter upstream sent "
-         "it", drafts[j], dfl_target_dir (gst_dflash_model_target (self->model)), vocab - 1),
-        ("draft %d of sequence %u round %u", j, s->id, meta->round));
-    gst_buffer_unref (buf);
-    return GST_FLOW_ERROR;
-  }
-verify_failed:
-  {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("could not verify a round: %s", error->message),
-        ("sequence %u round %u", s->id, meta->round));
+         : !meta->seq ? "the round has no sequence" : "the round's sequence has no target cache"));
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
   }

@@ -343,17 +343,15 @@ static GstBusSyncReply
 bus_sync (GstBus *bus, GstMessage *msg, Server *srv)
 {
   const GstStructure *st;
-  int drafted, accepted;
-  guint running = 0;
+  int drafted, accepted, batch;
 
   if (GST_MESSAGE_TYPE (msg) != GST_MESSAGE_ELEMENT
       || !(st = gst_message_get_structure (msg)) || !gst_structure_has_name (st, "dflash-round"))
     return GST_BUS_PASS;
   if (gst_structure_get_int (st, "drafted", &drafted)
-      && gst_structure_get_int (st, "accepted", &accepted)) {
-    g_object_get (srv->src, "running", &running, NULL);
-    serve_metrics_round (srv->metrics, drafted, accepted, running);
-  }
+      && gst_structure_get_int (st, "accepted", &accepted)
+      && gst_structure_get_int (st, "batch", &batch))
+    serve_metrics_round (srv->metrics, drafted, accepted, batch);
   gst_message_unref (msg);
   return GST_BUS_DROP;
 }

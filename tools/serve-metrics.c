@@ -1,9 +1,9 @@
 /* gst-dflash — `dflash serve`: the figures /metrics shows. */
 #include "serve-metrics.h"
 
-/* upper bounds of the in-flight histogram's buckets */
-static const guint in_flight_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256 };
-#define N_BOUNDS G_N_ELEMENTS (in_flight_bounds)
+/* upper bounds of the batch sizes' histogram's buckets */
+static const guint batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256 };
+#define N_BOUNDS G_N_ELEMENTS (batch_bounds)
 
 struct _ServeMetrics {
   GMutex lock;
@@ -12,8 +12,8 @@ struct _ServeMetrics {
   guint64 rounds, round_tokens;
   int positions;
   guint64 *proposed, *accepted;   /* by draft position */
-  guint64 in_flight_buckets[N_BOUNDS + 1];
-  guint64 in_flight_sum;
+  guint64 batch_buckets[N_BOUNDS + 1];
+  guint64 batch_sum;
 };
 
 ServeMetrics *
@@ -68,7 +68,7 @@ serve_metrics_tokens (ServeMetrics *m, int prompt_tokens, int completion_tokens)
 }
 
 void
-serve_metrics_round (ServeMetrics *m, int drafted, int accepted, guint in_flight)
+serve_metrics_round (ServeMetrics *m, int drafted, int accepted, guint batch)
 {
   guint b = 0;
 
@@ -80,10 +80,10 @@ serve_metrics_round (ServeMetrics *m, int drafted, int accepted, guint in_flight
     if (j < accepted)
       m->accepted[j]++;
   }
-  while (b < N_BOUNDS && in_flight > in_flight_bounds[b])
+  while (b < N_BOUNDS && batch > batch_bounds[b])
     b++;
-  m->in_flight_buckets[b]++;
-  m->in_flight_sum += in_flight;
+  m->batch_buckets[b]++;
+  m->batch_sum += batch;
   g_mutex_unlock (&m->lock);
 }
 
@@ -111,11 +111,12 @@ serve_metrics_text (ServeMetrics *m, guint running, guint queued)
                           "requests.\n# TYPE dflash_completion_tokens_total counter\n"
                           "dflash_completion_tokens_total %" G_GUINT64_FORMAT "\n",
                           m->completion_tokens);
-  g_string_append_printf (s, "# HELP dflash_rounds_total Target passes that verified a round."
+  g_string_append_printf (s, "# HELP dflash_rounds_total Rounds verified (one a sequence; a target "
+                          "pass verifies the rounds of every sequence that was ready)."
                           "\n# TYPE dflash_rounds_total counter\n"
                           "dflash_rounds_total %" G_GUINT64_FORMAT "\n", m->rounds);
-  g_string_append_printf (s, "# HELP dflash_tau Tokens per target pass over every round so "
-                          "far.\n# TYPE dflash_tau gauge\ndflash_tau %.4f\n",
+  g_string_append_printf (s, "# HELP dflash_tau Tokens per round (a sequence's part of a target "
+                          "pass) over every round so far.\n# TYPE dflash_tau gauge\ndflash_tau %.4f\n",
                           m->rounds ? (double) m->round_tokens / m->rounds : 0.0);
   g_string_append (s, "# HELP dflash_draft_proposed_total Drafts proposed at each position of "
                    "a round.\n# TYPE dflash_draft_proposed_total counter\n");
@@ -132,21 +133,21 @@ serve_metrics_text (ServeMetrics *m, guint running, guint queued)
   for (int j = 0; j < m->positions; j++)
     g_string_append_printf (s, "dflash_acceptance_rate{position=\"%d\"} %.4f\n", j + 1,
                             m->proposed[j] ? (double) m->accepted[j] / m->proposed[j] : 0.0);
-  g_string_append (s, "# HELP dflash_round_sequences Sequences in flight when a round was "
-                   "verified (each runs its own target pass).\n"
+  g_string_append (s, "# HELP dflash_round_sequences Sequences verified in the target pass "
+                   "of each round (the verifier's batch sizes, one count a round).\n"
                    "# TYPE dflash_round_sequences histogram\n");
   for (guint b = 0; b <= N_BOUNDS; b++) {
-    cumulative += m->in_flight_buckets[b];
+    cumulative += m->batch_buckets[b];
     if (b < N_BOUNDS)
       g_string_append_printf (s, "dflash_round_sequences_bucket{le=\"%u\"} %" G_GUINT64_FORMAT
-                              "\n", in_flight_bounds[b], cumulative);
+                              "\n", batch_bounds[b], cumulative);
     else
       g_string_append_printf (s, "dflash_round_sequences_bucket{le=\"+Inf\"} %"
                               G_GUINT64_FORMAT "\n", cumulative);
   }
   g_string_append_printf (s, "dflash_round_sequences_sum %" G_GUINT64_FORMAT "\n"
                           "dflash_round_sequences_count %" G_GUINT64_FORMAT "\n",
-                          m->in_flight_sum, m->rounds);
+                          m->batch_sum, m->rounds);
   g_mutex_unlock (&m->lock);
   g_string_append_printf (s, "# HELP dflash_running_sequences Requests running now.\n"
                           "# TYPE dflash_running_sequences gauge\n"

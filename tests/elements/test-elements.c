@@ -1785,9 +1785,9 @@ static void
 check_messages (Run *r, gint max_new, gboolean drafts)
 {
   const gchar *round_fields[] = { "sequence", "round", "position", "drafted", "accepted", "source",
-    "draft-time", "verify-time", NULL };
+    "draft-time", "verify-time", "batch", NULL };
   const GType round_types[] = { G_TYPE_UINT, G_TYPE_UINT, G_TYPE_INT64, G_TYPE_INT, G_TYPE_INT,
-    G_TYPE_STRING, G_TYPE_DOUBLE, G_TYPE_DOUBLE };
+    G_TYPE_STRING, G_TYPE_DOUBLE, G_TYPE_DOUBLE, G_TYPE_INT };
   const gchar *summary_fields[] = { "sequences", "rounds", "new-tokens", "tau", "accept-rate",
     "tokens-per-second", "draft-time", "verify-time", "wall-time", NULL };
   GType summary_types[] = { G_TYPE_UINT, G_TYPE_INT64, G_TYPE_INT64, G_TYPE_DOUBLE, GST_TYPE_ARRAY,
@@ -1802,7 +1802,7 @@ check_messages (Run *r, gint max_new, gboolean drafts)
   for (guint i = 0; i < r->messages->len; i++) {
     const GstStructure *s = g_ptr_array_index (r->messages, i);
     guint round;
-    gint drafted, accepted;
+    gint drafted, accepted, batch = 0;
     gint64 pos;
 
     if (!gst_structure_has_name (s, "dflash-round")) {
@@ -1812,7 +1812,9 @@ check_messages (Run *r, gint max_new, gboolean drafts)
     }
     check_fields (s, round_fields, round_types);
     gst_structure_get (s, "round", G_TYPE_UINT, &round, "drafted", G_TYPE_INT, &drafted, "accepted",
-        G_TYPE_INT, &accepted, "position", G_TYPE_INT64, &pos, NULL);
+        G_TYPE_INT, &accepted, "position", G_TYPE_INT64, &pos, "batch", G_TYPE_INT, &batch, NULL);
+    /* one sequence: every pass verifies its round alone */
+    fail_unless_equals_int (batch, 1);
     /* rounds in order, each starting where the last one's tokens ended */
     fail_unless_equals_int (round, expect_round);
     if (position >= 0)

@@ -1,5 +1,5 @@
 /* gst-dflash — the round's steps one by one (core/round.h): the verify
- * step's verdict on crafted drafts, the route's decision for every policy,
+ * step's verdict on crafted drafts, alone and batched, the route's decision for every policy,
  * the chain's proposal, the drafter's settle and block steps, and the
  * figures accumulator.
  */
@@ -147,6 +147,94 @@ test_verify_rows (void)
                                     &verdict, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
   g_assert_cmpint (dfl_target_seq_length (seq), ==, PROMPT_LEN + 3);
+}
+
+/* The rounds of several sequences verified in one pass: each verdict (kept
+ * drafts, bonus, taps, tip) and cache bitwise what the sequence verified
+ * alone gives, greedy and sampled, different prompt lengths and draft
+ * counts, over two passes where one sequence leaves and the others go on;
+ * a round anchored where its cache is not is refused naming it, no cache
+ * touched. */
+#define BATCH 4
+static void
+test_verify_batch (void)
+{
+  g_autoptr (DflTarget) t = spec_fixture_target ("bf16-tied");
+  const DflQwen3Config *c = dfl_target_config (t);
+  const int lens[BATCH] = { 6, 2, 5, 1 }, ms[BATCH] = { 4, 0, 3, 1 };
+  const DflSampler samplers[BATCH] = { { .temperature = 0 }, { .temperature = 0.8f, .top_p = 0.9f,
+                                         .seed = 7 }, { .temperature = 0 },
+                                       { .temperature = 1.0f, .top_p = 1.0f, .seed = 3 } };
+  int layers[2] = { 0, 2 }, tw = 2 * c->hidden;
+  g_autoptr (DflVerifier) vb = dfl_verifier_new (t, 4, layers, 2);
+  g_autoptr (DflVerifier) vs = dfl_verifier_new (t, 4, layers, 2);
+  g_autofree float *tip = g_new (float, c->hidden);
+  g_autoptr (GError) error = NULL;
+  DflTargetSeq *batch[BATCH], *solo[BATCH];
+  int anchor[BATCH], drafts[BATCH][4];
+  DflRoundVerifyItem items[BATCH];
+
+  for (int i = 0; i < BATCH; i++) {
+    int first;
+    batch[i] = dfl_target_seq_new (t);
+    solo[i] = dfl_target_seq_new (t);
+    g_assert_true (dfl_round_prefill (batch[i], prompt, lens[i], &samplers[i], NULL, tip,
+                                      &anchor[i], &error));
+    g_assert_true (dfl_round_prefill (solo[i], prompt, lens[i], &samplers[i], NULL, tip, &first,
+                                      &error));
+    g_assert_cmpint (first, ==, anchor[i]);
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    /* the second pass: the first sequence has left */
+    int from = pass, n = BATCH - pass;
+    for (int i = from; i < BATCH; i++) {
+      for (int j = 0; j < 4; j++)
+        /* drafts that the greedy target partly agrees with: the plain
+         * truth's tokens, one of them off */
+        drafts[i][j] = j == 2 ? (anchor[i] + 5) % c->vocab : prompt[(i + j) % PROMPT_LEN];
+      items[i - from] = (DflRoundVerifyItem) { .seq = batch[i], .sampler = &samplers[i],
+                                               .a = dfl_target_seq_length (batch[i]),
+                                               .anchor = anchor[i], .drafts = drafts[i],
+                                               .m = ms[i] };
+    }
+    g_assert_true (dfl_round_verify_batch (vb, items, n, &error));
+    g_assert_no_error (error);
+    for (int i = from; i < BATCH; i++) {
+      const DflVerdict *got = &items[i - from].verdict;
+      DflVerdict want;
+      g_assert_true (dfl_round_verify (vs, solo[i], &samplers[i], dfl_target_seq_length (solo[i]),
+                                       anchor[i], drafts[i], ms[i], NULL, &want, &error));
+      g_assert_cmpint (got->drafted, ==, want.drafted);
+      g_assert_cmpint (got->accepted, ==, want.accepted);
+      g_assert_cmpint (got->bonus, ==, want.bonus);
+      g_assert_cmpmem (got->taps, sizeof (float) * (got->accepted + 1) * tw, want.taps,
+                       sizeof (float) * (want.accepted + 1) * tw);
+      g_assert_cmpmem (got->tip, sizeof (float) * c->hidden, want.tip, sizeof (float) * c->hidden);
+      g_assert_cmpint (dfl_target_seq_length (batch[i]), ==, dfl_target_seq_length (solo[i]));
+    }
+    /* the next pass starts from the bonus (read before the solo run
+     * reused its rows) */
+    for (int i = from; i < BATCH; i++)
+      anchor[i] = items[i - from].verdict.bonus;
+  }
+  {
+    int before[BATCH];
+    for (int i = 0; i < BATCH; i++) {
+      before[i] = dfl_target_seq_length (batch[i]);
+      items[i] = (DflRoundVerifyItem) { .seq = batch[i], .sampler = &samplers[i], .a = before[i],
+                                        .anchor = anchor[i], .drafts = drafts[i], .m = 1 };
+    }
+    items[2].a = before[2] + 1;
+    g_assert_false (dfl_round_verify_batch (vb, items, BATCH, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+    g_assert_nonnull (strstr (error->message, "round 2 of the batch"));
+    for (int i = 0; i < BATCH; i++)
+      g_assert_cmpint (dfl_target_seq_length (batch[i]), ==, before[i]);
+  }
+  for (int i = 0; i < BATCH; i++) {
+    dfl_target_seq_free (batch[i]);
+    dfl_target_seq_free (solo[i]);
+  }
 }
 
 /* Every policy's decision: none is plain, block and chain are fixed, match
@@ -365,6 +453,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/round/verify-verdict", test_verify_verdict);
   g_test_add_func ("/round/verify-rows", test_verify_rows);
+  g_test_add_func ("/round/verify-batch", test_verify_batch);
   g_test_add_func ("/round/route-table", test_route_table);
   g_test_add_func ("/round/propose-chain", test_propose_chain);
   g_test_add_func ("/round/settle-and-block", test_settle_and_block);

@@ -30,6 +30,7 @@ typedef struct {
   DflDevice *dev;
   gpointer act, idx;
   gsize act_bytes, idx_bytes;
+  gsize act_room, idx_room;   /* the allocations' sizes (a spare's may be more) */
   /* what it is made for: rows, rows through the head, taps rows of the
    * index, taps rows kept in the scratch (a graphed pass's), logits */
   int rows, head_rows, tap_rows, kept_tap_rows;
@@ -139,11 +140,80 @@ idx_tensor (Scratch *sc, gsize at, DflDtype dtype, gint64 n)
   return dfl_tensor_2d (sc->dev, sc->idx, at, dtype, 1, n);
 }
 
-static void
-scratch_clear (Scratch *sc)
+struct _DflTargetSpare {
+  DflDevice *dev;
+  GMutex lock;
+  gpointer act, idx;      /* NULL where a pass holds it, or none is kept */
+  gsize act_room, idx_room;
+};
+
+DflTargetSpare *
+dfl_target_spare_new (DflDevice *device)
 {
-  dfl_device_free (sc->dev, sc->act);
-  dfl_device_free (sc->dev, sc->idx);
+  DflTargetSpare *spare = g_new0 (DflTargetSpare, 1);
+
+  spare->dev = dfl_device_ref (device);
+  g_mutex_init (&spare->lock);
+  return spare;
+}
+
+void
+dfl_target_spare_free (DflTargetSpare *spare)
+{
+  if (!spare)
+    return;
+  dfl_device_free (spare->dev, spare->act);
+  dfl_device_free (spare->dev, spare->idx);
+  g_mutex_clear (&spare->lock);
+  dfl_device_unref (spare->dev);
+  g_free (spare);
+}
+
+/* The kept allocation `*kept` of `*kept_room` bytes where it holds
+ * `bytes`: taken (NULL left behind). */
+static gpointer
+spare_take (gpointer *kept, gsize *kept_room, gsize bytes, gsize *room)
+{
+  gpointer mem = NULL;
+
+  if (*kept && *kept_room >= bytes) {
+    mem = *kept;
+    *room = *kept_room;
+    *kept = NULL;
+  }
+  return mem;
+}
+
+/* A pass's allocation given back: kept where it is the larger, else
+ * freed. Returns what to free. */
+static gpointer
+spare_give (gpointer *kept, gsize *kept_room, gpointer mem, gsize room)
+{
+  gpointer drop = mem;
+
+  if (mem && (!*kept || room > *kept_room)) {
+    drop = *kept;
+    *kept = mem;
+    *kept_room = room;
+  }
+  return drop;
+}
+
+/* The pass's memory freed, or kept in `spare` (NULL: freed) for the next
+ * pass; the work that used it has ended. */
+static void
+scratch_clear (Scratch *sc, DflTargetSpare *spare)
+{
+  gpointer drop_act = sc->act, drop_idx = sc->idx;
+
+  if (spare) {
+    g_mutex_lock (&spare->lock);
+    drop_act = spare_give (&spare->act, &spare->act_room, sc->act, sc->act_room);
+    drop_idx = spare_give (&spare->idx, &spare->idx_room, sc->idx, sc->idx_room);
+    g_mutex_unlock (&spare->lock);
+  }
+  dfl_device_free (sc->dev, drop_act);
+  dfl_device_free (sc->dev, drop_idx);
   g_free (sc->host_idx);
   memset (sc, 0, sizeof *sc);
 }
@@ -174,7 +244,8 @@ scratch_view (Scratch *sc, const DflQwen3Config *c, int rows, int head_rows)
  * scratch. */
 static gboolean
 scratch_alloc (Scratch *sc, const DflTarget *t, int n_jobs, int rows, int head_rows,
-               gboolean logits_room, int tap_rows, int kept_tap_rows, GError **error)
+               gboolean logits_room, int tap_rows, int kept_tap_rows, DflTargetSpare *spare,
+               GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   gint64 hs = c->hidden, qd = (gint64) c->heads * c->head_dim;
@@ -214,10 +285,25 @@ scratch_alloc (Scratch *sc, const DflTarget *t, int n_jobs, int rows, int head_r
   sc->argmax_at = take (&end, sizeof (gint32) * MAX (head_rows, 1));
   sc->idx_bytes = end;
 
-  if (!(sc->act = dfl_device_alloc (sc->dev, sc->act_bytes, error))
-      || !(sc->idx = dfl_device_alloc (sc->dev, sc->idx_bytes, error))) {
-    scratch_clear (sc);
-    return FALSE;
+  if (spare) {
+    g_mutex_lock (&spare->lock);
+    sc->act = spare_take (&spare->act, &spare->act_room, sc->act_bytes, &sc->act_room);
+    sc->idx = spare_take (&spare->idx, &spare->idx_room, sc->idx_bytes, &sc->idx_room);
+    g_mutex_unlock (&spare->lock);
+  }
+  if (!sc->act) {
+    sc->act_room = sc->act_bytes;
+    if (!(sc->act = dfl_device_alloc (sc->dev, sc->act_bytes, error))) {
+      scratch_clear (sc, spare);
+      return FALSE;
+    }
+  }
+  if (!sc->idx) {
+    sc->idx_room = sc->idx_bytes;
+    if (!(sc->idx = dfl_device_alloc (sc->dev, sc->idx_bytes, error))) {
+      scratch_clear (sc, spare);
+      return FALSE;
+    }
   }
   sc->host_idx = g_malloc0 (sc->idx_bytes);
   scratch_view (sc, c, rows, head_rows);
@@ -303,7 +389,7 @@ dfl_target_ops_seq_free (gpointer seq)
   /* the graphs first: they record the memory freed after them */
   drop_graphs (s);
   if (s->graph_scratch) {
-    scratch_clear (s->graph_scratch);
+    scratch_clear (s->graph_scratch, NULL);
     g_free (s->graph_scratch);
   }
   for (int i = 0; i < s->n_layers; i++) {
@@ -693,7 +779,8 @@ forward_direct (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError 
     tap_rows += jobs[j].n * taps_of (&jobs[j].plan);
   }
   head_rows = count_head_rows (jobs, n_jobs, &want_logits);
-  if (!scratch_alloc (&sc, t, n_jobs, rows, head_rows, want_logits, tap_rows, 0, error))
+  if (!scratch_alloc (&sc, t, n_jobs, rows, head_rows, want_logits, tap_rows, 0, t->model->spare,
+                      error))
     return FALSE;
   ok = scratch_fill (&sc, jobs, n_jobs, error)
        && enqueue_pass (t, jobs, n_jobs, &sc, rows, head_rows, want_logits, &mode, error)
@@ -701,7 +788,7 @@ forward_direct (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError 
   /* a GPU reports a failure of the queued work here, before the memory
    * goes and the lengths move */
   ok = dfl_op_sync (sc.dev, ok ? error : NULL) && ok;
-  scratch_clear (&sc);
+  scratch_clear (&sc, t->model->spare);
   return ok;
 }
 
@@ -735,13 +822,13 @@ graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
     /* the work queued may still read it */
     if (!dfl_op_sync (s->device, error))
       return FALSE;
-    scratch_clear (sc);
+    scratch_clear (sc, NULL);
   } else {
     sc = s->graph_scratch = g_new0 (Scratch, 1);
   }
   s->scratch_generation++;
   if (!scratch_alloc (sc, s->t, 1, DFL_TARGET_GRAPH_ROWS, DFL_TARGET_GRAPH_ROWS, TRUE, kept,
-                      kept, error)) {
+                      kept, NULL, error)) {
     g_clear_pointer (&s->graph_scratch, g_free);
     return FALSE;
   }

@@ -13,6 +13,8 @@
 
 G_BEGIN_DECLS
 
+typedef struct _DflTargetSpare DflTargetSpare;
+
 /* One layer's weights. Norms F32 [dim]; matrices [out][in] (F32, F16,
  * BF16), packed; the biases F32 [1][dim], there only where has_bias. */
 typedef struct {
@@ -39,7 +41,16 @@ struct _DflTargetModel {
    * (dfl_target_set_chunk_rows, dfl_target_set_use_graph) */
   gint chunk_rows;
   gint no_graphs;
+  /* the memory of the last direct pass, kept for the next (NULL: each pass
+   * allocates its own, as the host's malloc is cheap; a GPU's is not) */
+  DflTargetSpare *spare;
 };
+
+/* A pass's memory kept between passes, for a model whose forwards may run
+ * on several threads at once (each takes it or makes its own). Freed with
+ * its memory once no pass runs. */
+DflTargetSpare *dfl_target_spare_new (DflDevice *device);
+void dfl_target_spare_free (DflTargetSpare *spare);
 
 /* The engine's sequence calls for a target whose DflTarget.model is set:
  * the KV cache of every layer in memory of the model's device. */

@@ -143,6 +143,7 @@ target_alloc (DflDevice *device, const DflQwen3Config *c)
   t->model.device = dfl_device_ref (device);
   t->model.layers = g_new0 (DflTargetLayer, c->layers);
   t->model.chunk_rows = DEFAULT_CHUNK_ROWS;
+  t->model.spare = dfl_target_spare_new (device);
   return t;
 }
 
@@ -295,6 +296,7 @@ cuda_target_free (CudaTarget *t)
   for (guint i = 0; i < t->allocations->len; i++)
     dfl_device_free (t->device, t->allocations->pdata[i]);
   g_ptr_array_unref (t->allocations);
+  dfl_target_spare_free (t->model.spare);
   g_free (t->model.layers);
   dfl_device_unref (t->model.device);
   dfl_device_unref (t->device);

@@ -907,6 +907,7 @@ forward_graphed (const DflTarget *t, DflTargetBatchJob *job, GError **error)
   PassMode mode = { 0 };
   OpsGraph *g, *slot = NULL;
   GError *launch_error = NULL;
+  DflTensor taps;
   Scratch *sc;
   gboolean ok;
 
@@ -934,18 +935,16 @@ forward_graphed (const DflTarget *t, DflTargetBatchJob *job, GError **error)
   scratch_view (sc, &t->cfg, n, n - key.head_from);
   if (!scratch_fill (sc, job, 1, error))
     return FALSE;
-  if ((g = graph_find (s, &key, &slot))) {
-    if (dfl_op_graph_launch (sc->dev, g->graph, &launch_error)) {
-      ok = TRUE;
-    } else if (g_error_matches (launch_error, DFL_ERROR, DFL_ERROR_MISMATCH)) {
-      /* a scratch of the device moved since the capture: capture again */
-      g_clear_error (&launch_error);
-      slot = g;
-      g = NULL;
-    } else {
+  if ((g = graph_find (s, &key, &slot))
+      && !dfl_op_graph_launch (sc->dev, g->graph, &launch_error)) {
+    if (!g_error_matches (launch_error, DFL_ERROR, DFL_ERROR_MISMATCH)) {
       g_propagate_error (error, launch_error);
       return FALSE;
     }
+    /* a scratch of the device moved since the capture: capture again */
+    g_clear_error (&launch_error);
+    slot = g;
+    g = NULL;
   }
   if (!g) {
     if (!graph_capture (t, job, sc, &key, &mode, slot, error))
@@ -954,13 +953,11 @@ forward_graphed (const DflTarget *t, DflTargetBatchJob *job, GError **error)
   }
   g->used = ++s->graph_clock;
 
-  /* what the caller asked for, out of the scratch */
-  if (n_taps) {
-    DflTensor taps = rows_of (&sc->taps, 0, (gint64) n * n_taps);
-    if (!deliver (sc, &taps, p->taps, p->d_taps, error))
-      return FALSE;
-  }
-  ok = head_deliver (job, 1, sc, &mode, error);
+  /* what the caller asked for, out of the scratch; a failure of the
+   * replay shows at the sync, before the length moves */
+  taps = rows_of (&sc->taps, 0, (gint64) n * n_taps);
+  ok = (n_taps == 0 || deliver (sc, &taps, p->taps, p->d_taps, error))
+       && head_deliver (job, 1, sc, &mode, error);
   return dfl_op_sync (sc->dev, ok ? error : NULL) && ok;
 }
 

@@ -4,9 +4,10 @@
  *
  * Every buffer is memory of the model's device, allocated through it; the
  * index tensors (token ids, positions, key ranges, start rows) are written
- * on the host and uploaded once a forward, so a GPU reads them on the
- * device and the CPU where they lie. Nothing here knows which back end runs
- * it.
+ * on the host and uploaded once a pass, so a GPU reads them on the device
+ * and the CPU where they lie. Nothing here knows which back end runs it:
+ * where the device records graphs (its capabilities), a decode or verify
+ * step of one sequence replays a graph of its pass.
  */
 #include "target-forward.h"
 
@@ -15,6 +16,51 @@
 
 #include "dfl-error.h"
 
+/* A sequence keeps its most recently used graphs: decode, verify and the
+ * outputs asked of them make a few shapes. A graphed pass taps at most
+ * this many layers. */
+#define GRAPH_SLOTS 8
+#define GRAPH_MAX_TAPS 16
+
+/* The device memory of one pass: the activations (F32) and the index
+ * tensors, each at its byte offset in one allocation of each kind. The
+ * offsets follow from the sizes it is made for; a pass of fewer rows sees
+ * the same buffers through views of its own rows (scratch_view). */
+typedef struct {
+  DflDevice *dev;
+  gpointer act, idx;
+  gsize act_bytes, idx_bytes;
+  gsize act_room, idx_room;   /* the allocations' sizes (a spare's may be more) */
+  /* what it is made for: rows, rows through the head, taps rows of the
+   * index, taps rows kept in the scratch (a graphed pass's), logits */
+  int rows, head_rows, tap_rows, kept_tap_rows;
+  gboolean logits_room;
+  gsize h_at, x_at, q_at, k_at, v_at, att_at, gate_at, up_at, normed_at, logits_at, taps_at;
+  /* activations [rows][…] */
+  DflTensor h, x, q, k, v, att, gate, up;
+  /* the final-normed rows and their logits, every sequence's in turn */
+  DflTensor normed, logits;
+  /* a graphed pass's taps [n·taps][hidden], copied out after the replay */
+  DflTensor taps;
+  /* index tensors: the host's copy, uploaded once a pass; I64 first */
+  guint8 *host_idx;
+  gsize zero_at, pos_at, tap_row_at, ids_at, lo_at, hi_at, argmax_at;
+} Scratch;
+
+/* What a captured pass was made for: it is replayed only for the same. */
+typedef struct {
+  int rows, max_keys, head_from;
+  gboolean norm, head, argmax;      /* the final norm; the head; its argmax */
+  int n_taps, taps[GRAPH_MAX_TAPS];
+  guint64 cache_generation, scratch_generation;
+} GraphKey;
+
+typedef struct {
+  GraphKey key;
+  DflGraph *graph;
+  guint64 used;
+} OpsGraph;
+
 typedef struct {
   int len;             /* first: the DflTargetSeqHead */
   const DflTarget *t;
@@ -22,6 +68,13 @@ typedef struct {
   int n_layers;        /* kept so freeing needs nothing of the target */
   int cap;             /* positions the caches have room for */
   gpointer *k, *v;     /* per layer [cap][kv_heads·head_dim] F32, device memory */
+  guint64 cache_generation;    /* counts the caches' moves */
+  /* graphed steps: the pass's memory at fixed addresses (NULL until the
+   * first), counted as it is made again; the graphs kept */
+  Scratch *graph_scratch;
+  guint64 scratch_generation;
+  OpsGraph graphs[GRAPH_SLOTS];
+  guint64 graph_clock;
 } OpsSeq;
 G_STATIC_ASSERT (G_STRUCT_OFFSET (OpsSeq, len) == G_STRUCT_OFFSET (DflTargetSeqHead, len));
 
@@ -63,6 +116,249 @@ split_rows (const DflTensor *t, int groups)
                         t->ne[0] / groups);
 }
 
+/* --- a pass's memory --- */
+
+/* `bytes` more at the end of an allocation, each buffer 64-byte aligned. */
+static gsize
+take (gsize *end, gsize bytes)
+{
+  gsize at = *end;
+
+  *end = at + ((bytes + 63) & ~(gsize) 63);
+  return at;
+}
+
+static DflTensor
+act_tensor (Scratch *sc, gsize at, gint64 rows, gint64 cols)
+{
+  return dfl_tensor_2d (sc->dev, sc->act, at, DFL_DTYPE_F32, rows, cols);
+}
+
+static DflTensor
+idx_tensor (Scratch *sc, gsize at, DflDtype dtype, gint64 n)
+{
+  return dfl_tensor_2d (sc->dev, sc->idx, at, dtype, 1, n);
+}
+
+struct _DflTargetSpare {
+  DflDevice *dev;
+  GMutex lock;
+  gpointer act, idx;      /* NULL where a pass holds it, or none is kept */
+  gsize act_room, idx_room;
+};
+
+DflTargetSpare *
+dfl_target_spare_new (DflDevice *device)
+{
+  DflTargetSpare *spare = g_new0 (DflTargetSpare, 1);
+
+  spare->dev = dfl_device_ref (device);
+  g_mutex_init (&spare->lock);
+  return spare;
+}
+
+void
+dfl_target_spare_free (DflTargetSpare *spare)
+{
+  if (!spare)
+    return;
+  dfl_device_free (spare->dev, spare->act);
+  dfl_device_free (spare->dev, spare->idx);
+  g_mutex_clear (&spare->lock);
+  dfl_device_unref (spare->dev);
+  g_free (spare);
+}
+
+/* The kept allocation `*kept` of `*kept_room` bytes where it holds
+ * `bytes`: taken (NULL left behind). */
+static gpointer
+spare_take (gpointer *kept, gsize *kept_room, gsize bytes, gsize *room)
+{
+  gpointer mem = NULL;
+
+  if (*kept && *kept_room >= bytes) {
+    mem = *kept;
+    *room = *kept_room;
+    *kept = NULL;
+  }
+  return mem;
+}
+
+/* A pass's allocation given back: kept where it is the larger, else
+ * freed. Returns what to free. */
+static gpointer
+spare_give (gpointer *kept, gsize *kept_room, gpointer mem, gsize room)
+{
+  gpointer drop = mem;
+
+  if (mem && (!*kept || room > *kept_room)) {
+    drop = *kept;
+    *kept = mem;
+    *kept_room = room;
+  }
+  return drop;
+}
+
+/* The pass's memory freed, or kept in `spare` (NULL: freed) for the next
+ * pass; the work that used it has ended. */
+static void
+scratch_clear (Scratch *sc, DflTargetSpare *spare)
+{
+  gpointer drop_act = sc->act, drop_idx = sc->idx;
+
+  if (spare) {
+    g_mutex_lock (&spare->lock);
+    drop_act = spare_give (&spare->act, &spare->act_room, sc->act, sc->act_room);
+    drop_idx = spare_give (&spare->idx, &spare->idx_room, sc->idx, sc->idx_room);
+    g_mutex_unlock (&spare->lock);
+  }
+  dfl_device_free (sc->dev, drop_act);
+  dfl_device_free (sc->dev, drop_idx);
+  g_free (sc->host_idx);
+  memset (sc, 0, sizeof *sc);
+}
+
+/* The tensors of a pass of `rows` rows, `head_rows` of them through the
+ * head, over memory made for at least as many. */
+static void
+scratch_view (Scratch *sc, const DflQwen3Config *c, int rows, int head_rows)
+{
+  gint64 qd = (gint64) c->heads * c->head_dim, kd = (gint64) c->kv_heads * c->head_dim;
+
+  sc->h = act_tensor (sc, sc->h_at, rows, c->hidden);
+  sc->x = act_tensor (sc, sc->x_at, rows, c->hidden);
+  sc->q = act_tensor (sc, sc->q_at, rows, qd);
+  sc->k = act_tensor (sc, sc->k_at, rows, kd);
+  sc->v = act_tensor (sc, sc->v_at, rows, kd);
+  sc->att = act_tensor (sc, sc->att_at, rows, qd);
+  sc->gate = act_tensor (sc, sc->gate_at, rows, c->intermediate);
+  sc->up = act_tensor (sc, sc->up_at, rows, c->intermediate);
+  sc->normed = act_tensor (sc, sc->normed_at, head_rows, c->hidden);
+  if (sc->logits_room)
+    sc->logits = act_tensor (sc, sc->logits_at, head_rows, c->vocab);
+}
+
+/* Memory for a pass of `n_jobs` sequences, `rows` rows, `head_rows` of
+ * them through the head (and its logits where `logits_room`), `tap_rows`
+ * taps rows of the index and `kept_tap_rows` rows of taps kept in the
+ * scratch. */
+static gboolean
+scratch_alloc (Scratch *sc, const DflTarget *t, int n_jobs, int rows, int head_rows,
+               gboolean logits_room, int tap_rows, int kept_tap_rows, DflTargetSpare *spare,
+               GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  gint64 hs = c->hidden, qd = (gint64) c->heads * c->head_dim;
+  gint64 kd = (gint64) c->kv_heads * c->head_dim, ffn = c->intermediate;
+  /* col: the bytes of one F32 column over every row */
+  gsize end = 0, col = sizeof (float) * rows;
+
+  memset (sc, 0, sizeof *sc);
+  sc->dev = t->model->device;
+  sc->rows = rows;
+  sc->head_rows = head_rows;
+  sc->tap_rows = tap_rows;
+  sc->kept_tap_rows = kept_tap_rows;
+  sc->logits_room = logits_room;
+  sc->h_at = take (&end, col * hs);
+  sc->x_at = take (&end, col * hs);
+  sc->q_at = take (&end, col * qd);
+  sc->k_at = take (&end, col * kd);
+  sc->v_at = take (&end, col * kd);
+  sc->att_at = take (&end, col * qd);
+  sc->gate_at = take (&end, col * ffn);
+  sc->up_at = take (&end, col * ffn);
+  sc->normed_at = take (&end, sizeof (float) * head_rows * hs);
+  if (logits_room)
+    sc->logits_at = take (&end, sizeof (float) * head_rows * c->vocab);
+  if (kept_tap_rows > 0)
+    sc->taps_at = take (&end, sizeof (float) * kept_tap_rows * hs);
+  sc->act_bytes = end;
+
+  end = 0;
+  sc->zero_at = take (&end, sizeof (gint64));
+  sc->pos_at = take (&end, sizeof (gint64) * n_jobs);
+  sc->tap_row_at = take (&end, sizeof (gint64) * tap_rows);
+  sc->ids_at = take (&end, sizeof (gint32) * rows);
+  sc->lo_at = take (&end, sizeof (gint32) * rows);
+  sc->hi_at = take (&end, sizeof (gint32) * rows);
+  sc->argmax_at = take (&end, sizeof (gint32) * MAX (head_rows, 1));
+  sc->idx_bytes = end;
+
+  if (spare) {
+    g_mutex_lock (&spare->lock);
+    sc->act = spare_take (&spare->act, &spare->act_room, sc->act_bytes, &sc->act_room);
+    sc->idx = spare_take (&spare->idx, &spare->idx_room, sc->idx_bytes, &sc->idx_room);
+    g_mutex_unlock (&spare->lock);
+  }
+  if (!sc->act) {
+    sc->act_room = sc->act_bytes;
+    if (!(sc->act = dfl_device_alloc (sc->dev, sc->act_bytes, error))) {
+      scratch_clear (sc, spare);
+      return FALSE;
+    }
+  }
+  if (!sc->idx) {
+    sc->idx_room = sc->idx_bytes;
+    if (!(sc->idx = dfl_device_alloc (sc->dev, sc->idx_bytes, error))) {
+      scratch_clear (sc, spare);
+      return FALSE;
+    }
+  }
+  sc->host_idx = g_malloc0 (sc->idx_bytes);
+  scratch_view (sc, c, rows, head_rows);
+  return TRUE;
+}
+
+/* The layers a plan taps where it asks for taps back (a plan may name
+ * tap layers and ask for no rows of them). */
+static int
+taps_of (const DflForwardPlan *p)
+{
+  return p->taps || p->d_taps ? p->n_tap_layers : 0;
+}
+
+static gboolean
+wants_taps (const DflForwardPlan *p)
+{
+  return taps_of (p) > 0;
+}
+
+/* Write a pass's index tensors (ids, the positions, each row's key range,
+ * the taps' destination rows) and upload them: the upload waits for the
+ * work queued before, so a pass that read them earlier has ended. */
+static gboolean
+scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
+{
+  gint64 *pos = (gint64 *) (sc->host_idx + sc->pos_at);
+  gint64 *tap_row = (gint64 *) (sc->host_idx + sc->tap_row_at);
+  gint32 *ids = (gint32 *) (sc->host_idx + sc->ids_at);
+  gint32 *lo = (gint32 *) (sc->host_idx + sc->lo_at);
+  gint32 *hi = (gint32 *) (sc->host_idx + sc->hi_at);
+  int r0 = 0, t0 = 0;
+
+  memset (sc->host_idx, 0, sc->idx_bytes);
+  for (int j = 0; j < n_jobs; j++) {
+    const DflTargetBatchJob *job = &jobs[j];
+    int len = ((const DflTargetSeqHead *) job->seq)->len, nt = taps_of (&job->plan);
+    pos[j] = len;
+    for (int r = 0; r < job->n; r++) {
+      /* causal over the sequence's own cache: its rows so far and this one */
+      ids[r0 + r] = job->ids[r];
+      lo[r0 + r] = 0;
+      hi[r0 + r] = len + r + 1;
+    }
+    /* the taps join per row in the order asked: row r's tap ti is row
+     * r·nt + ti of the taps seen as [n·nt][hidden] */
+    for (int r = 0; r < job->n; r++)
+      for (int ti = 0; ti < nt; ti++)
+        tap_row[t0 + ti * job->n + r] = (gint64) r * nt + ti;
+    r0 += job->n;
+    t0 += job->n * nt;
+  }
+  return dfl_device_upload (sc->dev, sc->idx, 0, sc->host_idx, sc->idx_bytes, error);
+}
+
 /* --- sequences --- */
 
 gpointer
@@ -78,11 +374,24 @@ dfl_target_ops_seq_new (const DflTarget *t)
   return s;
 }
 
+static void
+drop_graphs (OpsSeq *s)
+{
+  for (int i = 0; i < GRAPH_SLOTS; i++)
+    g_clear_pointer (&s->graphs[i].graph, dfl_graph_free);
+}
+
 void
 dfl_target_ops_seq_free (gpointer seq)
 {
   OpsSeq *s = seq;
 
+  /* the graphs first: they record the memory freed after them */
+  drop_graphs (s);
+  if (s->graph_scratch) {
+    scratch_clear (s->graph_scratch, NULL);
+    g_free (s->graph_scratch);
+  }
   for (int i = 0; i < s->n_layers; i++) {
     dfl_device_free (s->device, s->k[i]);
     dfl_device_free (s->device, s->v[i]);
@@ -146,6 +455,11 @@ dfl_target_ops_seq_reserve (gpointer seq, int need, GError **error)
   /* the copies must have run before the old memory goes */
   ok = ok && dfl_op_sync (s->device, error);
   dfl_device_free (s->device, zero_mem);
+  if (ok) {
+    /* the graphs write and read the old caches: never replayed again */
+    drop_graphs (s);
+    s->cache_generation++;
+  }
   for (int i = 0; i < s->n_layers; i++) {
     if (ok) {
       /* the new caches take the old ones' place */
@@ -163,52 +477,7 @@ dfl_target_ops_seq_reserve (gpointer seq, int need, GError **error)
   return ok;
 }
 
-/* --- the forward --- */
-
-/* The device memory of one forward: the activations (F32) and the index
- * tensors, each at its byte offset in one allocation of each kind. */
-typedef struct {
-  DflDevice *dev;
-  gpointer act, idx;
-  gsize act_bytes, idx_bytes;
-  /* activations [rows][…] */
-  DflTensor h, x, q, k, v, att, gate, up;
-  /* the final-normed rows and their logits, every sequence's in turn */
-  DflTensor normed, logits;
-  /* index tensors: the host's copy, uploaded once; I64 first */
-  guint8 *host_idx;
-  gsize zero_at, pos_at, tap_row_at, ids_at, lo_at, hi_at, argmax_at;
-} Scratch;
-
-/* `bytes` more at the end of an allocation, each buffer 64-byte aligned. */
-static gsize
-take (gsize *end, gsize bytes)
-{
-  gsize at = *end;
-
-  *end = at + ((bytes + 63) & ~(gsize) 63);
-  return at;
-}
-
-static DflTensor
-act_tensor (Scratch *sc, gsize at, gint64 rows, gint64 cols)
-{
-  return dfl_tensor_2d (sc->dev, sc->act, at, DFL_DTYPE_F32, rows, cols);
-}
-
-static DflTensor
-idx_tensor (Scratch *sc, gsize at, DflDtype dtype, gint64 n)
-{
-  return dfl_tensor_2d (sc->dev, sc->idx, at, dtype, 1, n);
-}
-
-static void
-scratch_clear (Scratch *sc)
-{
-  dfl_device_free (sc->dev, sc->act);
-  dfl_device_free (sc->dev, sc->idx);
-  g_free (sc->host_idx);
-}
+/* --- one pass --- */
 
 /* Rows whose logits a job asks for (after the final norm): from … n − 1. */
 static int
@@ -219,92 +488,6 @@ head_from (const DflTargetBatchJob *j)
   if (!(p->logits || p->d_logits || p->argmax || p->hidden) || p->logits_from >= j->n)
     return j->n;
   return MAX (p->logits_from, 0);
-}
-
-/* Allocate a forward's memory and write its index tensors: ids, the
- * positions, each row's key range, the taps' destination rows. */
-static gboolean
-scratch_init (Scratch *sc, const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, int rows,
-              int head_rows, gboolean want_logits, GError **error)
-{
-  const DflQwen3Config *c = &t->cfg;
-  gint64 hs = c->hidden, qd = (gint64) c->heads * c->head_dim;
-  gint64 kd = (gint64) c->kv_heads * c->head_dim, ffn = c->intermediate;
-  /* col: the bytes of one F32 column over every row */
-  gsize end = 0, h, x, q, k, v, att, gate, up, normed, logits = 0, col = sizeof (float) * rows;
-  int tap_rows = 0;
-
-  memset (sc, 0, sizeof *sc);
-  sc->dev = t->model->device;
-  h = take (&end, col * hs);
-  x = take (&end, col * hs);
-  q = take (&end, col * qd);
-  k = take (&end, col * kd);
-  v = take (&end, col * kd);
-  att = take (&end, col * qd);
-  gate = take (&end, col * ffn);
-  up = take (&end, col * ffn);
-  normed = take (&end, sizeof (float) * head_rows * hs);
-  if (want_logits)
-    logits = take (&end, sizeof (float) * head_rows * c->vocab);
-  sc->act_bytes = end;
-
-  for (int j = 0; j < n_jobs; j++)
-    tap_rows += jobs[j].n * jobs[j].plan.n_tap_layers;
-  end = 0;
-  sc->zero_at = take (&end, sizeof (gint64));
-  sc->pos_at = take (&end, sizeof (gint64) * n_jobs);
-  sc->tap_row_at = take (&end, sizeof (gint64) * tap_rows);
-  sc->ids_at = take (&end, sizeof (gint32) * rows);
-  sc->lo_at = take (&end, sizeof (gint32) * rows);
-  sc->hi_at = take (&end, sizeof (gint32) * rows);
-  sc->argmax_at = take (&end, sizeof (gint32) * MAX (head_rows, 1));
-  sc->idx_bytes = end;
-
-  if (!(sc->act = dfl_device_alloc (sc->dev, sc->act_bytes, error))
-      || !(sc->idx = dfl_device_alloc (sc->dev, sc->idx_bytes, error)))
-    return FALSE;
-  sc->h = act_tensor (sc, h, rows, hs);
-  sc->x = act_tensor (sc, x, rows, hs);
-  sc->q = act_tensor (sc, q, rows, qd);
-  sc->k = act_tensor (sc, k, rows, kd);
-  sc->v = act_tensor (sc, v, rows, kd);
-  sc->att = act_tensor (sc, att, rows, qd);
-  sc->gate = act_tensor (sc, gate, rows, ffn);
-  sc->up = act_tensor (sc, up, rows, ffn);
-  sc->normed = act_tensor (sc, normed, head_rows, hs);
-  if (want_logits)
-    sc->logits = act_tensor (sc, logits, head_rows, c->vocab);
-
-  sc->host_idx = g_malloc0 (sc->idx_bytes);
-  {
-    gint64 *pos = (gint64 *) (sc->host_idx + sc->pos_at);
-    gint64 *tap_row = (gint64 *) (sc->host_idx + sc->tap_row_at);
-    gint32 *ids = (gint32 *) (sc->host_idx + sc->ids_at);
-    gint32 *lo = (gint32 *) (sc->host_idx + sc->lo_at);
-    gint32 *hi = (gint32 *) (sc->host_idx + sc->hi_at);
-    int r0 = 0, t0 = 0;
-
-    for (int j = 0; j < n_jobs; j++) {
-      const DflTargetBatchJob *job = &jobs[j];
-      int len = ((const DflTargetSeqHead *) job->seq)->len, nt = job->plan.n_tap_layers;
-      pos[j] = len;
-      for (int r = 0; r < job->n; r++) {
-        /* causal over the sequence's own cache: its rows so far and this one */
-        ids[r0 + r] = job->ids[r];
-        lo[r0 + r] = 0;
-        hi[r0 + r] = len + r + 1;
-      }
-      /* the taps join per row in the order asked: row r's tap ti is row
-       * r·nt + ti of the taps seen as [n·nt][hidden] */
-      for (int r = 0; r < job->n; r++)
-        for (int ti = 0; ti < nt; ti++)
-          tap_row[t0 + ti * job->n + r] = (gint64) r * nt + ti;
-      r0 += job->n;
-      t0 += job->n * nt;
-    }
-  }
-  return dfl_device_upload (sc->dev, sc->idx, 0, sc->host_idx, sc->idx_bytes, error);
 }
 
 /* A caller's rows as a tensor the ops write: host rows where the device
@@ -324,6 +507,16 @@ is_cpu (DflDevice *dev)
   return dfl_device_backend (dev) == DFL_BACKEND_CPU;
 }
 
+/* How a pass is enqueued. Direct: attention over each sequence's keys
+ * held, taps and (one sequence on the CPU) the head's rows written where
+ * the caller asked. For a graph: nothing that changes from step to step
+ * is written into an op, so attention covers `max_keys` keys and the taps
+ * and the head's outputs stay in the scratch, copied out after. */
+typedef struct {
+  int max_keys;        /* > 0: a graph's bound on the keys */
+  gboolean in_scratch;
+} PassMode;
+
 /* A bias row added to each of `x`'s rows. */
 static gboolean
 add_bias (DflDevice *dev, const DflTensor *x, const DflTensor *bias, GError **error)
@@ -340,7 +533,7 @@ add_bias (DflDevice *dev, const DflTensor *x, const DflTensor *bias, GError **er
  * rope, the cache and the attention sequence by sequence. */
 static gboolean
 layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBatchJob *jobs,
-               int n_jobs, Scratch *sc, GError **error)
+               int n_jobs, Scratch *sc, const PassMode *mode, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   DflDevice *dev = sc->dev;
@@ -364,7 +557,7 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
 
   for (int j = 0; j < n_jobs; j++) {
     OpsSeq *s = jobs[j].seq;
-    int n = jobs[j].n, keys = s->len + n;
+    int n = jobs[j].n, keys = mode->max_keys > 0 ? mode->max_keys : s->len + n;
     DflTensor pos = idx_tensor (sc, sc->pos_at + sizeof (gint64) * j, DFL_DTYPE_I64, 1);
     DflTensor lo = idx_tensor (sc, sc->lo_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
     DflTensor hi = idx_tensor (sc, sc->hi_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
@@ -377,6 +570,8 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
     DflTensor kc_seen = rows_of (&kc, 0, keys), vc_seen = rows_of (&vc, 0, keys);
     DflTensor k_keys = heads_of (&kc_seen, kv, hd), v_keys = heads_of (&vc_seen, kv, hd);
 
+    /* the position and the key ranges are index tensors: a replayed graph
+     * reads the ones uploaded for it */
     if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
         || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error)
         || !dfl_op_copy_rows (dev, &k_rows, &pos, &kc, error)
@@ -399,14 +594,15 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
   r0 = 0;
   for (int j = 0, t0 = 0; j < n_jobs; j++) {
     const DflForwardPlan *p = &jobs[j].plan;
-    int n = jobs[j].n, nt = p->n_tap_layers, rows_at = r0, taps_at = t0;
+    int n = jobs[j].n, nt = taps_of (p), rows_at = r0, taps_at = t0;
     DflTensor taps;
 
     r0 += n;
     t0 += n * nt;
-    if (!p->taps && !p->d_taps)
+    if (!wants_taps (p))
       continue;
-    taps = caller_rows (dev, p->taps, p->d_taps, (gint64) n * nt, c->hidden);
+    taps = mode->in_scratch ? rows_of (&sc->taps, 0, (gint64) n * nt)
+        : caller_rows (dev, p->taps, p->d_taps, (gint64) n * nt, c->hidden);
     for (int ti = 0; ti < nt; ti++) {
       if (p->tap_layers[ti] != li)
         continue;
@@ -418,6 +614,67 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
           return FALSE;
       }
     }
+  }
+  return TRUE;
+}
+
+/* Whether the head's norm and logits of a one-sequence pass on the CPU
+ * are written straight where the caller asked (the common decode and
+ * verify steps copy nothing). */
+static gboolean
+head_direct (DflTargetBatchJob *jobs, int n_jobs, Scratch *sc, const PassMode *mode)
+{
+  return n_jobs == 1 && !mode->in_scratch && is_cpu (sc->dev);
+}
+
+/* The final norm and the head over the rows each sequence asks for, and
+ * each asked argmax into the index area; nothing read back. */
+static gboolean
+head_forward (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+              int head_rows, gboolean want_logits, const PassMode *mode, GError **error)
+{
+  const DflTargetModel *m = t->model;
+  DflDevice *dev = sc->dev;
+  float eps = (float) t->cfg.rms_eps;
+  DflTensor normed = sc->normed, logits = sc->logits;
+  int r0 = 0, h0 = 0;
+
+  if (head_direct (jobs, n_jobs, sc, mode)) {
+    DflForwardPlan *p = &jobs[0].plan;
+    if (p->hidden)
+      normed = dfl_tensor_2d (NULL, p->hidden, 0, DFL_DTYPE_F32, head_rows, t->cfg.hidden);
+    if (p->logits)
+      logits = dfl_tensor_2d (NULL, p->logits, 0, DFL_DTYPE_F32, head_rows, t->cfg.vocab);
+  }
+  for (int j = 0; j < n_jobs; r0 += jobs[j].n, j++) {
+    int from = head_from (&jobs[j]), rows = jobs[j].n - from;
+    DflTensor src, dst;
+
+    if (rows == 0)
+      continue;
+    src = rows_of (&sc->h, r0 + from, rows);
+    dst = rows_of (&normed, h0, rows);
+    if (!dfl_op_rmsnorm (dev, &src, &m->norm, &dst, eps, error))
+      return FALSE;
+    h0 += rows;
+  }
+  if (want_logits && !dfl_op_matmul (dev, &m->head, &normed, &logits, FALSE, error))
+    return FALSE;
+
+  h0 = 0;
+  for (int j = 0; j < n_jobs; j++) {
+    int rows = jobs[j].n - head_from (&jobs[j]);
+    DflTensor l_rows, am;
+
+    if (rows == 0)
+      continue;
+    if (jobs[j].plan.argmax) {
+      l_rows = rows_of (&logits, h0, rows);
+      am = idx_tensor (sc, sc->argmax_at + sizeof (gint32) * h0, DFL_DTYPE_I32, rows);
+      if (!dfl_op_argmax (dev, &l_rows, &am, error))
+        return FALSE;
+    }
+    h0 += rows;
   }
   return TRUE;
 }
@@ -438,69 +695,348 @@ deliver (Scratch *sc, const DflTensor *src, float *host, float *device, GError *
   return TRUE;
 }
 
-/* The final norm and the head over the rows each sequence asks for, and
- * what it asks of them split back to it. */
+/* What each sequence asked of the head, out of the scratch: the argmax,
+ * and the normed rows and logits unless the pass wrote them in place. */
 static gboolean
-head_forward (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
-              int head_rows, gboolean want_logits, GError **error)
+head_deliver (DflTargetBatchJob *jobs, int n_jobs, Scratch *sc, const PassMode *mode,
+              GError **error)
 {
-  const DflTargetModel *m = t->model;
-  DflDevice *dev = sc->dev;
-  float eps = (float) t->cfg.rms_eps;
-  gint64 vocab = t->cfg.vocab;
-  DflTensor normed = sc->normed, logits = sc->logits;
-  gboolean direct = FALSE;
-  int r0 = 0, h0 = 0;
+  gboolean direct = head_direct (jobs, n_jobs, sc, mode);
+  int h0 = 0;
 
-  /* one sequence on the CPU: its norm and logits written where it asked
-   * (the common decode and verify steps copy nothing) */
-  if (n_jobs == 1 && is_cpu (dev)) {
-    DflForwardPlan *p = &jobs[0].plan;
-    if (p->hidden)
-      normed = dfl_tensor_2d (NULL, p->hidden, 0, DFL_DTYPE_F32, head_rows, t->cfg.hidden);
-    if (p->logits)
-      logits = dfl_tensor_2d (NULL, p->logits, 0, DFL_DTYPE_F32, head_rows, vocab);
-    direct = TRUE;
-  }
-  for (int j = 0; j < n_jobs; r0 += jobs[j].n, j++) {
-    int from = head_from (&jobs[j]), rows = jobs[j].n - from;
-    DflTensor src, dst;
-
-    if (rows == 0)
-      continue;
-    src = rows_of (&sc->h, r0 + from, rows);
-    dst = rows_of (&normed, h0, rows);
-    if (!dfl_op_rmsnorm (dev, &src, &m->norm, &dst, eps, error))
-      return FALSE;
-    h0 += rows;
-  }
-  if (want_logits && !dfl_op_matmul (dev, &m->head, &normed, &logits, FALSE, error))
-    return FALSE;
-
-  h0 = 0;
   for (int j = 0; j < n_jobs; j++) {
     DflForwardPlan *p = &jobs[j].plan;
     int rows = jobs[j].n - head_from (&jobs[j]);
-    DflTensor n_rows, l_rows, am;
+    DflTensor n_rows, l_rows;
 
     if (rows == 0)
       continue;
-    n_rows = rows_of (&normed, h0, rows);
-    if (want_logits)
-      l_rows = rows_of (&logits, h0, rows);
-    if (p->argmax) {
-      am = idx_tensor (sc, sc->argmax_at + sizeof (gint32) * h0, DFL_DTYPE_I32, rows);
-      if (!dfl_op_argmax (dev, &l_rows, &am, error)
-          || !dfl_device_download (dev, sc->idx, am.offset, p->argmax, sizeof (gint32) * rows,
-                                   error))
-        return FALSE;
-    }
-    if (!direct
-        && ((p->hidden && !deliver (sc, &n_rows, p->hidden, NULL, error))
-            || ((p->logits || p->d_logits)
-                && !deliver (sc, &l_rows, p->logits, p->d_logits, error))))
+    if (p->argmax
+        && !dfl_device_download (sc->dev, sc->idx, sc->argmax_at + sizeof (gint32) * h0,
+                                 p->argmax, sizeof (gint32) * rows, error))
       return FALSE;
+    if (!direct) {
+      n_rows = rows_of (&sc->normed, h0, rows);
+      if (p->hidden && !deliver (sc, &n_rows, p->hidden, NULL, error))
+        return FALSE;
+      if (p->logits || p->d_logits) {
+        l_rows = rows_of (&sc->logits, h0, rows);
+        if (!deliver (sc, &l_rows, p->logits, p->d_logits, error))
+          return FALSE;
+      }
+    }
     h0 += rows;
+  }
+  return TRUE;
+}
+
+/* Every op of a pass, in order: the embedding, the layers, the head. */
+static gboolean
+enqueue_pass (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+              int rows, int head_rows, gboolean want_logits, const PassMode *mode,
+              GError **error)
+{
+  DflTensor ids = idx_tensor (sc, sc->ids_at, DFL_DTYPE_I32, rows);
+
+  if (!dfl_op_embed (sc->dev, &t->model->embed, &ids, &sc->h, error))
+    return FALSE;
+  for (int li = 0; li < t->cfg.layers; li++)
+    if (!layer_forward (t, &t->model->layers[li], li, jobs, n_jobs, sc, mode, error))
+      return FALSE;
+  return head_rows == 0
+         || head_forward (t, jobs, n_jobs, sc, head_rows, want_logits, mode, error);
+}
+
+/* The rows through the head over every job, and whether their logits are
+ * needed (asked for, or their argmax). */
+static int
+count_head_rows (DflTargetBatchJob *jobs, int n_jobs, gboolean *want_logits)
+{
+  int head_rows = 0;
+
+  *want_logits = FALSE;
+  for (int j = 0; j < n_jobs; j++) {
+    const DflForwardPlan *p = &jobs[j].plan;
+    int rows = jobs[j].n - head_from (&jobs[j]);
+    head_rows += rows;
+    if (rows > 0 && (p->logits || p->d_logits || p->argmax))
+      *want_logits = TRUE;
+  }
+  return head_rows;
+}
+
+/* One pass launched op by op, in memory of its own. */
+static gboolean
+forward_direct (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError **error)
+{
+  PassMode mode = { 0 };
+  int rows = 0, tap_rows = 0, head_rows;
+  gboolean want_logits, ok;
+  Scratch sc;
+
+  for (int j = 0; j < n_jobs; j++) {
+    rows += jobs[j].n;
+    tap_rows += jobs[j].n * taps_of (&jobs[j].plan);
+  }
+  head_rows = count_head_rows (jobs, n_jobs, &want_logits);
+  if (!scratch_alloc (&sc, t, n_jobs, rows, head_rows, want_logits, tap_rows, 0, t->model->spare,
+                      error))
+    return FALSE;
+  ok = scratch_fill (&sc, jobs, n_jobs, error)
+       && enqueue_pass (t, jobs, n_jobs, &sc, rows, head_rows, want_logits, &mode, error)
+       && head_deliver (jobs, n_jobs, &sc, &mode, error);
+  /* a GPU reports a failure of the queued work here, before the memory
+   * goes and the lengths move */
+  ok = dfl_op_sync (sc.dev, ok ? error : NULL) && ok;
+  scratch_clear (&sc, t->model->spare);
+  return ok;
+}
+
+/* --- a pass as a graph --- */
+
+/* Whether a pass of these jobs replays a graph. */
+static gboolean
+graph_fits (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs)
+{
+  const DflTargetModel *m = t->model;
+
+  return n_jobs == 1 && jobs[0].n <= DFL_TARGET_GRAPH_ROWS
+         && taps_of (&jobs[0].plan) <= GRAPH_MAX_TAPS
+         && !g_atomic_int_get (&m->no_graphs)
+         && dfl_device_supports (m->device, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32);
+}
+
+/* The sequence's memory of a graphed pass, made once for the most rows a
+ * graph takes and `n_taps` taps a row (made again, and its graphs
+ * dropped, where more are asked). */
+static gboolean
+graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
+{
+  Scratch *sc = s->graph_scratch;
+  int kept = DFL_TARGET_GRAPH_ROWS * n_taps;
+
+  if (sc && sc->kept_tap_rows >= kept)
+    return TRUE;
+  drop_graphs (s);
+  if (sc) {
+    /* the work queued may still read it */
+    if (!dfl_op_sync (s->device, error))
+      return FALSE;
+    scratch_clear (sc, NULL);
+  } else {
+    sc = s->graph_scratch = g_new0 (Scratch, 1);
+  }
+  s->scratch_generation++;
+  if (!scratch_alloc (sc, s->t, 1, DFL_TARGET_GRAPH_ROWS, DFL_TARGET_GRAPH_ROWS, TRUE, kept,
+                      kept, NULL, error)) {
+    g_clear_pointer (&s->graph_scratch, g_free);
+    return FALSE;
+  }
+  if (kept > 0)
+    sc->taps = act_tensor (sc, sc->taps_at, kept, s->t->cfg.hidden);
+  return TRUE;
+}
+
+static gboolean
+graph_key_equal (const GraphKey *a, const GraphKey *b)
+{
+  return a->rows == b->rows && a->max_keys == b->max_keys && a->head_from == b->head_from
+         && a->norm == b->norm && a->head == b->head && a->argmax == b->argmax
+         && a->n_taps == b->n_taps && memcmp (a->taps, b->taps, sizeof (int) * a->n_taps) == 0
+         && a->cache_generation == b->cache_generation
+         && a->scratch_generation == b->scratch_generation;
+}
+
+/* The kept graph of `key`, or NULL; the slot a new one takes. */
+static OpsGraph *
+graph_find (OpsSeq *s, const GraphKey *key, OpsGraph **free_slot)
+{
+  OpsGraph *slot = &s->graphs[0];
+
+  for (int i = 0; i < GRAPH_SLOTS; i++) {
+    OpsGraph *g = &s->graphs[i];
+    if (g->graph && graph_key_equal (&g->key, key))
+      return g;
+    /* the least recently used, or an empty one */
+    if (!g->graph || (slot->graph && g->used < slot->used))
+      slot = g;
+  }
+  *free_slot = slot;
+  return NULL;
+}
+
+/* The pass run directly (every scratch an op makes is made then, outside
+ * a capture), then recorded into `slot`: the direct run gives this step's
+ * outputs, the graph the next steps'. */
+static gboolean
+graph_capture (const DflTarget *t, DflTargetBatchJob *job, Scratch *sc, const GraphKey *key,
+               const PassMode *mode, OpsGraph *slot, GError **error)
+{
+  DflDevice *dev = sc->dev;
+  gboolean want_logits = key->head, recorded;
+  int head_rows = key->rows - key->head_from;
+
+  g_clear_pointer (&slot->graph, dfl_graph_free);
+  if (!enqueue_pass (t, job, 1, sc, key->rows, head_rows, want_logits, mode, error)
+      || !dfl_op_capture_begin (dev, error))
+    return FALSE;
+  recorded = enqueue_pass (t, job, 1, sc, key->rows, head_rows, want_logits, mode, error);
+  /* the capture ends whatever happened inside it; a graph of a failed
+   * recording is not kept */
+  slot->graph = dfl_op_capture_end (dev, recorded ? error : NULL);
+  if (!recorded) {
+    g_clear_pointer (&slot->graph, dfl_graph_free);
+    return FALSE;
+  }
+  if (!slot->graph)
+    return FALSE;
+  slot->key = *key;
+  return TRUE;
+}
+
+/* One sequence's pass of ≤ DFL_TARGET_GRAPH_ROWS rows as a replayed graph
+ * (captured where none fits), then what it asked for copied out of the
+ * scratch. */
+static gboolean
+forward_graphed (const DflTarget *t, DflTargetBatchJob *job, GError **error)
+{
+  OpsSeq *s = job->seq;
+  DflForwardPlan *p = &job->plan;
+  int n = job->n, n_taps = taps_of (p);
+  GraphKey key = { 0 };
+  PassMode mode = { 0 };
+  OpsGraph *g, *slot = NULL;
+  GError *launch_error = NULL;
+  DflTensor taps;
+  Scratch *sc;
+  gboolean ok;
+
+  if (!graph_scratch_reserve (s, n_taps, error))
+    return FALSE;
+  sc = s->graph_scratch;
+  key.rows = n;
+  key.head_from = head_from (job);
+  key.argmax = p->argmax != NULL;
+  key.head = p->argmax || p->logits || p->d_logits;
+  key.norm = key.head || p->hidden;
+  if (key.head_from == n)
+    key.norm = key.head = key.argmax = FALSE;
+  key.n_taps = n_taps;
+  memcpy (key.taps, p->tap_layers, sizeof (int) * n_taps);
+  /* the keys held after this pass, rounded up; never past the caches' room
+   * (a row sees no key past its own position) */
+  key.max_keys = MIN ((s->len + n + DFL_TARGET_GRAPH_KEY_STEP - 1) / DFL_TARGET_GRAPH_KEY_STEP
+                      * DFL_TARGET_GRAPH_KEY_STEP, s->cap);
+  key.cache_generation = s->cache_generation;
+  key.scratch_generation = s->scratch_generation;
+  mode.max_keys = key.max_keys;
+  mode.in_scratch = TRUE;
+
+  scratch_view (sc, &t->cfg, n, n - key.head_from);
+  if (!scratch_fill (sc, job, 1, error))
+    return FALSE;
+  if ((g = graph_find (s, &key, &slot))
+      && !dfl_op_graph_launch (sc->dev, g->graph, &launch_error)) {
+    if (!g_error_matches (launch_error, DFL_ERROR, DFL_ERROR_MISMATCH)) {
+      g_propagate_error (error, launch_error);
+      return FALSE;
+    }
+    /* a scratch of the device moved since the capture: capture again */
+    g_clear_error (&launch_error);
+    slot = g;
+    g = NULL;
+  }
+  if (!g) {
+    if (!graph_capture (t, job, sc, &key, &mode, slot, error))
+      return FALSE;
+    g = slot;
+  }
+  g->used = ++s->graph_clock;
+
+  /* what the caller asked for, out of the scratch; a failure of the
+   * replay shows at the sync, before the length moves */
+  taps = rows_of (&sc->taps, 0, (gint64) n * n_taps);
+  ok = (n_taps == 0 || deliver (sc, &taps, p->taps, p->d_taps, error))
+       && head_deliver (job, 1, sc, &mode, error);
+  return dfl_op_sync (sc->dev, ok ? error : NULL) && ok;
+}
+
+/* --- the forward --- */
+
+/* Rows [from, from + m) of `job` as a job of their own (one pass of a
+ * forward cut in passes): its ids, its taps' rows, and the rows of the
+ * head's outputs that fall in it. */
+static DflTargetBatchJob
+job_piece (const DflTarget *t, const DflTargetBatchJob *job, int from, int m)
+{
+  const DflForwardPlan *p = &job->plan;
+  DflTargetBatchJob piece = *job;
+  DflForwardPlan *q = &piece.plan;
+  gsize hs = t->cfg.hidden, vocab = t->cfg.vocab, tap_row = (gsize) p->n_tap_layers * hs;
+  int first = head_from (job), out_row;
+
+  piece.ids = job->ids + from;
+  piece.n = m;
+  if (p->taps)
+    q->taps = p->taps + (gsize) from * tap_row;
+  if (p->d_taps)
+    q->d_taps = p->d_taps + (gsize) from * tap_row;
+  if (first >= from + m) {
+    /* none of its rows goes through the head */
+    q->logits_from = m;
+    return piece;
+  }
+  q->logits_from = MAX (first - from, 0);
+  /* the head's row of the piece's first such row */
+  out_row = MAX (first, from) - first;
+  if (p->logits)
+    q->logits = p->logits + (gsize) out_row * vocab;
+  if (p->d_logits)
+    q->d_logits = p->d_logits + (gsize) out_row * vocab;
+  if (p->argmax)
+    q->argmax = p->argmax + out_row;
+  if (p->hidden)
+    q->hidden = p->hidden + (gsize) out_row * hs;
+  return piece;
+}
+
+/* One pass over these jobs, the lengths moved after it. */
+static gboolean
+forward_pass (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError **error)
+{
+  gboolean ok = graph_fits (t, jobs, n_jobs) ? forward_graphed (t, &jobs[0], error)
+      : forward_direct (t, jobs, n_jobs, error);
+
+  if (!ok)
+    return FALSE;
+  for (int j = 0; j < n_jobs; j++)
+    ((OpsSeq *) jobs[j].seq)->len += jobs[j].n;
+  return TRUE;
+}
+
+/* The jobs in passes of at most `chunk` rows, in order: a pass takes the
+ * rows left of the jobs in turn, a job's rows cut where a pass is full. */
+static gboolean
+forward_chunked (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, int chunk,
+                 GError **error)
+{
+  g_autofree DflTargetBatchJob *pass = g_new (DflTargetBatchJob, n_jobs);
+  int j = 0, done = 0;   /* the job and its rows already run */
+
+  while (j < n_jobs) {
+    int room = chunk, n_pass = 0;
+    while (j < n_jobs && room > 0) {
+      int m = MIN (room, jobs[j].n - done);
+      pass[n_pass++] = job_piece (t, &jobs[j], done, m);
+      room -= m;
+      done += m;
+      if (done == jobs[j].n) {
+        j++;
+        done = 0;
+      }
+    }
+    if (!forward_pass (t, pass, n_pass, error))
+      return FALSE;
   }
   return TRUE;
 }
@@ -509,40 +1045,25 @@ gboolean
 dfl_target_ops_forward (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs,
                         GError **error)
 {
-  const DflTargetModel *m = t->model;
-  DflDevice *dev = m->device;
-  int rows = 0, head_rows = 0;
-  gboolean want_logits = FALSE, ok;
-  Scratch sc;
+  g_autofree int *len = g_new (int, MAX (n_jobs, 1));
+  int rows = 0, chunk = g_atomic_int_get (&t->model->chunk_rows);
+  gboolean ok;
 
   for (int j = 0; j < n_jobs; j++) {
     OpsSeq *s = jobs[j].seq;
-    const DflForwardPlan *p = &jobs[j].plan;
+    len[j] = s->len;
     rows += jobs[j].n;
-    head_rows += jobs[j].n - head_from (&jobs[j]);
-    if (jobs[j].n - head_from (&jobs[j]) > 0 && (p->logits || p->d_logits || p->argmax))
-      want_logits = TRUE;
     if (!dfl_target_ops_seq_reserve (s, s->len + jobs[j].n, error))
       return FALSE;
   }
   if (rows == 0)
     return TRUE;
-
-  ok = scratch_init (&sc, t, jobs, n_jobs, rows, head_rows, want_logits, error);
-  if (ok) {
-    DflTensor ids = idx_tensor (&sc, sc.ids_at, DFL_DTYPE_I32, rows);
-    ok = dfl_op_embed (dev, &m->embed, &ids, &sc.h, error);
-  }
-  for (int li = 0; ok && li < t->cfg.layers; li++)
-    ok = layer_forward (t, &m->layers[li], li, jobs, n_jobs, &sc, error);
-  if (ok && head_rows > 0)
-    ok = head_forward (t, jobs, n_jobs, &sc, head_rows, want_logits, error);
-  /* a GPU reports a failure of the queued work here, before the lengths move */
-  ok = ok && dfl_op_sync (dev, error);
-  scratch_clear (&sc);
+  ok = chunk > 0 && rows > chunk ? forward_chunked (t, jobs, n_jobs, chunk, error)
+      : forward_pass (t, jobs, n_jobs, error);
+  /* a failed pass leaves every sequence's length as it was before the
+   * forward (the passes before it moved them) */
   if (!ok)
-    return FALSE;
-  for (int j = 0; j < n_jobs; j++)
-    ((OpsSeq *) jobs[j].seq)->len += jobs[j].n;
-  return TRUE;
+    for (int j = 0; j < n_jobs; j++)
+      ((OpsSeq *) jobs[j].seq)->len = len[j];
+  return ok;
 }

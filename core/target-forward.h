@@ -13,6 +13,8 @@
 
 G_BEGIN_DECLS
 
+typedef struct _DflTargetSpare DflTargetSpare;
+
 /* One layer's weights. Norms F32 [dim]; matrices [out][in] (F32, F16,
  * BF16), packed; the biases F32 [1][dim], there only where has_bias. */
 typedef struct {
@@ -32,13 +34,42 @@ struct _DflTargetModel {
   DflTensor norm;       /* F32 [hidden] */
   DflTensor inv_freq;   /* F32 [head_dim / 2] */
   DflTargetLayer *layers;
+  /* the engine's settings, read atomically at each forward (zero: the
+   * defaults): the rows one pass takes at most, a longer forward going
+   * through in passes of that many (0: every row in one pass); whether to
+   * launch every op directly even where the device records graphs
+   * (dfl_target_set_chunk_rows, dfl_target_set_use_graph) */
+  gint chunk_rows;
+  gint no_graphs;
+  /* the memory of the last direct pass, kept for the next (NULL: each pass
+   * allocates its own, as the host's malloc is cheap; a GPU's is not) */
+  DflTargetSpare *spare;
 };
+
+/* A pass's memory kept between passes, for a model whose forwards may run
+ * on several threads at once (each takes it or makes its own). Freed with
+ * its memory once no pass runs. */
+DflTargetSpare *dfl_target_spare_new (DflDevice *device);
+void dfl_target_spare_free (DflTargetSpare *spare);
 
 /* The engine's sequence calls for a target whose DflTarget.model is set:
  * the KV cache of every layer in memory of the model's device. */
 gpointer dfl_target_ops_seq_new (const DflTarget *t);
 void dfl_target_ops_seq_free (gpointer seq);
 gboolean dfl_target_ops_seq_reserve (gpointer seq, int positions, GError **error);
+
+/* Decode and verify steps on a device that records graphs
+ * (DFL_OP_CAPTURE_BEGIN in its capabilities): a forward of one sequence of
+ * at most DFL_TARGET_GRAPH_ROWS rows replays a graph of its whole pass,
+ * captured per sequence. The pass's memory is the sequence's own, at fixed
+ * addresses; its index tensors (ids, position, key ranges) are uploaded
+ * before each replay; attention covers the keys up to the next multiple of
+ * DFL_TARGET_GRAPH_KEY_STEP (its output does not depend on that bound, the
+ * key ranges do the rest), so one graph serves every step until the
+ * context passes that multiple, the caches move or what is asked back
+ * changes. */
+#define DFL_TARGET_GRAPH_ROWS 32
+#define DFL_TARGET_GRAPH_KEY_STEP 1024
 
 /* The forward of `n_jobs` sequences' rows at once (the sequences all
  * different; ids, positions, tap layers checked by target.c): one pass of

@@ -1,8 +1,8 @@
 /* gst-dflash — what a back end's target engine provides (target.h's
  * inside): target.c checks every call's arguments and resolves what the
  * caller asked a forward for into memory the engine writes; the engine
- * (target-cpu.c, cuda/cuda-target.c) loads the weights and runs it, the
- * CPU's through the forward written over the ops (target-forward.c).
+ * (target-cpu.c, cuda/cuda-target.c) puts the weights where its device
+ * reads them and runs the forward written over the ops (target-forward.c).
  * target-engines.c is the one place that knows which engines this build
  * has.
  */
@@ -58,10 +58,8 @@ typedef struct {
   gpointer (*seq_new) (const DflTarget *t);
   void (*seq_free) (gpointer seq);
   gboolean (*seq_reserve) (gpointer seq, int positions, GError **error);
-  /* `n` ≥ 1 rows whose ids, positions and tap layers are checked */
-  gboolean (*forward) (const DflTarget *t, gpointer seq, const int *ids, int n,
-                       DflForwardPlan *plan, GError **error);
-  /* the rows of several sequences at once (NULL: one sequence a forward) */
+  /* the rows of one or several sequences at once (`n_jobs` ≥ 1 sequences
+   * of n ≥ 1 rows each, their ids, positions and tap layers checked) */
   gboolean (*forward_batch) (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs,
                              GError **error);
 } DflTargetEngine;
@@ -73,8 +71,7 @@ struct _DflTarget {
   char *origin;             /* the checkpoint folder, for messages */
   guint64 weight_bytes;
   gint64 n_params;
-  /* the weights as the forward over the ops reads them (NULL: the engine
-   * runs a forward of its own) */
+  /* the weights as the forward over the ops reads them */
   const DflTargetModel *model;
   gpointer impl;            /* the engine's */
 };

@@ -343,11 +343,8 @@ dfl_target_forward (const DflTarget *t, DflTargetSeq *s, const int *ids, int n,
   g_return_val_if_fail (s->t == t, FALSE);
   if (n <= 0)
     return TRUE;
-  if (!check_item (t, s, ids, n, out, &job, error))
-    return FALSE;
-  if (t->engine->forward_batch)
-    return t->engine->forward_batch (t, &job, 1, error);
-  return t->engine->forward (t, s->impl, ids, n, &job.plan, error);
+  return check_item (t, s, ids, n, out, &job, error)
+         && t->engine->forward_batch (t, &job, 1, error);
 }
 
 gboolean
@@ -358,12 +355,6 @@ dfl_target_forward_batch (const DflTarget *t, const DflTargetBatchItem *items, i
   int n_jobs = 0;
 
   g_return_val_if_fail (n_items >= 0 && (items || n_items == 0), FALSE);
-  if (!t->engine->forward_batch) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                 "the target %s on %s runs one sequence a forward (dfl_target_forward), "
-                 "not a batch", t->origin, where (t->device));
-    return FALSE;
-  }
   jobs = g_new (DflTargetBatchJob, MAX (n_items, 1));
   for (int i = 0; i < n_items; i++) {
     const DflTargetBatchItem *it = &items[i];

@@ -167,11 +167,11 @@ typedef struct {
  * positions and cache (different lengths, different row counts): one pass
  * of the products over all their rows, each sequence's outputs split back
  * to its own DflForwardOut. On the CPU each sequence's outputs are bitwise
- * what its forward alone would give (the kernels are row-invariant). The
- * sequences must be distinct and of this target. Checked as
- * dfl_target_forward checks (naming the item at fault); a failure leaves
- * every cache as it was. DFL_ERROR_UNSUPPORTED where the target's engine
- * runs one sequence a forward (CUDA today). */
+ * what its forward alone would give (the kernels are row-invariant); on
+ * CUDA up to the rounding of cuBLAS's products, which depends on the rows
+ * multiplied together. The sequences must be distinct and of this target.
+ * Checked as dfl_target_forward checks (naming the item at fault); a
+ * failure leaves every cache as it was. */
 gboolean dfl_target_forward_batch (const DflTarget *t, const DflTargetBatchItem *items,
                                    int n_items, GError **error);
 

@@ -11,6 +11,11 @@
  *     CPU's tokens;
  *   - a truncated cache re-forwarded, a chunked prefill, logits kept on the
  *     card: what a fresh single pass gives;
+ *   - steps replayed from captured graphs: bitwise the steps launched
+ *     directly;
+ *   - a batched forward of sequences of different lengths, joining and
+ *     leaving, one rewound: each sequence's solo steps within 1e-4 (cuBLAS
+ *     is not row-invariant), each argmax exactly its own logits row's;
  *   - a bad id, a pass past max_position_embeddings, a bad tap layer, taps
  *     asked for off the card: an error and the cache as it was.
  * Where no CUDA device is present the whole file is skipped (TAP plan 1..0).
@@ -560,6 +565,177 @@ test_chunks (gconstpointer data)
   fixture_close (&f);
 }
 
+/* One sequence's outputs of a step, on the host: taps of two layers, the
+ * logits, final-normed rows and argmax of the rows from `logits_from`. */
+typedef struct {
+  int n, logits_from;
+  float *taps, *logits, *hidden;
+  int32_t *argmax;
+} StepOut;
+
+static void
+step_out_clear (StepOut *o)
+{
+  g_free (o->taps);
+  g_free (o->logits);
+  g_free (o->hidden);
+  g_free (o->argmax);
+}
+
+/* Room for a step of `n` rows; `out` asks for all of it, the taps into
+ * `d_taps` on the card. */
+static void
+step_out_init (StepOut *o, Fixture *f, int n, int logits_from, const int *taps,
+               float *d_taps, DflTensor *taps_tensor, DflForwardOut *out)
+{
+  int rows = n - logits_from;
+
+  o->n = n;
+  o->logits_from = logits_from;
+  o->logits = g_new (float, (gsize) rows * f->vocab);
+  o->hidden = g_new (float, (gsize) rows * f->hidden);
+  o->argmax = g_new (int32_t, rows);
+  *taps_tensor = dfl_tensor_2d (dev, d_taps, 0, DFL_DTYPE_F32, n, 2 * f->hidden);
+  memset (out, 0, sizeof *out);
+  out->tap_layers = taps;
+  out->n_tap_layers = 2;
+  out->device_taps = taps_tensor;
+  out->logits_from = logits_from;
+  out->logits = o->logits;
+  out->hidden = o->hidden;
+  out->argmax = o->argmax;
+}
+
+/* A batched step's outputs against the same sequence's solo step: within
+ * `tol` (cuBLAS's products take other algorithms for other row counts, so
+ * the rows of a batch are not bitwise a solo step's); each argmax exactly
+ * its own logits row's (the argmax is row-invariant), and the solo
+ * argmax wherever the solo top-2 margin is clear of the tolerance. */
+static void
+assert_step_close (Fixture *f, const StepOut *batch, const StepOut *solo, double tol,
+                   double *worst)
+{
+  int rows = batch->n - batch->logits_from;
+  double e_taps = row_rel_error (batch->taps, solo->taps, batch->n * 2, f->hidden);
+  double e_logits = row_rel_error (batch->logits, solo->logits, rows, f->vocab);
+  double e_hidden = row_rel_error (batch->hidden, solo->hidden, rows, f->hidden);
+
+  g_assert_cmpfloat (e_taps, <=, tol);
+  g_assert_cmpfloat (e_logits, <=, tol);
+  g_assert_cmpfloat (e_hidden, <=, tol);
+  *worst = MAX (*worst, MAX (e_taps, MAX (e_logits, e_hidden)));
+  for (int r = 0; r < rows; r++) {
+    const float *row = solo->logits + (gsize) r * f->vocab;
+    int best = argmax_of (row, f->vocab);
+    float second = -INFINITY, scale = 0;
+
+    g_assert_cmpint (batch->argmax[r], ==,
+                     argmax_of (batch->logits + (gsize) r * f->vocab, f->vocab));
+    g_assert_cmpint (solo->argmax[r], ==, best);
+    for (int j = 0; j < f->vocab; j++) {
+      if (j != best)
+        second = MAX (second, row[j]);
+      scale = MAX (scale, fabsf (row[j]));
+    }
+    if ((row[best] - second) / MAX (scale, 1e-30f) > 10 * tol)
+      g_assert_cmpint (batch->argmax[r], ==, best);
+  }
+}
+
+/* dfl_target_forward_batch on the card: three sequences of different
+ * lengths, joining and leaving the batch, one rewound, against twins run
+ * one sequence a forward (which replay graphs where the steps are small)
+ * over the same rows. Weights as F32 so the tolerance is the products'
+ * summation order only. */
+static void
+test_batch (gconstpointer data)
+{
+  enum { SEQS = 3, MAX_ROWS = 40 };
+  /* rows of each sequence per step (0: not in that step's batch) */
+  static const int plan[][SEQS] = {
+    { 20, 9, 0 }, { 1, 5, 13 }, { 0, 1, 3 }, { 16, 0, 1 }, { 1, 16, 16 }, { 3, 1, 0 },
+  };
+  Fixture f;
+  g_autoptr (DflTarget) t = NULL;
+  g_autoptr (GError) error = NULL;
+  DflTargetSeq *batched[SEQS], *solo[SEQS];
+  int taps[2], ids[SEQS][MAX_ROWS];
+  float *d_taps[SEQS], *d_solo_taps;
+  double worst = 0;
+  int compared = 0;
+
+  fixture_open (&f, data);
+  taps[0] = 0;
+  taps[1] = f.layers - 1;
+  t = card_target (&f, DFL_TARGET_F32);
+  for (int q = 0; q < SEQS; q++) {
+    batched[q] = dfl_target_seq_new (t);
+    solo[q] = dfl_target_seq_new (t);
+    d_taps[q] = dfl_cuda_alloc (device, (gsize) MAX_ROWS * 2 * f.hidden * sizeof (float),
+                                &error);
+    g_assert_no_error (error);
+  }
+  d_solo_taps = dfl_cuda_alloc (device, (gsize) MAX_ROWS * 2 * f.hidden * sizeof (float),
+                                &error);
+  g_assert_no_error (error);
+
+  for (guint step = 0; step < G_N_ELEMENTS (plan); step++) {
+    DflTargetBatchItem items[SEQS];
+    DflForwardOut outs[SEQS], solo_out;
+    DflTensor taps_tensors[SEQS], solo_taps_tensor;
+    StepOut got[SEQS] = { 0 };
+    int n_items = 0;
+
+    /* a verify step that kept only part of its rows: the second
+     * sequence rewinds before the fifth step, both copies alike */
+    if (step == 4) {
+      int len = dfl_target_seq_length (batched[1]) - 3;
+      dfl_target_seq_truncate (batched[1], len);
+      dfl_target_seq_truncate (solo[1], len);
+    }
+    for (int q = 0; q < SEQS; q++) {
+      int n = plan[step][q];
+      if (n == 0)
+        continue;
+      for (int r = 0; r < n; r++)
+        ids[q][r] = (f.ids[(step * 5 + r) % f.n] * 11 + step * 3 + r * 7 + q) % f.vocab;
+      step_out_init (&got[q], &f, n, step % 2 ? n - 1 : 0, taps, d_taps[q], &taps_tensors[q],
+                     &outs[q]);
+      items[n_items++] = (DflTargetBatchItem) { batched[q], ids[q], n, &outs[q] };
+    }
+    g_assert_true (dfl_target_forward_batch (t, items, n_items, &error));
+    g_assert_no_error (error);
+
+    for (int q = 0; q < SEQS; q++) {
+      StepOut want = { 0 };
+      int n = plan[step][q];
+      if (n == 0)
+        continue;
+      got[q].taps = download_f32 (d_taps[q], (gsize) n * 2 * f.hidden);
+      step_out_init (&want, &f, n, got[q].logits_from, taps, d_solo_taps, &solo_taps_tensor,
+                     &solo_out);
+      g_assert_true (dfl_target_forward (t, solo[q], ids[q], n, &solo_out, &error));
+      g_assert_no_error (error);
+      want.taps = download_f32 (d_solo_taps, (gsize) n * 2 * f.hidden);
+      g_assert_cmpint (dfl_target_seq_length (batched[q]), ==,
+                       dfl_target_seq_length (solo[q]));
+      assert_step_close (&f, &got[q], &want, 1e-4, &worst);
+      compared++;
+      step_out_clear (&want);
+      step_out_clear (&got[q]);
+    }
+  }
+  g_test_message ("%d sequence steps compared, worst relative error %.2e (bound 1e-4)",
+                  compared, worst);
+  for (int q = 0; q < SEQS; q++) {
+    dfl_target_seq_free (batched[q]);
+    dfl_target_seq_free (solo[q]);
+    dfl_cuda_free (device, d_taps[q]);
+  }
+  dfl_cuda_free (device, d_solo_taps);
+  fixture_close (&f);
+}
+
 /* Bad input: an error naming the value, the cache as it was (the next
  * forward gives what it gives on a sequence that never saw the bad call). */
 static void
@@ -720,11 +896,13 @@ main (int argc, char **argv)
     g_autofree char *p3 = g_strdup_printf ("/cuda-target/truncate/%s", variants[i]);
     g_autofree char *p4 = g_strdup_printf ("/cuda-target/chunks/%s", variants[i]);
     g_autofree char *p5 = g_strdup_printf ("/cuda-target/graph/%s", variants[i]);
+    g_autofree char *p6 = g_strdup_printf ("/cuda-target/batch/%s", variants[i]);
     g_test_add_data_func (p1, variants[i], test_parity_f32);
     g_test_add_data_func (p2, variants[i], test_parity_stored);
     g_test_add_data_func (p3, variants[i], test_truncate);
     g_test_add_data_func (p4, variants[i], test_chunks);
     g_test_add_data_func (p5, variants[i], test_graph);
+    g_test_add_data_func (p6, variants[i], test_batch);
   }
   g_test_add_func ("/cuda-target/bad-input", test_bad_input);
   g_test_add_func ("/cuda-target/random", test_random);

@@ -1,37 +1,20 @@
-/* gst-dflash — which back ends run the target: the one file of the core
- * that knows what this build has (the registry of kernels/backend says
- * which back ends exist; this says which of them have a target engine). */
-#ifdef HAVE_CONFIG_H
-#include "config.h"
-#endif
-
+/* gst-dflash — which engine runs the target on a back end: the host's
+ * (target-cpu.c: the checkpoint used in place) on the CPU, the device
+ * engine (target-device.c: the weights put on the device, the same
+ * forward) on any other back end this build has; whether that device runs
+ * a target is its capabilities' to say (the upload checks). */
 #include "target-private.h"
 
 #include "dfl-error.h"
 
-#ifdef HAVE_CUDA
-#include "cuda/cuda-target.h"
-#endif
-
 const DflTargetEngine *
 dfl_target_engine_for (DflBackendId backend, GError **error)
 {
-  switch (backend) {
-    case DFL_BACKEND_CPU:
-      return &dfl_target_cpu_engine;
-#ifdef HAVE_CUDA
-    case DFL_BACKEND_CUDA:
-      return &dfl_cuda_target_engine;
-#endif
-    default:
-      break;
-  }
-  if (!dfl_backend_built (backend))
-    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                 "backend=%s is not available in this build", dfl_backend_name (backend));
-  else
-    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                 "backend=%s runs no target: its kernels run the drafter only",
-                 dfl_backend_name (backend));
+  if (backend == DFL_BACKEND_CPU)
+    return &dfl_target_cpu_engine;
+  if (dfl_backend_built (backend))
+    return &dfl_device_target_engine;
+  g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+               "backend=%s is not available in this build", dfl_backend_name (backend));
   return NULL;
 }

@@ -1,10 +1,9 @@
 /* gst-dflash — what a back end's target engine provides (target.h's
  * inside): target.c checks every call's arguments and resolves what the
  * caller asked a forward for into memory the engine writes; the engine
- * (target-cpu.c, cuda/cuda-target.c) puts the weights where its device
- * reads them and runs the forward written over the ops (target-forward.c).
- * target-engines.c is the one place that knows which engines this build
- * has.
+ * (target-cpu.c on the host, target-device.c on any other device) puts
+ * the weights where its device reads them and runs the forward written
+ * over the ops (target-forward.c); target-engines.c hands them out.
  */
 #pragma once
 
@@ -40,6 +39,8 @@ typedef struct {
 typedef struct _DflTargetModel DflTargetModel;
 
 typedef struct {
+  /* the host's engine: DFL_BACKEND_CPU; the device engine's targets are of
+   * their device's back end */
   DflBackendId backend;
   /* whether its forward gives taps in host rows (a device engine keeps
    * them on its device, for a drafter there) */
@@ -98,5 +99,7 @@ const DflTargetEngine *dfl_target_engine_for (DflBackendId backend, GError **err
 
 /* The host's engine (target-cpu.c). */
 extern const DflTargetEngine dfl_target_cpu_engine;
+/* The engine of a target put on another device (target-device.c). */
+extern const DflTargetEngine dfl_device_target_engine;
 
 G_END_DECLS

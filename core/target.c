@@ -64,7 +64,7 @@ dfl_target_new_random (DflDevice *device, const DflQwen3Config *c, DflDtype type
   if (!engine->new_random) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                  "backend=%s makes no random target: it reads a checkpoint (dfl_target_load)",
-                 dfl_backend_name (engine->backend));
+                 dfl_backend_name (dfl_device_backend (device)));
     return NULL;
   }
   return engine->new_random (device, c, type, seed, error);
@@ -103,7 +103,7 @@ dfl_target_device (const DflTarget *t)
 DflBackendId
 dfl_target_backend (const DflTarget *t)
 {
-  return t->engine->backend;
+  return t->device ? dfl_device_backend (t->device) : t->engine->backend;
 }
 
 guint64

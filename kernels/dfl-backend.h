@@ -137,8 +137,9 @@ typedef enum {
   DFL_OP_CAPTURE_BEGIN,   /* the graph ops: any dtype */
   DFL_OP_CAPTURE_END,
   DFL_OP_GRAPH_LAUNCH,
+  DFL_OP_FILL_RANDOM,     /* dtype: the tensor's (F32, F16, BF16) */
 } DflOp;
-#define DFL_N_OPS (DFL_OP_GRAPH_LAUNCH + 1)
+#define DFL_N_OPS (DFL_OP_FILL_RANDOM + 1)
 
 /* "matmul", "rmsnorm", … */
 const char *dfl_op_name (DflOp op);
@@ -240,6 +241,13 @@ gboolean dfl_op_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor
 gboolean dfl_op_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **error);
 /* Wait for the device's queue: FALSE with the first failure of the work
  * queued since the last sync. */
+/* t (F32, F16 or BF16, packed) filled with values uniform in [-scale,
+ * scale): element i is a hash of (seed, i) (splitmix64's finaliser, 24
+ * bits), rounded to the type to nearest even, so every back end that runs
+ * it writes the same bits. For weights of benchmarks and tests made where
+ * they are used (16 GB of a Qwen3-8B shape need not cross the bus). */
+gboolean dfl_op_fill_random (DflDevice *dev, DflTensor *t, guint64 seed, float scale,
+                             GError **error);
 gboolean dfl_op_sync (DflDevice *dev, GError **error);
 
 /* Graphs (CUDA): the ops a thread dispatches between capture_begin and

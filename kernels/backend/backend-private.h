@@ -89,6 +89,8 @@ struct _DflBackendOps {
   gpointer (*capture_end) (DflDevice *dev, GError **error);
   gboolean (*graph_launch) (DflDevice *dev, gpointer graph, GError **error);
   void (*graph_free) (DflDevice *dev, gpointer graph);
+  gboolean (*fill_random) (DflDevice *dev, DflTensor *t, guint64 seed, float scale,
+                           GError **error);
 };
 
 /* The tables (ops-cpu.c always; ops-cuda.c and ops-vulkan.c where built). */

@@ -310,6 +310,35 @@ cpu_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **erro
   return TRUE;
 }
 
+/* splitmix64's finaliser: a good 64-bit mix of (seed, index); the CUDA
+ * kernel's (dfl-cuda-kernels.cu) to the bit */
+static guint64
+mix64 (guint64 z)
+{
+  z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+static gboolean
+cpu_fill_random (DflDevice *dev, DflTensor *t, guint64 seed, float scale, GError **error)
+{
+  gsize n = dfl_tensor_n_elements (t);
+  guint8 *dst = dfl_tensor_data (t);
+
+  for (gsize i = 0; i < n; i++) {
+    guint64 h = mix64 (seed * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15) + i + 1);
+    float u = (float) (h >> 40) * (1.0f / 16777216.0f);   /* [0, 1) in 24 bits */
+    float v = (2.0f * u - 1.0f) * scale;
+
+    if (t->dtype == DFL_DTYPE_F32)
+      ((float *) dst)[i] = v;
+    else
+      ((guint16 *) dst)[i] = t->dtype == DFL_DTYPE_F16 ? dfl_f32_to_f16 (v) : dfl_f32_to_bf16 (v);
+  }
+  return TRUE;
+}
+
 static gboolean
 cpu_sync (DflDevice *dev, GError **error)
 {
@@ -333,4 +362,5 @@ const DflBackendOps dfl_backend_cpu_ops = {
   .copy_rows = cpu_copy_rows,
   .convert = cpu_convert,
   .sync = cpu_sync,
+  .fill_random = cpu_fill_random,
 };

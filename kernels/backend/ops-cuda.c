@@ -257,6 +257,14 @@ cuda_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **err
 }
 
 static gboolean
+cuda_fill_random (DflDevice *dev, DflTensor *t, guint64 seed, float scale, GError **error)
+{
+  LAUNCH (dev, dfl_cuda_fill_random (NATIVE (dev), dfl_tensor_data (t), t->dtype,
+                                     dfl_tensor_n_elements (t), seed, scale));
+  return TRUE;
+}
+
+static gboolean
 cuda_sync (DflDevice *dev, GError **error)
 {
   return dfl_cuda_sync (NATIVE (dev), error);
@@ -340,4 +348,5 @@ const DflBackendOps dfl_backend_cuda_ops = {
   .capture_end = cuda_capture_end,
   .graph_launch = cuda_graph_launch,
   .graph_free = cuda_graph_free,
+  .fill_random = cuda_fill_random,
 };

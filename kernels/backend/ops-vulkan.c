@@ -12,7 +12,8 @@
  * inv_freq); attention runs one query row a launch, its keys [lo, hi − 1)
  * the kernel's context and key hi − 1 its block row (in key order, so the
  * softmax sums as a plain pass would); embed one id a launch. Argmax and
- * convert have no kernel and graphs no Vulkan form: the capabilities say so.
+ * convert and fill_random have no kernel and graphs no Vulkan form: the
+ * capabilities say so.
  */
 #include "backend-private.h"
 #include "dfl-vk.h"
@@ -52,6 +53,7 @@ vk_caps (DflDevice *dev, DflOp op, DflDtype dtype)
   switch (op) {
   case DFL_OP_ARGMAX:
   case DFL_OP_CONVERT:
+  case DFL_OP_FILL_RANDOM:
   case DFL_OP_CAPTURE_BEGIN:
   case DFL_OP_CAPTURE_END:
   case DFL_OP_GRAPH_LAUNCH:

@@ -24,6 +24,7 @@ static const char *const op_names[DFL_N_OPS] = {
   [DFL_OP_CAPTURE_BEGIN] = "capture_begin",
   [DFL_OP_CAPTURE_END] = "capture_end",
   [DFL_OP_GRAPH_LAUNCH] = "graph_launch",
+  [DFL_OP_FILL_RANDOM] = "fill_random",
 };
 
 const char *
@@ -52,6 +53,7 @@ dfl_op_takes_dtype (DflOp op, DflDtype dtype)
   switch (op) {
   case DFL_OP_MATMUL:
   case DFL_OP_EMBED:
+  case DFL_OP_FILL_RANDOM:
     return dfl_dtype_is_float (dtype);
   case DFL_OP_CONVERT:
     return dtype == DFL_DTYPE_F16 || dtype == DFL_DTYPE_BF16;
@@ -516,6 +518,22 @@ dfl_op_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, D
         && same (&c, "row0's size", row0->ne[0], "one start row", 1)))
     return FALSE;
   return dev->backend->ops->copy_rows (dev, src, row0, dst, error);
+}
+
+gboolean
+dfl_op_fill_random (DflDevice *dev, DflTensor *t, guint64 seed, float scale, GError **error)
+{
+  Check c;
+
+  g_return_val_if_fail (t != NULL, FALSE);
+  c = check_op (dev, DFL_OP_FILL_RANDOM, t->dtype, error);
+  if (!(tensor (&c, "t", t, t->dtype, 4, FALSE) && packed (&c, "t", t)))
+    return FALSE;
+  if (!(scale >= 0.0f && scale < G_MAXFLOAT)) {
+    fail (&c, DFL_ERROR_INVALID, "scale %g is not a finite value ≥ 0", scale);
+    return FALSE;
+  }
+  return dev->backend->ops->fill_random (dev, t, seed, scale, error);
 }
 
 gboolean

@@ -870,6 +870,75 @@ test_graph (gconstpointer data)
   release ();
 }
 
+/* fill_random: element i from the hash of (seed, i) written out here
+ * again, as every back end must give it (F32, and rounded to F16 and BF16
+ * to nearest even); uniform in [-scale, scale) (its mean near 0); another
+ * seed, other values. A back end without it refuses, naming the op. */
+static void
+test_fill_random (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const DflDtype types[] = { DFL_DTYPE_F32, DFL_DTYPE_F16, DFL_DTYPE_BF16 };
+  const int n = 3001;
+  const float scale = 0.25f;
+
+  if (!dev)
+    return;
+  if (!dfl_device_supports (dev, DFL_OP_FILL_RANDOM, DFL_DTYPE_F32)) {
+    g_autoptr (GError) error = NULL;
+    DflTensor a = put (dev, DFL_DTYPE_F32, 4, 1, 1, NULL);
+    assert_refused (dfl_op_fill_random (dev, &a, 1, 1.0f, &error), &error, DFL_ERROR_UNSUPPORTED,
+                    "fill_random", dfl_backend_name (dfl_device_backend (dev)));
+    release ();
+    return;
+  }
+  for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++) {
+    DflTensor t = put (dev, types[ti], n, 1, 1, NULL), u = put (dev, types[ti], n, 1, 1, NULL);
+    gsize size = dfl_dtype_size (types[ti]);
+    g_autofree guint8 *got = g_malloc (n * size), *other = g_malloc (n * size);
+    double sum = 0.0;
+    int differ = 0;
+
+    OK (dfl_op_fill_random (dev, &t, 7, scale, &op_error));
+    OK (dfl_op_fill_random (dev, &u, 8, scale, &op_error));
+    get (dev, &t, got);
+    get (dev, &u, other);
+    for (int i = 0; i < n; i++) {
+      guint64 z = 7 * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15) + (guint64) i + 1;
+      float v, w;
+      guint16 h;
+
+      z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xbf58476d1ce4e5b9);
+      z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94d049bb133111eb);
+      z ^= z >> 31;
+      v = (float) ((double) (z >> 40) / 16777216.0 * 2.0 - 1.0) * scale;
+      switch (types[ti]) {
+        case DFL_DTYPE_F32:
+          g_assert_cmpmem (got + i * size, size, &v, size);
+          w = v;
+          break;
+        default:
+          h = types[ti] == DFL_DTYPE_F16 ? dfl_f32_to_f16 (v) : dfl_f32_to_bf16 (v);
+          g_assert_cmpmem (got + i * size, size, &h, size);
+          w = types[ti] == DFL_DTYPE_F16 ? dfl_f16_to_f32 (h) : dfl_bf16_to_f32 (h);
+          break;
+      }
+      g_assert_cmpfloat (fabsf (w), <=, scale);
+      sum += w;
+      differ += memcmp (got + i * size, other + i * size, size) != 0;
+    }
+    g_assert_cmpfloat (fabs (sum / n), <, 0.02);
+    g_assert_cmpint (differ, >, n * 9 / 10);
+  }
+  {
+    g_autoptr (GError) error = NULL;
+    DflTensor a = put (dev, DFL_DTYPE_F32, 4, 1, 1, NULL);
+    assert_refused (dfl_op_fill_random (dev, &a, 1, -1.0f, &error), &error, DFL_ERROR_INVALID,
+                    "fill_random", "scale -1");
+  }
+  release ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -882,7 +951,7 @@ main (int argc, char **argv)
     { "row_conv", test_row_conv }, { "embed", test_embed }, { "copy_rows", test_copy_rows },
     { "convert", test_convert }, { "argmax", test_argmax }, { "top_k", test_top_k },
     { "select_rescore", test_select_rescore }, { "refusals", test_refusals },
-    { "graph", test_graph },
+    { "graph", test_graph }, { "fill_random", test_fill_random },
   };
   g_autoptr (GError) error = NULL;
   int status;

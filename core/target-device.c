@@ -1,14 +1,19 @@
-/* gst-dflash — the Qwen3 target on a CUDA device: the weights put on the
- * card (a loaded target's, or random ones made there) and described as a
- * DflTargetModel of device tensors; the sequences, their caches and the
- * forward are target-forward.c's, the same as the CPU's (the engine behind
- * target.h for backend=cuda). */
-#include "cuda-target.h"
+/* gst-dflash — the Qwen3 target on a device other than the host: the
+ * weights put there (a loaded target's, as the checkpoint stores them or
+ * widened to F32 for exact parity tests, or random ones made there by
+ * fill_random) and described as a DflTargetModel of device tensors; the
+ * sequences, their KV caches and the forward are target-forward.c's, the
+ * same as the CPU's. Written over the back-end interface only: a device
+ * runs a target where it has the ops the forward needs (checked when the
+ * weights go up), which today is CUDA. Where the device records graphs,
+ * decode and verify steps replay a captured graph of the pass
+ * (target-forward.c); longer inputs go through in passes of chunk_rows
+ * rows. */
+#include "target-private.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "dfl-cuda.h"
 #include "dfl-error.h"
 #include "dfl-kernels.h"
 #include "qwen3-weights.h"
@@ -25,13 +30,13 @@ typedef struct {
   GPtrArray *allocations;   /* every weight buffer on the card, freed together */
   DflTargetModel model;     /* the weights as tensors of those buffers */
   guint64 weight_bytes;
-} CudaTarget;
+} DeviceTarget;
 
-static void cuda_target_free (CudaTarget *t);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (CudaTarget, cuda_target_free)
+static void device_target_free (DeviceTarget *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DeviceTarget, device_target_free)
 
 static gpointer
-card_alloc (CudaTarget *t, gsize bytes, GError **error)
+device_weights_alloc (DeviceTarget *t, gsize bytes, GError **error)
 {
   gpointer d = dfl_device_alloc (t->device, bytes, error);
 
@@ -42,9 +47,9 @@ card_alloc (CudaTarget *t, gsize bytes, GError **error)
 
 /* `n` floats on the card as a [1][n] tensor (a norm, a bias, inv_freq). */
 static gboolean
-upload_vector_f32 (CudaTarget *t, const float *src, gint64 n, DflTensor *out, GError **error)
+upload_vector_f32 (DeviceTarget *t, const float *src, gint64 n, DflTensor *out, GError **error)
 {
-  gpointer d = card_alloc (t, n * sizeof (float), error);
+  gpointer d = device_weights_alloc (t, n * sizeof (float), error);
 
   if (!d || !dfl_device_upload (t->device, d, 0, src, n * sizeof (float), error))
     return FALSE;
@@ -55,7 +60,7 @@ upload_vector_f32 (CudaTarget *t, const float *src, gint64 n, DflTensor *out, GE
 /* --- from a loaded CPU target --- */
 
 static gboolean
-upload_vector (CudaTarget *t, const DflStoredTensor *tensor, DflTensor *out, GError **error)
+upload_vector (DeviceTarget *t, const DflStoredTensor *tensor, DflTensor *out, GError **error)
 {
   g_autofree float *host = dfl_tensor_dup_f32 (tensor);
 
@@ -66,7 +71,7 @@ upload_vector (CudaTarget *t, const DflStoredTensor *tensor, DflTensor *out, GEr
  * as the CPU kernels widen each row) where asked, else as stored, which
  * the card must then multiply. */
 static gboolean
-upload_matrix (CudaTarget *t, const DflStoredTensor *tensor, DflTargetWeights as, DflTensor *out,
+upload_matrix (DeviceTarget *t, const DflStoredTensor *tensor, DflTargetWeights as, DflTensor *out,
                GError **error)
 {
   gint64 rows = tensor->shape[0], cols = tensor->shape[1];
@@ -75,7 +80,7 @@ upload_matrix (CudaTarget *t, const DflStoredTensor *tensor, DflTargetWeights as
   if (as == DFL_TARGET_F32 && tensor->dtype != DFL_DTYPE_F32) {
     g_autofree float *host = dfl_tensor_dup_f32 (tensor);
     gsize bytes = (gsize) rows * cols * sizeof (float);
-    if (!(d = card_alloc (t, bytes, error))
+    if (!(d = device_weights_alloc (t, bytes, error))
         || !dfl_device_upload (t->device, d, 0, host, bytes, error))
       return FALSE;
     *out = dfl_tensor_2d (t->device, d, 0, DFL_DTYPE_F32, rows, cols);
@@ -87,7 +92,7 @@ upload_matrix (CudaTarget *t, const DflStoredTensor *tensor, DflTargetWeights as
                    dfl_device_describe (t->device));
       return FALSE;
     }
-    if (!(d = card_alloc (t, tensor->n_bytes, error))
+    if (!(d = device_weights_alloc (t, tensor->n_bytes, error))
         || !dfl_device_upload (t->device, d, 0, tensor->data, tensor->n_bytes, error))
       return FALSE;
     *out = dfl_tensor_2d (t->device, d, 0, tensor->dtype, rows, cols);
@@ -97,7 +102,7 @@ upload_matrix (CudaTarget *t, const DflStoredTensor *tensor, DflTargetWeights as
 }
 
 static gboolean
-upload_layer (CudaTarget *t, const DflQwen3LayerTensors *w, const DflQwen3Config *c,
+upload_layer (DeviceTarget *t, const DflQwen3LayerTensors *w, const DflQwen3Config *c,
               DflTargetLayer *l, DflTargetWeights as, GError **error)
 {
   DflTensor *norms[DFL_QWEN3_N_NORMS] = { NULL };
@@ -133,10 +138,10 @@ upload_layer (CudaTarget *t, const DflQwen3LayerTensors *w, const DflQwen3Config
   return TRUE;
 }
 
-static CudaTarget *
+static DeviceTarget *
 target_alloc (DflDevice *device, const DflQwen3Config *c)
 {
-  CudaTarget *t = g_new0 (CudaTarget, 1);
+  DeviceTarget *t = g_new0 (DeviceTarget, 1);
 
   t->device = dfl_device_ref (device);
   t->allocations = g_ptr_array_new ();
@@ -147,11 +152,24 @@ target_alloc (DflDevice *device, const DflQwen3Config *c)
   return t;
 }
 
-/* What rope needs, said before anything is uploaded (the other limits of
- * the card's ops are said by the ops, naming the value). */
+/* The device has every op of F32 the forward runs, and rope its pairs:
+ * said before anything is uploaded (the weights' types are checked as they
+ * go up; the other limits of the ops are said by the ops, naming the
+ * value). */
 static gboolean
-check_supported (const DflQwen3Config *c, const char *origin, GError **error)
+check_supported (DflDevice *device, const DflQwen3Config *c, const char *origin, GError **error)
 {
+  static const DflOp needed[] = { DFL_OP_RMSNORM, DFL_OP_ROPE, DFL_OP_ATTENTION,
+                                  DFL_OP_SILU_MUL, DFL_OP_ADD, DFL_OP_ARGMAX, DFL_OP_COPY_ROWS };
+
+  for (guint i = 0; i < G_N_ELEMENTS (needed); i++)
+    if (!dfl_device_supports (device, needed[i], DFL_DTYPE_F32)) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                   "backend=%s runs no target: %s has no %s, which the target's forward needs",
+                   dfl_backend_name (dfl_device_backend (device)), dfl_device_describe (device),
+                   dfl_op_name (needed[i]));
+      return FALSE;
+    }
   if (c->head_dim % 2 != 0) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
                  "%s: head_dim %d is odd; rope needs pairs", origin, c->head_dim);
@@ -161,7 +179,7 @@ check_supported (const DflQwen3Config *c, const char *origin, GError **error)
 }
 
 static gboolean
-upload_inv_freq (CudaTarget *t, const DflQwen3Config *c, GError **error)
+upload_inv_freq (DeviceTarget *t, const DflQwen3Config *c, GError **error)
 {
   int half = c->head_dim / 2;
   g_autofree float *host = g_new (float, half);
@@ -173,7 +191,7 @@ upload_inv_freq (CudaTarget *t, const DflQwen3Config *c, GError **error)
 /* The head: the embedding's memory when tied. Per step the head is read
  * whole and one row of the embedding. */
 static void
-count_tables (CudaTarget *t, const DflQwen3Config *c)
+count_tables (DeviceTarget *t, const DflQwen3Config *c)
 {
   t->weight_bytes -= dfl_tensor_bytes (&t->model.embed);
   if (c->tie_word_embeddings) {
@@ -183,15 +201,15 @@ count_tables (CudaTarget *t, const DflQwen3Config *c)
   t->weight_bytes += (guint64) c->hidden * dfl_dtype_size (t->model.embed.dtype);
 }
 
-static CudaTarget *
-cuda_target_new (DflDevice *device, const DflTarget *cpu, DflTargetWeights as, GError **error)
+static DeviceTarget *
+device_target_new (DflDevice *device, const DflTarget *cpu, DflTargetWeights as, GError **error)
 {
   const DflQwen3Config *c = dfl_target_config (cpu);
-  g_autoptr (CudaTarget) t = NULL;
+  g_autoptr (DeviceTarget) t = NULL;
   DflQwen3Tensors w;
   gboolean ok;
 
-  if (!check_supported (c, dfl_target_dir (cpu), error)
+  if (!check_supported (device, c, dfl_target_dir (cpu), error)
       || !dfl_qwen3_tensors_find (&w, dfl_target_tensors (cpu), c, error))
     return NULL;
   t = target_alloc (device, c);
@@ -215,33 +233,34 @@ cuda_target_new (DflDevice *device, const DflTarget *cpu, DflTargetWeights as, G
 /* --- random weights made on the card --- */
 
 static gboolean
-random_matrix (CudaTarget *t, gint64 rows, gint64 cols, DflDtype type, float scale,
+random_matrix (DeviceTarget *t, gint64 rows, gint64 cols, DflDtype type, float scale,
                guint64 seed, DflTensor *out, GError **error)
 {
   gsize n = (gsize) rows * cols;
-  gpointer d = card_alloc (t, n * dfl_dtype_size (type), error);
+  gpointer d = device_weights_alloc (t, n * dfl_dtype_size (type), error);
 
   if (!d)
     return FALSE;
-  /* filled by a kernel of the card: a hash of the index, the same for the
-   * same seed */
-  dfl_cuda_fill_random (dfl_device_native (t->device), d, type, n, seed, scale);
+  /* filled where they lie: a hash of the index, the same for the same
+   * seed on every device */
   *out = dfl_tensor_2d (t->device, d, 0, type, rows, cols);
+  if (!dfl_op_fill_random (t->device, out, seed, scale, error))
+    return FALSE;
   t->weight_bytes += dfl_tensor_bytes (out);
   return TRUE;
 }
 
-static CudaTarget *
-cuda_target_new_random (DflDevice *device, const DflQwen3Config *c, DflDtype type,
+static DeviceTarget *
+device_target_new_random (DflDevice *device, const DflQwen3Config *c, DflDtype type,
                         guint64 seed, GError **error)
 {
-  g_autoptr (CudaTarget) t = NULL;
+  g_autoptr (DeviceTarget) t = NULL;
   int hs = c->hidden, width = MAX (hs, c->head_dim);
   g_autofree float *ones = g_new (float, width);
   DflTensor d_ones;
   guint64 stream = seed * 1000003u;   /* each matrix its own stream of the hash */
 
-  if (!check_supported (c, "random target", error))
+  if (!check_supported (device, c, "random target", error))
     return NULL;
   t = target_alloc (device, c);
   for (int i = 0; i < width; i++)
@@ -289,7 +308,7 @@ cuda_target_new_random (DflDevice *device, const DflQwen3Config *c, DflDtype typ
 }
 
 static void
-cuda_target_free (CudaTarget *t)
+device_target_free (DeviceTarget *t)
 {
   if (!t)
     return;
@@ -304,24 +323,24 @@ cuda_target_free (CudaTarget *t)
 }
 
 static void
-cuda_target_tables (const DflTarget *target, DflTensor *embedding, DflTensor *head)
+device_target_tables (const DflTarget *target, DflTensor *embedding, DflTensor *head)
 {
   *embedding = target->model->embed;
   *head = target->model->head;
 }
 
 static void
-cuda_target_set_use_graph (gpointer impl, gboolean use_graph)
+device_target_set_use_graph (gpointer impl, gboolean use_graph)
 {
-  CudaTarget *t = impl;
+  DeviceTarget *t = impl;
 
   g_atomic_int_set (&t->model.no_graphs, !use_graph);
 }
 
 static void
-cuda_target_set_chunk_rows (gpointer impl, int rows)
+device_target_set_chunk_rows (gpointer impl, int rows)
 {
-  CudaTarget *t = impl;
+  DeviceTarget *t = impl;
 
   g_atomic_int_set (&t->model.chunk_rows, rows);
 }
@@ -329,49 +348,48 @@ cuda_target_set_chunk_rows (gpointer impl, int rows)
 /* --- the engine --- */
 
 static DflTarget *
-target_wrap (DflDevice *device, const DflQwen3Config *c, const char *origin, CudaTarget *t)
+target_wrap (DflDevice *device, const DflQwen3Config *c, const char *origin, DeviceTarget *t)
 {
   DflTarget *target;
 
   if (!t)
     return NULL;
-  target = dfl_target_wrap (&dfl_cuda_target_engine, device, c, origin, t);
+  target = dfl_target_wrap (&dfl_device_target_engine, device, c, origin, t);
   target->weight_bytes = t->weight_bytes;
   target->model = &t->model;
   return target;
 }
 
 static DflTarget *
-cuda_target_upload (const DflTarget *host, DflDevice *device, DflTargetWeights as,
+device_target_upload (const DflTarget *host, DflDevice *device, DflTargetWeights as,
                     GError **error)
 {
   return target_wrap (device, dfl_target_config (host), dfl_target_dir (host),
-                      cuda_target_new (device, host, as, error));
+                      device_target_new (device, host, as, error));
 }
 
 static DflTarget *
-cuda_target_random (DflDevice *device, const DflQwen3Config *c, DflDtype type, guint64 seed,
+device_target_random (DflDevice *device, const DflQwen3Config *c, DflDtype type, guint64 seed,
                     GError **error)
 {
   return target_wrap (device, c, "random target",
-                      cuda_target_new_random (device, c, type, seed, error));
+                      device_target_new_random (device, c, type, seed, error));
 }
 
 static void
-cuda_target_release (gpointer impl)
+device_target_release (gpointer impl)
 {
-  cuda_target_free (impl);
+  device_target_free (impl);
 }
 
-const DflTargetEngine dfl_cuda_target_engine = {
-  .backend = DFL_BACKEND_CUDA,
+const DflTargetEngine dfl_device_target_engine = {
   .host_taps = FALSE,
-  .upload = cuda_target_upload,
-  .new_random = cuda_target_random,
-  .free = cuda_target_release,
-  .tables = cuda_target_tables,
-  .set_use_graph = cuda_target_set_use_graph,
-  .set_chunk_rows = cuda_target_set_chunk_rows,
+  .upload = device_target_upload,
+  .new_random = device_target_random,
+  .free = device_target_release,
+  .tables = device_target_tables,
+  .set_use_graph = device_target_set_use_graph,
+  .set_chunk_rows = device_target_set_chunk_rows,
   .seq_new = dfl_target_ops_seq_new,
   .seq_free = dfl_target_ops_seq_free,
   .seq_reserve = dfl_target_ops_seq_reserve,

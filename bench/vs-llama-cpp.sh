@@ -2,7 +2,8 @@
 # gst-dflash beside llama.cpp on the same GGUF files, on the CPU, 2 threads.
 #
 #   bash bench/vs-llama-cpp.sh [BUILD_DIR] [CACHE_DIR]
-#       (defaults: build, ~/.cache/gst-dflash; REPS=3 alternating rounds)
+#       (defaults: build, ~/.cache/gst-dflash; REPS=3 alternating rounds,
+#        FILES="f32 bf16 f16 Q8_0 Q4_K_M", PROMPTS=10)
 #
 # Builds llama.cpp's CPU tools once into the cache (bench/llama-cpp-build.sh,
 # from PyPI's llama-cpp-python source distribution), writes a random Qwen3
@@ -65,7 +66,7 @@ ours () {
 }
 
 printf "%-34s %12s %12s %8s %14s\n" "file" "llama.cpp t/s" "ours t/s" "× llama" "ours × floor"
-for f in f32 bf16 f16 Q8_0 Q4_K_M; do
+for f in ${FILES:-f32 bf16 f16 Q8_0 Q4_K_M}; do
   file="$model-$f.gguf"
   l_sum=0 o_sum=0 n=0 floor="" err=""
   for r in $(seq "$reps"); do

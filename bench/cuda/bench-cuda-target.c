@@ -1,6 +1,7 @@
 /* gst-dflash — the CUDA target's step times against the card's bandwidth floor.
  *
- *   bench-cuda-target [--context N] [--steps N] [--verify N] [--layers N] [--device N]
+ *   bench-cuda-target [--context N] [--steps N] [--verify N] [--batch N] [--layers N]
+ *                     [--device N]
  *
  * A Qwen3-8B-shaped target (36 layers, hidden 4096, 32 heads over 8,
  * head_dim 128, intermediate 12288, vocab 151936, untied) with random BF16
@@ -17,6 +18,10 @@
  * each byte once but moves it twice, so that floor is about twice as far off
  * as a step that only reads. A benchmark, not a test: it asserts nothing
  * about time.
+ * With --batch N (default 0: none) it then gives N sequences the same
+ * context and times a step of all of them, one row each, in one
+ * dfl_target_forward_batch, against the plain decode step above: the
+ * aggregate tokens/s of N sequences decoding together.
  */
 #include <glib.h>
 #include <stdio.h>
@@ -30,6 +35,39 @@
 
 /* Median seconds of `steps` forwards of `rows` tokens at position `at`, the
  * cache truncated back to `at` after each; every row's argmax comes back. */
+/* Median seconds of `steps` batched forwards of one row of each of `n`
+ * sequences at position `at`, each cache truncated back after each. */
+static gboolean
+time_batch (DflTarget *t, DflTargetSeq **seqs, int n, int at, int steps, GRand *rng,
+            double *seconds, GError **error)
+{
+  int vocab = dfl_target_config (t)->vocab;
+  g_autofree int *ids = g_new (int, n);
+  g_autofree int32_t *argmax = g_new (int32_t, n);
+  g_autofree DflForwardOut *outs = g_new0 (DflForwardOut, n);
+  g_autofree DflTargetBatchItem *items = g_new (DflTargetBatchItem, n);
+  g_autofree double *times = g_new (double, steps);
+
+  for (int b = 0; b < n; b++) {
+    outs[b].argmax = &argmax[b];
+    items[b] = (DflTargetBatchItem) { seqs[b], &ids[b], 1, &outs[b] };
+  }
+  for (int s = -3; s < steps; s++) {   /* three warm-up steps */
+    double t0;
+    for (int b = 0; b < n; b++)
+      ids[b] = g_rand_int_range (rng, 0, vocab);
+    t0 = dfl_bench_now ();
+    if (!dfl_target_forward_batch (t, items, n, error))
+      return FALSE;
+    if (s >= 0)
+      times[s] = dfl_bench_now () - t0;
+    for (int b = 0; b < n; b++)
+      dfl_target_seq_truncate (seqs[b], at);
+  }
+  *seconds = dfl_bench_median (times, steps);
+  return TRUE;
+}
+
 static gboolean
 time_steps (DflTarget *t, DflTargetSeq *seq, int at, int rows, int steps,
             GRand *rng, double *seconds, GError **error)
@@ -59,11 +97,12 @@ time_steps (DflTarget *t, DflTargetSeq *seq, int at, int rows, int steps,
 int
 main (int argc, char **argv)
 {
-  int context = 1024, steps = 32, verify = 16, layers = 36, ordinal = 0;
+  int context = 1024, steps = 32, verify = 16, layers = 36, ordinal = 0, batch = 0;
   GOptionEntry entries[] = {
     { "context", 0, 0, G_OPTION_ARG_INT, &context, "Tokens in the cache when timing (1024)", "N" },
     { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed forwards of each kind (32)", "N" },
     { "verify", 0, 0, G_OPTION_ARG_INT, &verify, "Rows of a verify step (16)", "N" },
+    { "batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences of a batched decode step (0: none)", "N" },
     { "layers", 0, 0, G_OPTION_ARG_INT, &layers, "Layers of the model (36)", "N" },
     { "device", 0, 0, G_OPTION_ARG_INT, &ordinal, "CUDA device ordinal (0)", "N" },
     { NULL }
@@ -83,6 +122,10 @@ main (int argc, char **argv)
   g_option_context_add_main_entries (octx, entries, NULL);
   if (!g_option_context_parse (octx, &argc, &argv, &error)) {
     fprintf (stderr, "bench-cuda-target: %s\n", error->message);
+    return 2;
+  }
+  if (batch < 0 || batch > 256) {
+    fprintf (stderr, "bench-cuda-target: --batch %d is not 0 … 256\n", batch);
     return 2;
   }
   if (context < 1 || steps < 1 || verify < 1 || layers < 1) {
@@ -175,6 +218,30 @@ main (int argc, char **argv)
           t_verify / floor_s <= (context >= 4096 ? 1.5 : 1.3) ? "met" : "not met");
   printf ("(decode's rows/s is its tokens/s; a verify step checks its rows, "
           "not all are accepted)\n");
+  if (batch > 0) {
+    /* every sequence the same context, prefilled in chunks as above */
+    g_autofree DflTargetSeq **seqs = g_new0 (DflTargetSeq *, batch);
+    double t_batch;
+    gboolean ok = TRUE;
+
+    for (int b = 0; ok && b < batch; b++) {
+      DflForwardOut out = { 0 };
+      int32_t last;
+      out.logits_from = context - 1;
+      out.argmax = &last;
+      ok = (seqs[b] = dfl_target_seq_new (t)) && dfl_target_seq_reserve (seqs[b], context + 1,
+                                                                         &error)
+           && dfl_target_forward (t, seqs[b], prompt, context, &out, &error);
+    }
+    ok = ok && time_batch (t, seqs, batch, context, steps, rng, &t_batch, &error);
+    for (int b = 0; b < batch; b++)
+      g_clear_pointer (&seqs[b], dfl_target_seq_free);
+    if (!ok)
+      goto fail;
+    printf ("\nbatched decode: %d sequences, one row each, context %d: %.3f ms a step, "
+            "%.1f tokens/s,\n                %.2f× one sequence's decode (goal at 32: ≥ 20×)\n",
+            batch, context, t_batch * 1e3, batch / t_batch, batch * t_decode / t_batch);
+  }
   return 0;
 
 fail:

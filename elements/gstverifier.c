@@ -32,7 +32,11 @@
  * (one a sequence; it never waits for more) and verifies them in one target
  * pass (dfl_round_verify_batch), each sequence's verdict bitwise its own
  * pass's on the CPU. Where the target runs one sequence a forward (CUDA
- * today) they are verified one by one, and the log says so. The `batches`
+ * today) they are verified one by one, and the log says so. A round of the
+ * sequence the last one-round pass verified, arriving with nothing queued
+ * and the target idle, is verified in the streaming thread that brought
+ * it: one sequence decoding alone pays no hand-off to the task, and a
+ * second sequence's round still goes to the task, where rounds batch. The `batches`
  * and `max-batch` properties count the passes and their largest.
  *
  * Each round posts an element message `dflash-round` (sequence, round,
@@ -110,7 +114,14 @@ struct _GstVerifier {
   GCond cond;
   GQueue queue;
   gboolean flushing;
-  GstFlowReturn flow;         /* the task's last flow, for the chain to return */
+  GstFlowReturn flow;         /* the last pass's flow, for the chain to return */
+  /* A pass (or an event the task hands on) is under way, in the task or
+   * in the chain: the other waits. */
+  gboolean busy;
+  /* The sequence of the last round taken alone (has_last), for the chain's
+   * shortcut below. */
+  guint last_seq;
+  gboolean has_last;
   /* the target's engine refused batches: one sequence a forward from then on */
   gboolean one_by_one;
   /* figures */
@@ -877,6 +888,19 @@ joins_pass (Round *rounds, int n, GstDflashSeq *s)
   return TRUE;
 }
 
+/* A pass (or an event) is over: the other thread may go on; a flow
+ * other than OK stays for the chain to return. */
+static void
+pass_done (GstVerifier *self, GstFlowReturn ret)
+{
+  g_mutex_lock (&self->lock);
+  self->busy = FALSE;
+  if (ret != GST_FLOW_OK)
+    self->flow = ret;
+  g_cond_signal (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
 /* The task on the src pad: waits for what upstream queued; an event goes
  * on in its place; the rounds queued before it, as many as are ready (it
  * never waits for more), are verified in one pass. */
@@ -889,15 +913,17 @@ gst_verifier_loop (GstVerifier *self)
   int n = 0;
 
   g_mutex_lock (&self->lock);
-  while (!self->flushing && g_queue_is_empty (&self->queue))
+  while (!self->flushing && (self->busy || g_queue_is_empty (&self->queue)))
     g_cond_wait (&self->cond, &self->lock);
   if (self->flushing)
     goto flushing;
+  self->busy = TRUE;
   head = g_queue_peek_head (&self->queue);
   if (GST_IS_EVENT (head)) {
     g_queue_pop_head (&self->queue);
     g_mutex_unlock (&self->lock);
     handle_event (self, GST_EVENT (head));
+    pass_done (self, GST_FLOW_OK);
     return;
   }
   rounds = g_new0 (Round, g_queue_get_length (&self->queue));
@@ -910,11 +936,14 @@ gst_verifier_loop (GstVerifier *self)
     g_queue_delete_link (&self->queue, l);
     rounds[n++] = (Round) { .buf = buf, .meta = meta, .s = meta->seq };
   }
+  self->has_last = n == 1;
+  self->last_seq = rounds[0].s->id;
   g_mutex_unlock (&self->lock);
 
   ret = run_pass (self, rounds, n);
   for (int i = 0; i < n; i++)
     round_clear (&rounds[i]);
+  pass_done (self, GST_FLOW_OK);
   if (ret != GST_FLOW_OK)
     goto paused;
   return;
@@ -957,6 +986,7 @@ gst_verifier_src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mode,
   g_mutex_lock (&self->lock);
   self->flushing = !active;
   self->flow = GST_FLOW_OK;
+  self->has_last = FALSE;
   if (!active) {
     clear_queue (self);
     g_cond_signal (&self->cond);
@@ -997,6 +1027,7 @@ gst_verifier_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       clear_queue (self);
       self->flushing = FALSE;
       self->flow = GST_FLOW_OK;
+      self->has_last = FALSE;
       g_mutex_unlock (&self->lock);
       reset (self);
       ret = gst_pad_event_default (pad, parent, event);
@@ -1020,24 +1051,39 @@ gst_verifier_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
   return TRUE;
 }
 
-/* Queue the round for the task; the task's last flow comes back. */
+/* Verify the round here where the sequence decodes alone, else queue it
+ * for the task; the last pass's flow comes back. */
 static GstFlowReturn
 gst_verifier_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
 {
   GstVerifier *self = GST_VERIFIER (parent);
   GstDflashRoundMeta *meta = gst_buffer_get_dflash_round_meta (buf);
   GstFlowReturn ret;
+  gboolean inline_pass;
 
   if (!meta || !self->model || !meta->seq || !meta->seq->kv)
     goto no_round;
   g_mutex_lock (&self->lock);
   ret = self->flushing ? GST_FLOW_FLUSHING : self->flow;
-  if (ret == GST_FLOW_OK) {
+  inline_pass = ret == GST_FLOW_OK && !self->busy && g_queue_is_empty (&self->queue)
+      && self->has_last && self->last_seq == meta->seq->id;
+  if (inline_pass) {
+    self->busy = TRUE;
+  } else if (ret == GST_FLOW_OK) {
     g_queue_push_tail (&self->queue, buf);
     buf = NULL;
     g_cond_signal (&self->cond);
   }
   g_mutex_unlock (&self->lock);
+  if (inline_pass) {
+    /* the sequence decodes alone: verify here, without the hand-off */
+    Round round = { .buf = buf, .meta = meta, .s = meta->seq };
+
+    ret = run_pass (self, &round, 1);
+    round_clear (&round);
+    pass_done (self, ret);
+    return ret;
+  }
   gst_clear_buffer (&buf);
   return ret;
 

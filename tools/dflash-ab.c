@@ -35,7 +35,6 @@
 #include "prompts.h"
 #include <gst/gst.h>
 
-#include "gstdflashelements.h"
 #include "gstdflashmodel.h"
 #include "gstdflashsummary.h"
 #include "dflash-ab-plot.h"
@@ -43,8 +42,7 @@
 /* One description's run over one prompt. */
 typedef struct {
   DflRoundStats stats;       /* the verifier's figures of the run */
-  GString *text;
-  GArray *ids;
+  DflCliOutput out;
   gboolean have_ids;
 } Run;
 
@@ -175,30 +173,6 @@ parse (const Side *side, GstElement **source, GstElement **verifier, GError **er
   return g_steal_pointer (&pipeline);
 }
 
-static void
-on_text (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
-{
-  Run *run = data;
-  GstMapInfo map;
-
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ))
-    return;
-  g_string_append_len (run->text, (const char *) map.data, map.size);
-  gst_buffer_unmap (buf, &map);
-}
-
-static void
-on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
-{
-  Run *run = data;
-  GstMapInfo map;
-
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ))
-    return;
-  g_array_append_vals (run->ids, map.data, map.size / sizeof (int));
-  gst_buffer_unmap (buf, &map);
-}
-
 /* A fakesink into `bin`, its handoffs into the run, linked after `from`. */
 static gboolean
 add_capture (GstBin *bin, GstPad *from, GCallback handoff, Run *run, GError **error)
@@ -212,7 +186,7 @@ add_capture (GstBin *bin, GstPad *from, GCallback handoff, Run *run, GError **er
   }
   /* as fast as the pipeline goes: no clock, no preroll to wait for */
   g_object_set (sink, "signal-handoffs", TRUE, "sync", FALSE, "async", FALSE, NULL);
-  g_signal_connect (sink, "handoff", handoff, run);
+  g_signal_connect (sink, "handoff", handoff, &run->out);
   gst_bin_add (bin, sink);
   pad = gst_element_get_static_pad (sink, "sink");
   if (from && GST_PAD_LINK_FAILED (gst_pad_link (from, pad))) {
@@ -240,7 +214,7 @@ capture (const Side *side, GstElement *pipeline, GstElement *verifier, Run *run,
     if (peer)
       gst_pad_unlink (peer, pad);
     gst_bin_remove (GST_BIN (parent), fd);
-    ok = add_capture (GST_BIN (parent), peer, G_CALLBACK (on_text), run, error);
+    ok = add_capture (GST_BIN (parent), peer, G_CALLBACK (dfl_cli_output_on_text), run, error);
   }
   if (ok && !sinks) {
     /* no fdsink: the text pad must still be free for us */
@@ -250,7 +224,7 @@ capture (const Side *side, GstElement *pipeline, GstElement *verifier, Run *run,
                    "%s: the pipeline has no fdsink for ab to take the text from", side->path);
       ok = FALSE;
     } else {
-      ok = add_capture (GST_BIN (pipeline), src, G_CALLBACK (on_text), run, error);
+      ok = add_capture (GST_BIN (pipeline), src, G_CALLBACK (dfl_cli_output_on_text), run, error);
     }
   }
   g_list_free_full (sinks, gst_object_unref);
@@ -258,7 +232,7 @@ capture (const Side *side, GstElement *pipeline, GstElement *verifier, Run *run,
    * tokens pad itself, the text alone is compared */
   run->have_ids = ok && tokens && !gst_pad_is_linked (tokens);
   if (run->have_ids)
-    ok = add_capture (GST_BIN (pipeline), tokens, G_CALLBACK (on_ids), run, error);
+    ok = add_capture (GST_BIN (pipeline), tokens, G_CALLBACK (dfl_cli_output_on_ids), run, error);
   return ok;
 }
 
@@ -410,18 +384,18 @@ static char *
 difference (const Run *a, const Run *b)
 {
   if (a->have_ids && b->have_ids) {
-    guint n = MIN (a->ids->len, b->ids->len), i = 0;
-    while (i < n && g_array_index (a->ids, int, i) == g_array_index (b->ids, int, i))
+    guint n = MIN (a->out.ids->len, b->out.ids->len), i = 0;
+    while (i < n && g_array_index (a->out.ids, int, i) == g_array_index (b->out.ids, int, i))
       i++;
     if (i < n)
-      return g_strdup_printf ("token %u is %d in A, %d in B", i + 1, g_array_index (a->ids, int, i),
-                              g_array_index (b->ids, int, i));
-    if (a->ids->len != b->ids->len)
-      return g_strdup_printf ("A made %u tokens, B %u", a->ids->len, b->ids->len);
+      return g_strdup_printf ("token %u is %d in A, %d in B", i + 1, g_array_index (a->out.ids, int, i),
+                              g_array_index (b->out.ids, int, i));
+    if (a->out.ids->len != b->out.ids->len)
+      return g_strdup_printf ("A made %u tokens, B %u", a->out.ids->len, b->out.ids->len);
   }
-  if (!g_string_equal (a->text, b->text))
+  if (!g_string_equal (a->out.text, b->out.text))
     return g_strdup_printf ("the texts differ (%" G_GSIZE_FORMAT " and %" G_GSIZE_FORMAT " bytes)",
-                            a->text->len, b->text->len);
+                            a->out.text->len, b->out.text->len);
   return NULL;
 }
 
@@ -511,7 +485,7 @@ print_json (Side *sides, GPtrArray *prompts, const gboolean *same, gboolean all_
     cJSON_AddStringToObject (p, "prompt", g_ptr_array_index (prompts, i));
     for (int k = 0; k < 2; k++) {
       cJSON *o = figures_json (&sides[k].runs[i].stats, positions);
-      cJSON_AddStringToObject (o, "text", sides[k].runs[i].text->str);
+      cJSON_AddStringToObject (o, "text", sides[k].runs[i].out.text->str);
       cJSON_AddItemToObject (p, k ? "b" : "a", o);
     }
     cJSON_AddBoolToObject (p, "identical", same[i]);
@@ -570,8 +544,7 @@ side_clear (Side *side, guint n_prompts)
 {
   for (guint i = 0; side->runs && i < n_prompts; i++) {
     dfl_round_stats_clear (&side->runs[i].stats);
-    g_string_free (side->runs[i].text, TRUE);
-    g_array_unref (side->runs[i].ids);
+    dfl_cli_output_clear (&side->runs[i].out);
   }
   g_free (side->runs);
   dfl_round_stats_clear (&side->total);
@@ -604,8 +577,7 @@ ab (Side *sides, GPtrArray *prompts, int max_new, const char *plot_path, gboolea
     dfl_round_stats_init (&sides[k].total, 0);
     for (guint i = 0; i < prompts->len; i++) {
       Run *run = &sides[k].runs[i];
-      run->text = g_string_new (NULL);
-      run->ids = g_array_new (FALSE, FALSE, sizeof (int));
+      dfl_cli_output_init (&run->out, FALSE);
     }
   }
   /* A then B on each prompt, so that a slow machine's drift hits both */
@@ -701,11 +673,8 @@ dfl_cmd_ab (int argc, char **argv)
                          max_new);
   if (!(prompts = dfl_read_prompts (prompts_path, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  if (!gst_init_check (NULL, NULL, &error))
+  if (!dfl_cli_init_elements (&error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  gst_plugin_register_static (GST_VERSION_MAJOR, GST_VERSION_MINOR, "dflash",
-      "Block speculative decoding (DFlash 2)", gst_dflash_elements_register, PACKAGE_VERSION,
-      "LGPL", "gst-dflash", "gst-dflash", "https://example.invalid/gst-dflash");
 
   sides[0].path = argv[1];
   sides[1].path = argv[2];

@@ -1,10 +1,12 @@
 /* gst-dflash — the `dflash` command's shared helpers: messages, option
- * parsing, token lists, finding the drafter. */
+ * parsing, token lists, finding the drafter, the elements in-process and
+ * what a run's sinks hand over. */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "dfl-error.h"
 #include "dflash-cli.h"
+#include "gstdflashelements.h"
 #include "qwen3-weights.h"
 #include "token-list.h"
 
@@ -141,4 +143,74 @@ dfl_cli_describe (DflRoute route, const char *source, const char *select, int he
                               dfl_route_name (route), route == DFL_ROUTE_COST ? " match-min=1" : "",
                               sinks);
   }
+}
+
+int
+dfl_cli_check_draft_options (const char *cmd, const char *route_name, const char *select,
+                             int head_width, gboolean no_draft, DflRoute *route)
+{
+  if (head_width < 0)
+    return dfl_cli_fail (DFL_EXIT_USAGE, "%s: --head-width must be ≥ 0, not %d", cmd, head_width);
+  if (route_name && !dfl_route_from_name (route_name, route))
+    return dfl_cli_fail (DFL_EXIT_USAGE, "%s: --route '%s' is not one of cost, block, chain, "
+                         "match, auto", cmd, route_name);
+  if (select && g_strcmp0 (select, "rescore") && g_strcmp0 (select, "plain"))
+    return dfl_cli_fail (DFL_EXIT_USAGE, "%s: --select '%s' is not rescore or plain", cmd, select);
+  if (no_draft && route_name && *route != DFL_ROUTE_NONE)
+    return dfl_cli_fail (DFL_EXIT_USAGE, "%s: --no-draft and --route %s disagree", cmd,
+                         route_name);
+  return DFL_EXIT_OK;
+}
+
+gboolean
+dfl_cli_init_elements (GError **error)
+{
+  if (!gst_init_check (NULL, NULL, error))
+    return FALSE;
+  gst_plugin_register_static (GST_VERSION_MAJOR, GST_VERSION_MINOR, "dflash",
+      "Block speculative decoding (DFlash 2)", gst_dflash_elements_register, PACKAGE_VERSION,
+      "LGPL", "gst-dflash", "gst-dflash", "https://example.invalid/gst-dflash");
+  return TRUE;
+}
+
+void
+dfl_cli_output_init (DflCliOutput *o, gboolean echo)
+{
+  o->text = g_string_new (NULL);
+  o->ids = g_array_new (FALSE, FALSE, sizeof (int));
+  o->echo = echo;
+}
+
+void
+dfl_cli_output_clear (DflCliOutput *o)
+{
+  if (o->text)
+    g_string_free (g_steal_pointer (&o->text), TRUE);
+  g_clear_pointer (&o->ids, g_array_unref);
+}
+
+void
+dfl_cli_output_on_text (GstElement *sink, GstBuffer *buf, GstPad *pad, DflCliOutput *o)
+{
+  GstMapInfo map;
+
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ))
+    return;
+  g_string_append_len (o->text, (const char *) map.data, map.size);
+  if (o->echo) {
+    fwrite (map.data, 1, map.size, stdout);
+    fflush (stdout);
+  }
+  gst_buffer_unmap (buf, &map);
+}
+
+void
+dfl_cli_output_on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, DflCliOutput *o)
+{
+  GstMapInfo map;
+
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ))
+    return;
+  g_array_append_vals (o->ids, map.data, map.size / sizeof (int));
+  gst_buffer_unmap (buf, &map);
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <glib.h>
+#include <gst/gst.h>
 
 #include "drafter.h"
 #include "round.h"
@@ -45,6 +46,31 @@ char *dfl_cli_quoted (const char *v);
  * the verifier `v`, its text in the fakesink `text` and its ids in the
  * fakesink `ids` (both signalling handoffs). */
 char *dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width);
+
+/* The drafting options `dflash generate` and `dflash serve` share, checked:
+ * --route (its value into `route`, left as it is where `route_name` is
+ * NULL), --select, --head-width and --no-draft against --route. DFL_EXIT_OK,
+ * else the usage error printed as "dflash: cmd: …" and its status. */
+int dfl_cli_check_draft_options (const char *cmd, const char *route_name, const char *select,
+                                 int head_width, gboolean no_draft, DflRoute *route);
+
+/* GStreamer started and the elements registered in this process, as every
+ * subcommand that runs a pipeline needs them. */
+gboolean dfl_cli_init_elements (GError **error);
+
+/* What the verifier's text and ids hand over in a run (the fakesinks `text`
+ * and `ids` of dfl_cli_describe, or any with signal-handoffs=true). */
+typedef struct {
+  GString *text;
+  GArray *ids;
+  gboolean echo;    /* the text also to stdout as it comes */
+} DflCliOutput;
+
+void dfl_cli_output_init (DflCliOutput *o, gboolean echo);
+void dfl_cli_output_clear (DflCliOutput *o);
+/* The fakesinks' handoff callbacks, `o` their data. */
+void dfl_cli_output_on_text (GstElement *sink, GstBuffer *buf, GstPad *pad, DflCliOutput *o);
+void dfl_cli_output_on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, DflCliOutput *o);
 
 /* The folder of the model `dflash` uses when none is named: $DFLASH_MODEL,
  * else the embedded default pair. */

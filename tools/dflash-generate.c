@@ -17,7 +17,6 @@
 #include "chat-template.h"
 #include "dfl-error.h"
 #include "dflash-cli.h"
-#include "gstdflashelements.h"
 #include "gstdflashmodel.h"
 #include "gstdflashsummary.h"
 #include "round.h"
@@ -25,42 +24,8 @@
 #define DEFAULT_PROMPT "func ContainsRune(s string, r rune) bool {"
 #define DEFAULT_MAX_NEW 128
 
-typedef struct {
-  gboolean json;
-  GString *text;
-  GArray *ids;
-} Output;
-
 static void
-on_text (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
-{
-  Output *o = data;
-  GstMapInfo map;
-
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ))
-    return;
-  g_string_append_len (o->text, (const char *) map.data, map.size);
-  if (!o->json) {
-    fwrite (map.data, 1, map.size, stdout);
-    fflush (stdout);
-  }
-  gst_buffer_unmap (buf, &map);
-}
-
-static void
-on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, gpointer data)
-{
-  Output *o = data;
-  GstMapInfo map;
-
-  if (!gst_buffer_map (buf, &map, GST_MAP_READ))
-    return;
-  g_array_append_vals (o->ids, map.data, map.size / sizeof (int));
-  gst_buffer_unmap (buf, &map);
-}
-
-static void
-print_json (const DflRoundStats *st, Output *o, const char *target_dir, DflRoute route)
+print_json (const DflRoundStats *st, const DflCliOutput *o, const char *target_dir, DflRoute route)
 {
   cJSON *obj = cJSON_CreateObject ();
   cJSON *list = cJSON_AddArrayToObject (obj, "new_tokens");
@@ -95,7 +60,7 @@ print_json (const DflRoundStats *st, Output *o, const char *target_dir, DflRoute
 }
 
 static void
-print_figures (const DflRoundStats *st, Output *o, DflRoute route)
+print_figures (const DflRoundStats *st, const DflCliOutput *o, DflRoute route)
 {
   fprintf (stderr, "\n[prompt %" G_GINT64_FORMAT " tokens, %u new; prefill %.1f tokens/s, "
            "decode %.1f tokens/s; %" G_GINT64_FORMAT " rounds", st->prompt_tokens, o->ids->len,
@@ -198,11 +163,12 @@ dfl_cmd_generate (int argc, char **argv)
   const DflTokenizer *tok;
   DflDrafterWeights *drafter;
   DflRoute route = DFL_ROUTE_BLOCK;
-  Output out = { 0 };
+  DflCliOutput out = { 0 };
   DflRoundStats stats;
   guint64 prefill_ns = 0;
   GstElement *e;
   gboolean ok;
+  int status;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!dfl_cli_parse (ctx, &argc, &argv))
@@ -226,19 +192,11 @@ dfl_cmd_generate (int argc, char **argv)
   if (!(top_p >= DFL_SAMPLER_MIN_TOP_P && top_p <= 1))
     return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --top-p must be %g to 1, not %g",
                          DFL_SAMPLER_MIN_TOP_P, top_p);
-  if (head_width < 0)
-    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --head-width must be ≥ 0, not %d", head_width);
-  if (route_name && !dfl_route_from_name (route_name, &route))
-    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --route '%s' is not one of cost, block, chain, match, auto", route_name);
-  if (select && g_strcmp0 (select, "rescore") && g_strcmp0 (select, "plain"))
-    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --select '%s' is not rescore or plain", select);
-  if (no_draft && route_name && route != DFL_ROUTE_NONE)
-    return dfl_cli_fail (DFL_EXIT_USAGE, "generate: --no-draft and --route %s disagree", route_name);
-  if (!gst_init_check (NULL, NULL, &error))
+  if ((status = dfl_cli_check_draft_options ("generate", route_name, select, head_width, no_draft,
+                                             &route)) != DFL_EXIT_OK)
+    return status;
+  if (!dfl_cli_init_elements (&error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  gst_plugin_register_static (GST_VERSION_MAJOR, GST_VERSION_MINOR, "dflash",
-      "Block speculative decoding (DFlash 2)", gst_dflash_elements_register, PACKAGE_VERSION,
-      "LGPL", "gst-dflash", "gst-dflash", "https://example.invalid/gst-dflash");
 
   if (!target_dir)
     target_dir = g_strdup (dfl_cli_default_target ());
@@ -334,14 +292,13 @@ dfl_cmd_generate (int argc, char **argv)
   gst_element_set_context (pipeline, context);
   gst_context_unref (context);
 
-  out.json = json;
-  out.text = g_string_new (NULL);
-  out.ids = g_array_new (FALSE, FALSE, sizeof (int));
+  /* the text streams to stdout unless it goes into the JSON */
+  dfl_cli_output_init (&out, !json);
   e = gst_bin_get_by_name (GST_BIN (pipeline), "text");
-  g_signal_connect (e, "handoff", G_CALLBACK (on_text), &out);
+  g_signal_connect (e, "handoff", G_CALLBACK (dfl_cli_output_on_text), &out);
   gst_object_unref (e);
   e = gst_bin_get_by_name (GST_BIN (pipeline), "ids");
-  g_signal_connect (e, "handoff", G_CALLBACK (on_ids), &out);
+  g_signal_connect (e, "handoff", G_CALLBACK (dfl_cli_output_on_ids), &out);
   gst_object_unref (e);
 
   ok = run_pipeline (pipeline, &summary, &error);
@@ -363,8 +320,7 @@ dfl_cmd_generate (int argc, char **argv)
       print_figures (&stats, &out, route);
     dfl_round_stats_clear (&stats);
   }
-  g_string_free (out.text, TRUE);
-  g_array_unref (out.ids);
+  dfl_cli_output_clear (&out);
   g_clear_pointer (&summary, gst_structure_free);
   return ok ? DFL_EXIT_OK : dfl_cli_fail_error (g_steal_pointer (&error));
 }

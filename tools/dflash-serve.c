@@ -26,7 +26,6 @@
 #include "chat-template.h"
 #include "dfl-error.h"
 #include "dflash-cli.h"
-#include "gstdflashelements.h"
 #include "gstdflashmeta.h"
 #include "gstdflashmodel.h"
 #include "round.h"
@@ -644,6 +643,7 @@ dfl_cmd_serve (int argc, char **argv)
   GstElement *e;
   GstBus *bus;
   GSList *uris;
+  int status;
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!dfl_cli_parse (ctx, &argc, &argv))
@@ -660,20 +660,11 @@ dfl_cmd_serve (int argc, char **argv)
   if (max_tokens < 1)
     return dfl_cli_fail (DFL_EXIT_USAGE, "serve: --max-tokens must be at least 1, not %d",
                          max_tokens);
-  if (head_width < 0)
-    return dfl_cli_fail (DFL_EXIT_USAGE, "serve: --head-width must be ≥ 0, not %d", head_width);
-  if (route_name && !dfl_route_from_name (route_name, &route))
-    return dfl_cli_fail (DFL_EXIT_USAGE, "serve: --route '%s' is not one of cost, block, chain, "
-                         "match, auto", route_name);
-  if (select && g_strcmp0 (select, "rescore") && g_strcmp0 (select, "plain"))
-    return dfl_cli_fail (DFL_EXIT_USAGE, "serve: --select '%s' is not rescore or plain", select);
-  if (no_draft && route_name && route != DFL_ROUTE_NONE)
-    return dfl_cli_fail (DFL_EXIT_USAGE, "serve: --no-draft and --route %s disagree", route_name);
-  if (!gst_init_check (NULL, NULL, &error))
+  if ((status = dfl_cli_check_draft_options ("serve", route_name, select, head_width, no_draft,
+                                             &route)) != DFL_EXIT_OK)
+    return status;
+  if (!dfl_cli_init_elements (&error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
-  gst_plugin_register_static (GST_VERSION_MAJOR, GST_VERSION_MINOR, "dflash",
-      "Block speculative decoding (DFlash 2)", gst_dflash_elements_register, PACKAGE_VERSION,
-      "LGPL", "gst-dflash", "gst-dflash", "https://example.invalid/gst-dflash");
 
   if (!target_dir)
     target_dir = g_strdup (dfl_cli_default_target ());

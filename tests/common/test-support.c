@@ -6,6 +6,13 @@
 #include "dfl-error.h"
 
 void
+dfl_test_add_cases (const DflTestCase *cases)
+{
+  for (const DflTestCase *c = cases; c->path; c++)
+    g_test_add_func (c->path, c->func);
+}
+
+void
 dfl_test_check_error (GError *error, int code, ...)
 {
   const char *needle;

@@ -1,6 +1,8 @@
-/* gst-dflash — what the GLib test programs share: a main for the ones whose
- * cases write files (tmp-dir-main.c), the check of a DflError, and the
- * host-side number formats the kernel tests round their inputs to. */
+/* gst-dflash — what the GLib test programs share: their cases as a table,
+ * a main for the ones that are their cases alone (test-main.c) and one for
+ * the ones whose cases write files (tmp-dir-main.c), the check of a
+ * DflError, and the host-side number formats the kernel tests round their
+ * inputs to. */
 #pragma once
 
 #include <glib.h>
@@ -14,9 +16,13 @@ typedef struct {
   GTestFunc func;
 } DflTestCase;
 
-/* The programs built with tmp-dir-main.c (their main) define their cases
- * here; while the cases run, `dfl_test_tmp_dir` names a fresh temporary
- * folder, removed after them with everything they wrote in it. */
+/* Registers each case of `cases` (ending with { NULL, NULL }) with GTest. */
+void dfl_test_add_cases (const DflTestCase *cases);
+
+/* The programs built with test-main.c or tmp-dir-main.c (their main) define
+ * their cases here; with tmp-dir-main.c, while the cases run,
+ * `dfl_test_tmp_dir` names a fresh temporary folder, removed after them with
+ * everything they wrote in it. */
 extern const DflTestCase dfl_test_cases[];
 extern char *dfl_test_tmp_dir;
 

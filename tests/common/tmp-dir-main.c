@@ -38,8 +38,7 @@ main (int argc, char **argv)
   template = g_strdup_printf ("%s-XXXXXX", name);
   dfl_test_tmp_dir = g_dir_make_tmp (template, &error);
   g_assert_no_error (error);
-  for (const DflTestCase *c = dfl_test_cases; c->path; c++)
-    g_test_add_func (c->path, c->func);
+  dfl_test_add_cases (dfl_test_cases);
   ret = g_test_run ();
   remove_tree (dfl_test_tmp_dir);
   g_clear_pointer (&dfl_test_tmp_dir, g_free);

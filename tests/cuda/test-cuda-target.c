@@ -565,22 +565,13 @@ test_chunks (gconstpointer data)
   fixture_close (&f);
 }
 
-/* One sequence's outputs of a step, on the host: taps of two layers, the
- * logits, final-normed rows and argmax of the rows from `logits_from`. */
+/* One sequence's outputs of a step of `n` rows, on the host: taps of two
+ * layers, the logits, final-normed rows and argmax of the rows from
+ * `logits_from`. */
 typedef struct {
   int n, logits_from;
-  float *taps, *logits, *hidden;
-  int32_t *argmax;
+  Result host;
 } StepOut;
-
-static void
-step_out_clear (StepOut *o)
-{
-  g_free (o->taps);
-  g_free (o->logits);
-  g_free (o->hidden);
-  g_free (o->argmax);
-}
 
 /* Room for a step of `n` rows; `out` asks for all of it, the taps into
  * `d_taps` on the card. */
@@ -592,18 +583,18 @@ step_out_init (StepOut *o, Fixture *f, int n, int logits_from, const int *taps,
 
   o->n = n;
   o->logits_from = logits_from;
-  o->logits = g_new (float, (gsize) rows * f->vocab);
-  o->hidden = g_new (float, (gsize) rows * f->hidden);
-  o->argmax = g_new (int32_t, rows);
+  o->host.logits = g_new (float, (gsize) rows * f->vocab);
+  o->host.hidden = g_new (float, (gsize) rows * f->hidden);
+  o->host.argmax = g_new (int32_t, rows);
   *taps_tensor = dfl_tensor_2d (dev, d_taps, 0, DFL_DTYPE_F32, n, 2 * f->hidden);
   memset (out, 0, sizeof *out);
   out->tap_layers = taps;
   out->n_tap_layers = 2;
   out->device_taps = taps_tensor;
   out->logits_from = logits_from;
-  out->logits = o->logits;
-  out->hidden = o->hidden;
-  out->argmax = o->argmax;
+  out->logits = o->host.logits;
+  out->hidden = o->host.hidden;
+  out->argmax = o->host.argmax;
 }
 
 /* A batched step's outputs against the same sequence's solo step: within
@@ -616,29 +607,29 @@ assert_step_close (Fixture *f, const StepOut *batch, const StepOut *solo, double
                    double *worst)
 {
   int rows = batch->n - batch->logits_from;
-  double e_taps = row_rel_error (batch->taps, solo->taps, batch->n * 2, f->hidden);
-  double e_logits = row_rel_error (batch->logits, solo->logits, rows, f->vocab);
-  double e_hidden = row_rel_error (batch->hidden, solo->hidden, rows, f->hidden);
+  double e_taps = row_rel_error (batch->host.taps, solo->host.taps, batch->n * 2, f->hidden);
+  double e_logits = row_rel_error (batch->host.logits, solo->host.logits, rows, f->vocab);
+  double e_hidden = row_rel_error (batch->host.hidden, solo->host.hidden, rows, f->hidden);
 
   g_assert_cmpfloat (e_taps, <=, tol);
   g_assert_cmpfloat (e_logits, <=, tol);
   g_assert_cmpfloat (e_hidden, <=, tol);
   *worst = MAX (*worst, MAX (e_taps, MAX (e_logits, e_hidden)));
   for (int r = 0; r < rows; r++) {
-    const float *row = solo->logits + (gsize) r * f->vocab;
+    const float *row = solo->host.logits + (gsize) r * f->vocab;
     int best = argmax_of (row, f->vocab);
     float second = -INFINITY, scale = 0;
 
-    g_assert_cmpint (batch->argmax[r], ==,
-                     argmax_of (batch->logits + (gsize) r * f->vocab, f->vocab));
-    g_assert_cmpint (solo->argmax[r], ==, best);
+    g_assert_cmpint (batch->host.argmax[r], ==,
+                     argmax_of (batch->host.logits + (gsize) r * f->vocab, f->vocab));
+    g_assert_cmpint (solo->host.argmax[r], ==, best);
     for (int j = 0; j < f->vocab; j++) {
       if (j != best)
         second = MAX (second, row[j]);
       scale = MAX (scale, fabsf (row[j]));
     }
     if ((row[best] - second) / MAX (scale, 1e-30f) > 10 * tol)
-      g_assert_cmpint (batch->argmax[r], ==, best);
+      g_assert_cmpint (batch->host.argmax[r], ==, best);
   }
 }
 
@@ -711,18 +702,18 @@ test_batch (gconstpointer data)
       int n = plan[step][q];
       if (n == 0)
         continue;
-      got[q].taps = download_f32 (d_taps[q], (gsize) n * 2 * f.hidden);
+      got[q].host.taps = download_f32 (d_taps[q], (gsize) n * 2 * f.hidden);
       step_out_init (&want, &f, n, got[q].logits_from, taps, d_solo_taps, &solo_taps_tensor,
                      &solo_out);
       g_assert_true (dfl_target_forward (t, solo[q], ids[q], n, &solo_out, &error));
       g_assert_no_error (error);
-      want.taps = download_f32 (d_solo_taps, (gsize) n * 2 * f.hidden);
+      want.host.taps = download_f32 (d_solo_taps, (gsize) n * 2 * f.hidden);
       g_assert_cmpint (dfl_target_seq_length (batched[q]), ==,
                        dfl_target_seq_length (solo[q]));
       assert_step_close (&f, &got[q], &want, 1e-4, &worst);
       compared++;
-      step_out_clear (&want);
-      step_out_clear (&got[q]);
+      result_clear (&want.host);
+      result_clear (&got[q].host);
     }
   }
   g_test_message ("%d sequence steps compared, worst relative error %.2e (bound 1e-4)",

@@ -14,42 +14,7 @@
 #include <string.h>
 
 #include "gstdflashelements.h"
-#include "gstdflashmeta.h"
-
-typedef struct {
-  GMutex lock;
-  GHashTable *tokens;   /* sequence → GArray of its ids */
-  GHashTable *ended;    /* sequences whose marked buffer came */
-  guint n_ended;
-  gint64 first_end_us, last_end_us;
-} Gathered;
-
-static void
-on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, Gathered *g)
-{
-  GstDflashRoundMeta *meta = gst_buffer_get_dflash_round_meta (buf);
-  GstMapInfo map;
-  GArray *ids;
-
-  g_assert_nonnull (meta);
-  g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
-  g_mutex_lock (&g->lock);
-  if (!(ids = g_hash_table_lookup (g->tokens, GUINT_TO_POINTER (meta->sequence)))) {
-    ids = g_array_new (FALSE, FALSE, sizeof (int));
-    g_hash_table_insert (g->tokens, GUINT_TO_POINTER (meta->sequence), ids);
-  }
-  g_array_append_vals (ids, map.data, map.size / sizeof (int));
-  if (GST_BUFFER_FLAG_IS_SET (buf, GST_BUFFER_FLAG_MARKER)) {
-    g_assert_false (g_hash_table_contains (g->ended, GUINT_TO_POINTER (meta->sequence)));
-    g_hash_table_add (g->ended, GUINT_TO_POINTER (meta->sequence));
-    g->n_ended++;
-    g->last_end_us = g_get_monotonic_time ();
-    if (!g->first_end_us)
-      g->first_end_us = g->last_end_us;
-  }
-  g_mutex_unlock (&g->lock);
-  gst_buffer_unmap (buf, &map);
-}
+#include "verifier-ids.h"
 
 /* `dflash generate`'s tokens for one prompt alone: its --json's new_tokens. */
 static GArray *
@@ -120,7 +85,7 @@ check_batched (const char *stages, int in_flight, int n)
       "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false", in_flight, stages);
   g_autoptr (GError) error = NULL;
   GstElement *p = gst_parse_launch (desc, &error), *src, *v, *sink;
-  Gathered g = { 0 };
+  DflTestIds g;
   g_autofree guint *ids = g_new (guint, n);
   g_autofree int *max_new = g_new (int, n);
   g_autofree int *lens = g_new (int, n);
@@ -143,13 +108,11 @@ check_batched (const char *stages, int in_flight, int n)
     temps[i] = i % 2 ? 0.8 : 0.0;
     want[i] = solo (prompts[i], lens[i], max_new[i], temps[i], 200 + i);
   }
-  g_mutex_init (&g.lock);
-  g.tokens = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_array_unref);
-  g.ended = g_hash_table_new (NULL, NULL);
+  dfl_test_ids_init (&g);
   src = gst_bin_get_by_name (GST_BIN (p), "src");
   v = gst_bin_get_by_name (GST_BIN (p), "v");
   sink = gst_bin_get_by_name (GST_BIN (p), "ids");
-  g_signal_connect (sink, "handoff", G_CALLBACK (on_ids), &g);
+  dfl_test_ids_connect (&g, sink);
   g_assert_cmpint (gst_element_set_state (p, GST_STATE_PAUSED), !=, GST_STATE_CHANGE_FAILURE);
   g_assert_cmpint (gst_element_get_state (p, NULL, NULL, 60 * GST_SECOND), ==,
                    GST_STATE_CHANGE_SUCCESS);
@@ -193,6 +156,9 @@ check_batched (const char *stages, int in_flight, int n)
   g_assert_cmpuint (max_batch, <=, in_flight);
 
   gst_element_set_state (p, GST_STATE_NULL);
+  /* each request ended once, to the last buffer the pipeline gave */
+  for (int i = 0; i < n; i++)
+    g_assert_cmpuint (dfl_test_ids_marked (&g, ids[i]), ==, 1);
   for (int i = 0; i < n; i++)
     g_array_unref (want[i]);
   g_free (want);
@@ -200,9 +166,7 @@ check_batched (const char *stages, int in_flight, int n)
   gst_object_unref (v);
   gst_object_unref (src);
   gst_object_unref (p);
-  g_hash_table_unref (g.tokens);
-  g_hash_table_unref (g.ended);
-  g_mutex_clear (&g.lock);
+  dfl_test_ids_clear (&g);
 }
 
 static void

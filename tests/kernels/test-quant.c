@@ -573,17 +573,14 @@ test_backend (void)
   }
 }
 
-int
-main (int argc, char **argv)
-{
-  g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/quant/dequantize-random", test_dequantize_random);
-  g_test_add_func ("/quant/roundtrip", test_roundtrip);
-  g_test_add_func ("/quant/gguf-fixture", test_gguf_fixture);
-  g_test_add_func ("/quant/bad-lengths", test_bad_lengths);
-  g_test_add_func ("/quant/matmul-paths", test_matmul_paths);
-  g_test_add_func ("/quant/matmul-vnni", test_matmul_vnni);
-  g_test_add_func ("/quant/matmul-nonfinite", test_matmul_nonfinite);
-  g_test_add_func ("/quant/backend", test_backend);
-  return g_test_run ();
-}
+const DflTestCase dfl_test_cases[] = {
+  { "/quant/dequantize-random", test_dequantize_random },
+  { "/quant/roundtrip", test_roundtrip },
+  { "/quant/gguf-fixture", test_gguf_fixture },
+  { "/quant/bad-lengths", test_bad_lengths },
+  { "/quant/matmul-paths", test_matmul_paths },
+  { "/quant/matmul-vnni", test_matmul_vnni },
+  { "/quant/matmul-nonfinite", test_matmul_nonfinite },
+  { "/quant/backend", test_backend },
+  { NULL, NULL }
+};

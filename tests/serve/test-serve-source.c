@@ -13,39 +13,10 @@
 #include <string.h>
 
 #include "gstdflashelements.h"
-#include "gstdflashmeta.h"
-
-typedef struct {
-  GMutex lock;
-  GHashTable *tokens;   /* sequence → GArray of its ids */
-  GHashTable *marked;   /* sequence → how many buffers were marked */
-} Gathered;
-
-static void
-on_ids (GstElement *sink, GstBuffer *buf, GstPad *pad, Gathered *g)
-{
-  GstDflashRoundMeta *meta = gst_buffer_get_dflash_round_meta (buf);
-  GstMapInfo map;
-  GArray *ids;
-
-  g_assert_nonnull (meta);
-  g_assert_true (gst_buffer_map (buf, &map, GST_MAP_READ));
-  g_mutex_lock (&g->lock);
-  if (!(ids = g_hash_table_lookup (g->tokens, GUINT_TO_POINTER (meta->sequence)))) {
-    ids = g_array_new (FALSE, FALSE, sizeof (int));
-    g_hash_table_insert (g->tokens, GUINT_TO_POINTER (meta->sequence), ids);
-  }
-  g_array_append_vals (ids, map.data, map.size / sizeof (int));
-  if (GST_BUFFER_FLAG_IS_SET (buf, GST_BUFFER_FLAG_MARKER))
-    g_hash_table_insert (g->marked, GUINT_TO_POINTER (meta->sequence),
-        GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (g->marked,
-                GUINT_TO_POINTER (meta->sequence))) + 1));
-  g_mutex_unlock (&g->lock);
-  gst_buffer_unmap (buf, &map);
-}
+#include "verifier-ids.h"
 
 static GstElement *
-start (const char *source, Gathered *g)
+start (const char *source, DflTestIds *g)
 {
   g_autofree char *desc = g_strdup_printf ("%s ! ngramdraft ! verifier name=v ! fakesink sync=false async=false "
       "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false", source);
@@ -54,11 +25,9 @@ start (const char *source, Gathered *g)
   GstElement *ids;
 
   g_assert_no_error (error);
-  g_mutex_init (&g->lock);
-  g->tokens = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_array_unref);
-  g->marked = g_hash_table_new (NULL, NULL);
+  dfl_test_ids_init (g);
   ids = gst_bin_get_by_name (GST_BIN (p), "ids");
-  g_signal_connect (ids, "handoff", G_CALLBACK (on_ids), g);
+  dfl_test_ids_connect (g, ids);
   gst_object_unref (ids);
   g_assert_cmpint (gst_element_set_state (p, GST_STATE_PLAYING), !=, GST_STATE_CHANGE_FAILURE);
   g_assert_cmpint (gst_element_get_state (p, NULL, NULL, 60 * GST_SECOND), ==,
@@ -67,13 +36,11 @@ start (const char *source, Gathered *g)
 }
 
 static void
-stop (GstElement *p, Gathered *g)
+stop (GstElement *p, DflTestIds *g)
 {
   gst_element_set_state (p, GST_STATE_NULL);
   gst_object_unref (p);
-  g_hash_table_unref (g->tokens);
-  g_hash_table_unref (g->marked);
-  g_mutex_clear (&g->lock);
+  dfl_test_ids_clear (g);
 }
 
 /* The tokens of one prompt run alone to EOS, as a plain tapsource gives them. */
@@ -82,7 +49,7 @@ solo (const int *prompt, int n, int max_new, double temperature, guint64 seed)
 {
   GString *list = g_string_new (NULL);
   g_autofree char *source = NULL;
-  Gathered g = { 0 };
+  DflTestIds g;
   GstElement *p;
   GstMessage *msg;
   GArray *ids;
@@ -117,7 +84,7 @@ submit (GstElement *src, const int *prompt, int n, GstStructure *settings)
 }
 
 static gboolean
-all_marked (Gathered *g, const guint *ids, int n)
+all_marked (DflTestIds *g, const guint *ids, int n)
 {
   gboolean all = TRUE;
 
@@ -146,7 +113,7 @@ test_requests (void)
   static const int lens[4] = { 5, 3, 4, 5 };
   static const int max_new[4] = { 12, 30, 7, 20 };
   static const double temps[4] = { 0.0, 0.8, 0.0, 0.7 };
-  Gathered g = { 0 };
+  DflTestIds g;
   GstElement *p = start ("tapsource name=src serve=true in-flight=2 max-new-tokens=16", &g);
   GstElement *src = gst_bin_get_by_name (GST_BIN (p), "src");
   GArray *want[4];
@@ -192,8 +159,7 @@ test_requests (void)
         ;
       n++;
     }
-    g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (g.marked,
-                          GUINT_TO_POINTER (ids[i]))), ==, 1);
+    g_assert_cmpuint (dfl_test_ids_marked (&g, ids[i]), ==, 1);
     g_assert_cmpuint (got->len, ==, n);
     g_assert_cmpmem (got->data, sizeof (int) * n, w->data, sizeof (int) * n);
   }
@@ -212,7 +178,7 @@ static void
 test_cancel_and_refusals (void)
 {
   static const int prompt[] = { 1, 2, 3 }, outside[] = { 1, 999999 };
-  Gathered g = { 0 };
+  DflTestIds g;
   GstElement *p = start ("tapsource name=src serve=true in-flight=1 max-new-tokens=400", &g);
   GstElement *src = gst_bin_get_by_name (GST_BIN (p), "src");
   gboolean found = FALSE;
@@ -263,7 +229,7 @@ test_cancel_and_refusals (void)
 
   /* a tapsource that does not serve refuses requests */
   {
-    Gathered h = { 0 };
+    DflTestIds h;
     GstElement *q = start ("tapsource name=src max-new-tokens=2", &h);
     GstElement *s = gst_bin_get_by_name (GST_BIN (q), "src");
     g_assert_cmpuint (submit (s, prompt, 3, NULL), ==, 0);

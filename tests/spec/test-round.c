@@ -10,6 +10,7 @@
 #include "dfl-error.h"
 #include "round.h"
 #include "spec-fixtures.h"
+#include "test-support.h"
 
 #define PROMPT_LEN 6
 #define TRUTH_LEN 8
@@ -447,16 +448,13 @@ test_stats (void)
   dfl_round_stats_clear (&b);
 }
 
-int
-main (int argc, char **argv)
-{
-  g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/round/verify-verdict", test_verify_verdict);
-  g_test_add_func ("/round/verify-rows", test_verify_rows);
-  g_test_add_func ("/round/verify-batch", test_verify_batch);
-  g_test_add_func ("/round/route-table", test_route_table);
-  g_test_add_func ("/round/propose-chain", test_propose_chain);
-  g_test_add_func ("/round/settle-and-block", test_settle_and_block);
-  g_test_add_func ("/round/stats", test_stats);
-  return g_test_run ();
-}
+const DflTestCase dfl_test_cases[] = {
+  { "/round/verify-verdict", test_verify_verdict },
+  { "/round/verify-rows", test_verify_rows },
+  { "/round/verify-batch", test_verify_batch },
+  { "/round/route-table", test_route_table },
+  { "/round/propose-chain", test_propose_chain },
+  { "/round/settle-and-block", test_settle_and_block },
+  { "/round/stats", test_stats },
+  { NULL, NULL }
+};

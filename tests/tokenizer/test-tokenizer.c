@@ -6,6 +6,7 @@
  */
 #include "tokenizer.h"
 #include "dfl-error.h"
+#include "test-support.h"
 
 #include <string.h>
 
@@ -398,6 +399,19 @@ test_missing_file (void)
   g_assert_true (g_str_has_prefix (error->message, "/nonexistent/tokenizer.json: "));
 }
 
+static const DflTestCase cases[] = {
+  { "/tokenizer/special-tokens", test_special },
+  { "/tokenizer/stream-emoji", test_stream_emoji },
+  { "/tokenizer/lossy-utf8", test_lossy },
+  { "/tokenizer/out-of-range", test_out_of_range },
+  { "/tokenizer/pre-tokenize", test_pre_tokenize },
+  { "/tokenizer/not-utf8", test_not_utf8 },
+  { "/tokenizer/minimal", test_minimal },
+  { "/tokenizer/bad-files", test_bad_files },
+  { "/tokenizer/missing-file", test_missing_file },
+  { NULL, NULL }
+};
+
 int
 main (int argc, char **argv)
 {
@@ -405,15 +419,7 @@ main (int argc, char **argv)
 
   g_test_init (&argc, &argv, NULL);
   load_fixture ();
-  g_test_add_func ("/tokenizer/special-tokens", test_special);
-  g_test_add_func ("/tokenizer/stream-emoji", test_stream_emoji);
-  g_test_add_func ("/tokenizer/lossy-utf8", test_lossy);
-  g_test_add_func ("/tokenizer/out-of-range", test_out_of_range);
-  g_test_add_func ("/tokenizer/pre-tokenize", test_pre_tokenize);
-  g_test_add_func ("/tokenizer/not-utf8", test_not_utf8);
-  g_test_add_func ("/tokenizer/minimal", test_minimal);
-  g_test_add_func ("/tokenizer/bad-files", test_bad_files);
-  g_test_add_func ("/tokenizer/missing-file", test_missing_file);
+  dfl_test_add_cases (cases);
   ret = g_test_run ();
   dfl_tokenizer_free (fixture);
   return ret;

@@ -12,22 +12,21 @@
 #                   to training/out/target/hf-q (F32: what the next steps run on) and measures its
 #                   held-out loss
 #                   back:  $OUT/target/ target.gguf.part-00..02 log.json quantized.json config.json
-#                   (~8.5 min) exit 3 = stopped at the call budget: run the same step again on the
+#                   (~7.5 min) exit 3 = stopped at the call budget: run the same step again on the
 #                   still-warm machine, it resumes from training/out/target/ckpt.pt
-#   continuations   carry: training/data/tokens/prompts.npz training/wheels (and, on a fresh machine,
-#                   training/out/target/target.gguf: hf-q is remade from it)
+#   continuations   carry: as for target (the tokenizer and the wheels remake hf-q from a carried
+#                          training/out/target/target.gguf on a fresh machine)
 #                   back:  $OUT/continuations/ train-p32-00000.npz train-p04-00000.npz
 #                          heldout-p32-00000.npz heldout-p04-00000.npz gen.json, and
 #                          $OUT/parity-random/ (the PyTorch drafter = reference on a random drafter
-#                          over the test checkpoint)                                (~4 min)
-#   drafter         carry: training/data/tokens/prompts.npz training/wheels (and, on a fresh machine,
-#                          training/out/target/target.gguf training/out/continuations)
+#                          over the test checkpoint)                                (~5 min)
+#   drafter         carry: as for target (and, on a fresh machine, training/out/target/target.gguf
+#                          training/out/continuations)
 #                   back:  $OUT/drafter/ dflash.safetensors.part-00..01 log.json, and
 #                          $OUT/drafter/parity/ torch_block.safetensors parity.json (the trained
-#                          pair)                                       (~6.5 min; exit 3 as for target)
-#   parity          carry: nothing (or training/wheels training/out/target/target.gguf
-#                          training/out/drafter/dflash.safetensors training/data/tokens/prompts.npz
-#                          to check the trained pair too)
+#                          pair)                                       (~5.5 min; exit 3 as for target)
+#   parity          carry: as for target (checks the trained pair too where training/out/drafter
+#                          and the target are there)
 #                   back:  $OUT/parity-random/ (and $OUT/parity-trained/) dflash.safetensors
 #                          torch_block.safetensors parity.json                  (< 1 min)
 #   smoke           carry: as for target

@@ -8,12 +8,12 @@ GPU machine (one H200); ≤ 10 minutes a call, resumable:
 
 Each step (DFlash's recipe, DESIGN.md's math through dflash_torch.Drafter.blocks):
 - B sequences = prompt (32 tokens, or 4 for a quarter of them: short contexts; drawn from all
-  five corpus packages) + the target's greedy continuation (192); a step draws its B from one
+  five corpus packages) + the target's greedy continuation (160); a step draws its B from one
   prompt length (chosen in proportion to their counts);
 - the frozen target — the shipped quantized weights, dequantized (hf-q) — runs over them in
   float32 (TF32); forward hooks on its layers `taps` give the context rows (raw residual
-  stream, no final norm), concatenated: [B, 224, 4·512];
-- A random distinct anchors per sequence, a ∈ [P−1, 224−block] (the continuation's tokens are
+  stream, no final norm), concatenated: [B, 192, 4·512];
+- A random distinct anchors per sequence, a ∈ [P−1, 192−block] (the continuation's tokens are
   the labels); block = [token at a, <|mask|> × (block − 1)], embedded with the target's table;
 - block-sparse attention: block rows see the context rows before their anchor (inside each
   layer's window) and every row of their own block, not the other blocks;
@@ -105,7 +105,7 @@ def main():
     ap.add_argument("--gamma", type=float, default=4.0)
     ap.add_argument("--sel-weight", type=float, default=1.0)
     ap.add_argument("--max-steps", type=int, default=20000)
-    ap.add_argument("--time-budget", type=float, default=300.0, help="seconds of training in all")
+    ap.add_argument("--time-budget", type=float, default=240.0, help="seconds of training in all")
     ap.add_argument("--call-budget", type=float, default=480.0, help="seconds this call may train")
     ap.add_argument("--eval-every", type=int, default=1000)
     ap.add_argument("--eval-seqs", type=int, default=256)

@@ -13,7 +13,8 @@ Each step (DFlash's recipe, DESIGN.md's math through dflash_torch.Drafter.blocks
 - the frozen target — the shipped quantized weights, dequantized (hf-q) — runs over them in
   float32 (TF32); forward hooks on its layers `taps` give the context rows (raw residual
   stream, no final norm), concatenated: [B, 192, 4·512];
-- A random distinct anchors per sequence, a ∈ [P−1, 192−block] (the continuation's tokens are
+- A random distinct anchors per sequence (32: a block of 8 gives half the rows of the old 16, so
+  twice the anchors keep a step's rows), a ∈ [P−1, 192−block] (the continuation's tokens are
   the labels); block = [token at a, <|mask|> × (block − 1)], embedded with the target's table;
 - block-sparse attention: block rows see the context rows before their anchor (inside each
   layer's window) and every row of their own block, not the other blocks;
@@ -97,7 +98,7 @@ def main():
     ap.add_argument("--cont", default=os.path.join(HERE, "out", "continuations"))
     ap.add_argument("--out", default=os.path.join(HERE, "out", "drafter"))
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--anchors", type=int, default=16)
+    ap.add_argument("--anchors", type=int, default=32)
     ap.add_argument("--lr", type=float, default=6e-4)
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--warmup", type=float, default=0.04)

@@ -57,7 +57,7 @@ PIECE_BYTES = 15 * MIB     # files coming back from the GPU machine are cut belo
 # What a GGUF holds besides the tensors (header, metadata, the tokenizer's 8192 tokens and
 # ~8000 merges): measured on `export.py fake` output, rounded up.
 GGUF_OVERHEAD = 400_000
-TRAINING_JSON = 8_000
+TRAINING_JSON = 16_000
 
 # Rates measured on the 2-core development machine (docs/FIGURES.md), for the cost estimate:
 # the quantized target's decoding step runs through about 11.2 G weights a second (a 159 M

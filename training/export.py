@@ -445,6 +445,11 @@ def provenance(corpus_manifest=None, target_log=None, drafter_log=None):
         if path and os.path.exists(path):
             summ = json.load(open(path))["summary"]
             rec[key] = {k: v for k, v in summ.items() if k not in ("files", "sample")}
+    if target_log:
+        # the shipped (quantized) weights' held-out loss, run_gpu.sh's quantized.json beside the log
+        q = os.path.join(os.path.dirname(target_log), "quantized.json")
+        if os.path.exists(q) and "target" in rec:
+            rec["target"]["quantized"] = {k: v for k, v in json.load(open(q)).items() if k != "sample"}
     return rec
 
 

@@ -35,7 +35,10 @@ What is kept (and why):
 - generated files (a line `// Code generated ... DO NOT EDIT.`: protobuf
   stubs, syscall and unicode tables) are left out: they teach tables, not
   Go; so are `testdata/` and `vendor/` directories (broken programs for
-  the tools' tests; other projects' copies) and the stdlib's `misc/`.
+  the tools' tests; other projects' copies) and the stdlib's `misc/`;
+- files that compress more than REPETITIVE (20) times with xz are data, not
+  code: test/fixedbugs/bug257.go is a million "☺" (the first merges of a
+  tokenizer trained with it), test/cmplxdivide1.go a table of numbers.
 - Held out, never trained on (neither tokenizer nor models): the stdlib
   packages net/http, encoding/json and text/template and all their
   subpackages. No other Debian Go package enters the corpus (the
@@ -83,6 +86,7 @@ HELDOUT = ["net/http", "encoding/json", "text/template"]
 ERRORCHECK = re.compile(r"^// errorcheck", re.M)
 GENERATED = re.compile(r"^// Code generated .* DO NOT EDIT\.$", re.M)
 SEP = "\0"
+REPETITIVE = 20.0            # xz ratio (preset 1) past which a file is data, not code
 
 
 def sh(cmd, cwd=None):
@@ -207,8 +211,9 @@ def main():
         stanzas = parse_dep5(open(os.path.join(root, cpath), encoding="utf-8").read())
         declared = sorted({l for _, l in stanzas})
         base, rels = walk_package(package, root, a)
-        skipped = {"testdata": 0, "vendor": 0, "generated": 0, "licence": 0, "tests": 0,
+        skipped = {"testdata": 0, "vendor": 0, "generated": 0, "repetitive": 0, "licence": 0, "tests": 0,
                    "not_utf8_or_nul": 0, "errorcheck": 0}
+        left_out_repetitive = []
         left_out, kept_by_licence, kept = {}, {}, {"files": 0, "bytes": 0}
         for rel in rels:
             parts = rel.split("/")
@@ -238,6 +243,10 @@ def main():
             if GENERATED.search(text):
                 skipped["generated"] += 1
                 continue
+            if len(raw) > 4096 and len(raw) / len(lzma.compress(raw, preset=1)) > REPETITIVE:
+                skipped["repetitive"] += 1
+                left_out_repetitive.append(rel)
+                continue
             if package == STDLIB and rel.startswith("test/") and ERRORCHECK.search(text[:1000]):
                 skipped["errorcheck"] += 1
                 continue
@@ -256,7 +265,8 @@ def main():
             "copyright": cpath, "licences_declared": declared,
             "kept_by_licence": {l: {"files": n, "spdx": " ".join(PERMISSIVE.get(w, w) for w in l.split())}
                                 for l, n in sorted(kept_by_licence.items())},
-            "kept": kept, "skipped": skipped, "left_out_for_licence": left_out})
+            "kept": kept, "skipped": skipped, "left_out_for_licence": left_out,
+            "left_out_repetitive": left_out_repetitive})
         print(f"{package} {version}: {kept['files']} files, {kept['bytes'] / 1e6:.1f} MB kept; "
               f"skipped {skipped}")
 
@@ -272,6 +282,7 @@ def main():
                               "matched on the file's source-package path); kept where permissive: "
                               + ", ".join(sorted(PERMISSIVE)),
                   "left_out": ["*/testdata/*", "*/vendor/*", "generated files (// Code generated ... DO NOT EDIT.)",
+                               f"files over 4 kB that xz (preset 1) compresses more than {REPETITIVE:g} times",
                                "files under a licence not in the permissive list",
                                "non-UTF-8 files or files with NUL"],
                   "heldout_packages": [f"{STDLIB}: {h} (and subpackages)" for h in HELDOUT],

@@ -500,7 +500,10 @@ def check(folder):
     gpath = os.path.join(folder, name + ".gguf")
     spath = os.path.join(folder, name + ".dflash.safetensors")
     files = sorted(os.listdir(folder))
-    assert set(files) <= {name + ".gguf", name + ".dflash.safetensors", "training.json"}, files
+    # beside the pair: its provenance and its card (MODEL_CARD.md, curves as PNG and CSV)
+    extra = [f for f in files if f not in (name + ".gguf", name + ".dflash.safetensors", "training.json",
+                                           "MODEL_CARD.md") and not f.endswith((".png", ".csv"))]
+    assert not extra, f"{folder}: unexpected files {extra}"
     sizes = {f: os.path.getsize(os.path.join(folder, f)) for f in files}
     total = sum(sizes.values())
     assert total <= C.TOTAL_LIMIT, f"{folder} holds {total} bytes, past 64 MiB"

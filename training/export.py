@@ -1,45 +1,62 @@
 #!/usr/bin/env python3
-"""Write the default pair in the layout the C side loads: numpy only (no torch).
+"""Write the default pair in the layout the C side loads: numpy (and the gguf package for
+the quantized target), no torch.
 
-    models/<name>/config.json               the target's, as transformers 5 wrote it
-    models/<name>/generation_config.json    eos = <|endoftext|> (0)
-    models/<name>/tokenizer.json
-    models/<name>/model-0000K-of-0000N.safetensors + model.safetensors.index.json
-                                            BF16, every shard < 15 MiB
-    models/<name>/dflash.safetensors        the DFlash 2 sidecar
-    models/<name>/training.json             provenance: corpus package, version, licence,
+    models/<name>/<name>.gguf               the target, quantized (config.TARGET_OUTTYPE) by
+                                            tools/hf-to-gguf.py; carries the tokenizer
+    models/<name>/<name>.dflash.safetensors the DFlash 2 sidecar, bound to the .gguf
+    models/<name>/training.json             provenance: corpus packages, versions, licences,
                                             held-out packages, training summaries
+
+The target is trained in BF16 on the GPU machine, converted there to the quantized GGUF by
+tools/hf-to-gguf.py, and dequantized (`dequant`) to an F32 Hugging Face folder, `hf-q`: the
+shipped weights exactly, which the continuations, the drafter's training and the parity checks
+run on. Only the .gguf comes back (the BF16 checkpoint is too large to); `assemble` here
+dequantizes it to the same hf-q, checks that the sidecar is bound to it, and converts hf-q
+again with tools/hf-to-gguf.py --sidecar, which writes the shipped .gguf and the sidecar bound
+to it; re-quantizing dequantized weights must give the returned file's tensors bit for bit.
 
 Sidecar: tensors named `dflash.<name>` (matrices BF16, vectors — norms, conv
 base kernels — F32, selector codebooks F16) and `__metadata__` with
 "dflash" (the geometry, exactly config.GEOMETRY_KEYS' keys, windows/no_rope
 only where set), "base_binding" {"trunk_hash64": …} (DESIGN.md's FNV-1a over
-model.embed_tokens.weight) and, optionally, "dflash_route".
+model.embed_tokens.weight; hf-to-gguf.py adds the fields that bind the .gguf) and,
+optionally, "dflash_route".
 
 Commands:
-    export.py assemble --target-dir T --drafter D.safetensors --tokenizer tok.json --out models/NAME
+    export.py dequant GGUF --out DIR --tokenizer tok.json
+        the GGUF's weights as an F32 Hugging Face folder (config.json, generation_config.json,
+        tokenizer.json, model.safetensors)
+    export.py assemble --target-gguf G --drafter D.safetensors --tokenizer tok.json --out models/NAME
                        [--corpus-manifest M --target-log L1 --drafter-log L2]
-        T: the target as train_target.py saved it (config.json, shards or one file)
-        D: train_drafter.py's dflash.safetensors (re-bound here to the shipped target)
+        G: the quantized target from the GPU machine; D: train_drafter.py's sidecar (bound to
+        G dequantized)
     export.py fake --out DIR [--tokenizer tok.json] [--seed S]
-        a random target + drafter of the real shapes (tests the layout without a GPU)
+        a random target + drafter of the real shapes through the same path (tests the layout
+        without a GPU)
     export.py check DIR
-        sizes, dtypes, binding and geometry of an assembled folder
+        sizes, types, binding and geometry of an assembled folder
 
 The safetensors files are written here byte by byte (8-byte header length,
 JSON header, data), so nothing depends on the safetensors package version.
 """
 import argparse
+import hashlib
+import importlib.util
 import json
 import re
 import os
 import shutil
 import struct
+import subprocess
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+HF_TO_GGUF = os.path.join(REPO, "tools", "hf-to-gguf.py")
+sys.path.insert(0, HERE)
 import config as C  # noqa: E402
 
 DTYPES = {"F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (np.uint16, 2),
@@ -291,34 +308,123 @@ def check_target_config(cfg):
         assert cfg[k] == C.TARGET[k], f"config.json {k} = {cfg[k]}, config.py says {C.TARGET[k]}"
 
 
-def write_shards(raw, out, limit=C.SHARD_BYTES):
-    """Target tensors (raw, any dtype) into model-0000K-of-0000N.safetensors below `limit` bytes,
-    in name order, with model.safetensors.index.json (one file, no index, when it fits)."""
-    names = sorted(raw)
-    groups, cur, size = [], [], 0
-    for n in names:
-        b = len(raw[n][2])
-        assert b < limit, f"{n} alone is {b} bytes"
-        if cur and size + b > limit:
-            groups.append(cur)
-            cur, size = [], 0
-        cur.append(n)
-        size += b
-    groups.append(cur)
-    meta = {"format": "pt"}
-    if len(groups) == 1:
-        write_safetensors(os.path.join(out, "model.safetensors"), {n: raw[n] for n in names}, meta)
-        return ["model.safetensors"]
-    files, wmap = [], {}
-    for k, g in enumerate(groups):
-        f = f"model-{k + 1:05d}-of-{len(groups):05d}.safetensors"
-        write_safetensors(os.path.join(out, f), {n: raw[n] for n in g}, meta)
-        files.append(f)
-        wmap.update({n: f for n in g})
-    total = sum(len(raw[n][2]) for n in names)
-    with open(os.path.join(out, "model.safetensors.index.json"), "w") as fh:
-        json.dump({"metadata": {"total_size": total}, "weight_map": wmap}, fh, indent=2)
-    return files
+def write_target_f32(tensors, out):
+    """F32 target tensors into model.safetensors, or shards below 2 GiB with an index."""
+    write_safetensors(os.path.join(out, "model.safetensors"),
+                      {n: ("F32", a) for n, a in tensors.items()}, {"format": "pt"})
+    return ["model.safetensors"]
+
+
+# ---------------------------------------------------------------- GGUF
+
+def _gguf():
+    try:
+        import gguf
+    except ImportError:
+        sys.exit("export.py: the gguf package is missing (pip install gguf; on the GPU machine it is "
+                 "carried as a wheel, training/README.md)")
+    return gguf
+
+
+def _hf_to_gguf_names():
+    """GGUF name -> Hugging Face name, from tools/hf-to-gguf.py's own tables (read, not copied)."""
+    spec = importlib.util.spec_from_file_location("hf_to_gguf", HF_TO_GGUF)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    names = {g: h for h, g in mod.MODEL_NAMES.items()}
+    for h, g in mod.LAYER_NAMES.items():
+        names["blk.{}." + g] = "model.layers.{}." + h
+    return names
+
+
+def gguf_tensors(path):
+    """-> {GGUF name: (type name, HF-order shape, raw bytes)} of a GGUF file."""
+    gguf = _gguf()
+    r = gguf.GGUFReader(path)
+    out = {}
+    for t in r.tensors:
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        out[t.name] = (t.tensor_type.name, shape, np.ascontiguousarray(t.data).tobytes())
+    return out
+
+
+def gguf_config(path):
+    """The qwen3.* sizes of a GGUF, as config.TARGET's keys."""
+    gguf = _gguf()
+    r = gguf.GGUFReader(path)
+
+    def val(key):
+        f = r.get_field(key)
+        if f is None:
+            sys.exit(f"export.py: {path} has no {key}")
+        return f.contents()
+    return {"hidden_size": val("qwen3.embedding_length"), "num_hidden_layers": val("qwen3.block_count"),
+            "intermediate_size": val("qwen3.feed_forward_length"),
+            "num_attention_heads": val("qwen3.attention.head_count"),
+            "num_key_value_heads": val("qwen3.attention.head_count_kv"),
+            "head_dim": val("qwen3.attention.key_length"),
+            "vocab_size": len(r.get_field("tokenizer.ggml.tokens").data)}
+
+
+def dequantize_gguf(path):
+    """-> {HF name: float32 array} of a Qwen3 GGUF (the values the C target computes with)."""
+    gguf = _gguf()
+    names = _hf_to_gguf_names()
+    r = gguf.GGUFReader(path)
+    out = {}
+    for t in r.tensors:
+        parts = t.name.split(".")
+        if parts[0] == "blk":
+            hf = names["blk.{}." + ".".join(parts[2:])].format(int(parts[1]))
+        else:
+            hf = names[t.name]
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        a = gguf.quants.dequantize(t.data, t.tensor_type)
+        out[hf] = np.ascontiguousarray(a, np.float32).reshape(shape)
+    return out
+
+
+def dequant(gguf_path, out, tokenizer, cfg=None):
+    """The GGUF's weights, dequantized, as an F32 Hugging Face folder."""
+    sizes = gguf_config(gguf_path)
+    for k, v in sizes.items():
+        assert v == C.TARGET[k], f"{gguf_path}: {k} = {v}, config.py says {C.TARGET[k]}"
+    cfg = dict(cfg or hf_config())
+    cfg["dtype"] = "float32"
+    check_target_config(cfg)
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    w = dequantize_gguf(gguf_path)
+    if cfg["tie_word_embeddings"]:
+        assert "lm_head.weight" not in w
+    write_target_f32(w, out)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
+        json.dump(generation_config(), f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copyfile(tokenizer, os.path.join(out, "tokenizer.json"))
+    return {"folder": out, "tensors": len(w), "trunk_hash64": trunk_hash64(out, cfg["tie_word_embeddings"]),
+            "gguf_sha256": sha256_of(gguf_path)}
+
+
+def convert(model_dir, out_gguf, outtype=C.TARGET_OUTTYPE, sidecar=None):
+    """tools/hf-to-gguf.py MODEL_DIR OUT --outtype T [--sidecar S] (S is copied, bound, to
+    OUT without .gguf + .dflash.safetensors)."""
+    cmd = [sys.executable, HF_TO_GGUF, model_dir, out_gguf, "--outtype", outtype]
+    if sidecar:
+        cmd += ["--sidecar", sidecar]
+    subprocess.run(cmd, check=True)
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------- commands
@@ -329,92 +435,128 @@ def provenance(corpus_manifest=None, target_log=None, drafter_log=None):
                                       "gen_continuations.py, train_drafter.py, export.py)"}
     if corpus_manifest and os.path.exists(corpus_manifest):
         m = json.load(open(corpus_manifest))
-        rec["corpus"] = {"source": m["source"], "licence": {k: v for k, v in m["licence"].items()
-                                                             if k != "files_under_other_licences_left_out"},
+        rec["corpus"] = {"sources": [{k: v for k, v in src.items() if k != "left_out_for_licence"}
+                                     | {"left_out_for_licence": len(src["left_out_for_licence"])}
+                                     for src in m["sources"]],
                          "rules": m["rules"],
                          "splits": {k: {kk: vv for kk, vv in v.items() if kk not in ("paths", "package_list")}
                                     for k, v in m["splits"].items()}}
     for key, path in (("target", target_log), ("drafter", drafter_log)):
         if path and os.path.exists(path):
             summ = json.load(open(path))["summary"]
-            rec[key] = {k: v for k, v in summ.items() if k not in ("files",)}
+            rec[key] = {k: v for k, v in summ.items() if k not in ("files", "sample")}
+    if target_log:
+        # the shipped (quantized) weights' held-out loss, run_gpu.sh's quantized.json beside the log
+        q = os.path.join(os.path.dirname(target_log), "quantized.json")
+        if os.path.exists(q) and "target" in rec:
+            rec["target"]["quantized"] = {k: v for k, v in json.load(open(q)).items() if k != "sample"}
     return rec
 
 
-def assemble(target_dir, drafter, tokenizer, out, rebind=True, info=None):
-    cfg = json.load(open(os.path.join(target_dir, "config.json")))
-    check_target_config(cfg)
-    raw = read_target_raw(target_dir)
-    bad = {n: v[0] for n, v in raw.items() if v[0] != "BF16"}
-    assert not bad, f"target tensors not BF16: {bad}"
-    assert "lm_head.weight" not in raw or not cfg["tie_word_embeddings"]
+def assemble(target_gguf, drafter, tokenizer, out, info=None, keep_hfq=None):
+    """models/<name>/: the .gguf and its sidecar as tools/hf-to-gguf.py writes them from the
+    returned target dequantized, checked against it, and training.json."""
+    name = os.path.basename(os.path.normpath(out))
+    # named as the model (hf-to-gguf.py writes the folder's name as general.name)
+    work_parent = out.rstrip("/") + ".hf-q"
+    work = os.path.join(work_parent, name)
+    dq = dequant(target_gguf, work, tokenizer)
+    meta, _ = read_raw(drafter)
+    g = json.loads(meta["dflash"])
+    was = json.loads(meta.get("base_binding", "{}")).get("trunk_hash64")
+    if was != dq["trunk_hash64"]:
+        sys.exit(f"export.py: {drafter} is bound to {was}; {target_gguf} dequantized hashes to "
+                 f"{dq['trunk_hash64']}: the drafter was trained against another target")
+    assert g["hidden"] == C.TARGET["hidden_size"] and g["vocab"] == C.TARGET["vocab_size"]
+    assert g["target_layers"] == C.TARGET["num_hidden_layers"]
     if os.path.exists(out):
         shutil.rmtree(out)
     os.makedirs(out)
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
-    gen = os.path.join(target_dir, "generation_config.json")
-    gcfg = json.load(open(gen)) if os.path.exists(gen) else generation_config()
-    assert gcfg.get("eos_token_id") == C.EOT, gcfg
-    with open(os.path.join(out, "generation_config.json"), "w") as f:
-        json.dump(gcfg, f, indent=2, sort_keys=True)
-        f.write("\n")
-    shutil.copyfile(tokenizer, os.path.join(out, "tokenizer.json"))
-    write_shards(raw, out)
-    h = trunk_hash64(out, cfg["tie_word_embeddings"])
-    meta, draw = read_raw(drafter)
-    g = json.loads(meta["dflash"])
-    was = json.loads(meta.get("base_binding", "{}")).get("trunk_hash64")
-    if was != h and not rebind:
-        sys.exit(f"{drafter} is bound to {was}, the target is {h} (use --rebind if the bytes are the same)")
-    assert g["hidden"] == cfg["hidden_size"] and g["vocab"] == cfg["vocab_size"]
-    assert g["target_layers"] == cfg["num_hidden_layers"]
-    meta["base_binding"] = json.dumps({"trunk_hash64": h})
-    write_safetensors(os.path.join(out, "dflash.safetensors"), draw, meta)
-    if info:
+    gpath = os.path.join(out, name + ".gguf")
+    convert(work, gpath, C.TARGET_OUTTYPE, sidecar=drafter)
+    # re-quantizing the dequantized weights must give the very blocks that came back
+    want, got = gguf_tensors(target_gguf), gguf_tensors(gpath)
+    assert set(want) == set(got), set(want) ^ set(got)
+    differ = [n for n in want if want[n] != got[n]]
+    assert not differ, f"re-quantized tensors differ from {target_gguf}: {differ[:5]}"
+    if info is not None:
+        info = dict(info, target_gguf_sha256=sha256_of(gpath), returned_gguf_sha256=dq["gguf_sha256"])
         # the machines' own folders are nobody else's business: paths are
         # kept from the repository's top on
         text = re.sub(r'"/[^"]*?/((?:training|models|tests)/[^"]*)"', r'"\1"', json.dumps(info, indent=1))
         with open(os.path.join(out, "training.json"), "w") as f:
             f.write(text + "\n")
+    if keep_hfq:
+        if os.path.exists(keep_hfq):
+            shutil.rmtree(keep_hfq)
+        shutil.move(work, keep_hfq)
+    shutil.rmtree(work_parent)
     return check(out)
 
 
 def check(folder):
-    """Sizes, dtypes, geometry and binding of an assembled folder; returns a summary."""
-    cfg = json.load(open(os.path.join(folder, "config.json")))
-    check_target_config(cfg)
+    """Sizes, types, geometry and binding of an assembled folder; returns a summary."""
+    name = os.path.basename(os.path.normpath(folder))
+    gpath = os.path.join(folder, name + ".gguf")
+    spath = os.path.join(folder, name + ".dflash.safetensors")
     files = sorted(os.listdir(folder))
+    # beside the pair: its provenance and its card (MODEL_CARD.md, curves as PNG and CSV)
+    extra = [f for f in files if f not in (name + ".gguf", name + ".dflash.safetensors", "training.json",
+                                           "MODEL_CARD.md") and not f.endswith((".png", ".csv"))]
+    assert not extra, f"{folder}: unexpected files {extra}"
     sizes = {f: os.path.getsize(os.path.join(folder, f)) for f in files}
-    for f, s in sizes.items():
-        assert s < C.FILE_LIMIT, f"{f} is {s} bytes, not < 15 MiB"
     total = sum(sizes.values())
-    assert total <= C.TOTAL_LIMIT, f"{folder} holds {total} bytes, past 48 MiB"
-    meta, draw = read_raw(os.path.join(folder, "dflash.safetensors"))
+    assert total <= C.TOTAL_LIMIT, f"{folder} holds {total} bytes, past 64 MiB"
+    sizes_cfg = gguf_config(gpath)
+    for k, v in sizes_cfg.items():
+        assert v == C.TARGET[k], f"{gpath}: {k} = {v}, config.py says {C.TARGET[k]}"
+    tensors = gguf_tensors(gpath)
+    qtype = C.TARGET_OUTTYPE.upper()
+    params = 0
+    for n, (t, shape, _) in tensors.items():
+        params += int(np.prod(shape))
+        assert t == (qtype if len(shape) == 2 else "F32"), (n, t, shape)
+    assert params == C.target_params(), (params, C.target_params())
+    meta, draw = read_raw(spath)
     g = json.loads(meta["dflash"])
     assert set(g) <= set(C.GEOMETRY_KEYS) and set(C.GEOMETRY_KEYS) - set(g) <= {"windows", "no_rope"}
+    assert {k: v for k, v in g.items() if k in C.DRAFTER} == geometry_record(C.DRAFTER), g
     want = expected_shapes(g)
     assert set(draw) == {"dflash." + n for n in want}, set(draw) ^ {"dflash." + n for n in want}
     for n, shape in want.items():
         dtype, s, _ = draw["dflash." + n]
         assert tuple(s) == tuple(shape), (n, s, shape)
-        assert dtype == storage_dtype(n, shape) or (dtype == "F16" and not n.endswith("_codebook")
-                                                    and len(shape) == 2), (n, dtype)
-    h = trunk_hash64(folder, cfg["tie_word_embeddings"])
-    bound = json.loads(meta["base_binding"])["trunk_hash64"]
-    assert bound == h, f"sidecar bound to {bound}, target is {h}"
+        assert dtype == storage_dtype(n, shape), (n, dtype)
+    binding = json.loads(meta["base_binding"])
+    # trunk_hash64: the dequantized embedding's F32 bytes, which the drafter was trained on
+    emb = dequantize_gguf_tensor(gpath, "token_embd.weight").tobytes()
+    h = 0xCBF29CE484222325
+    h = fnv1a(fnv1a(h, emb[:1 << 20]), emb[-(1 << 20):]) if len(emb) > 2 << 20 else fnv1a(h, emb)
+    assert binding["trunk_hash64"] == f"{h:016x}", f"sidecar bound to {binding['trunk_hash64']}, " \
+                                                   f"the .gguf's dequantized embedding is {h:016x}"
+    assert "trunk_signs64" in binding, "the sidecar lacks hf-to-gguf.py's binding to the .gguf"
     return {"folder": folder, "files": sizes, "total_bytes": total,
-            "total_mib": round(total / C.MIB, 2), "trunk_hash64": h, "geometry": g}
+            "total_mib": round(total / C.MIB, 2), "target_type": qtype, "target_params": params,
+            "binding": binding, "geometry": g}
 
 
-def fake(out, tokenizer=None, seed=0):
-    """A random pair with the real shapes and dtypes (the layout, without training)."""
+def dequantize_gguf_tensor(path, gguf_name):
+    gguf = _gguf()
+    for t in gguf.GGUFReader(path).tensors:
+        if t.name == gguf_name:
+            shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+            return np.ascontiguousarray(gguf.quants.dequantize(t.data, t.tensor_type), np.float32).reshape(shape)
+    raise KeyError(gguf_name)
+
+
+def random_target(folder, tokenizer, seed=0):
+    """A random BF16 target of config.TARGET's shapes, as train_target.py saves one."""
     rng = np.random.default_rng(seed)
     t = C.TARGET
     h, L, v = t["hidden_size"], t["num_hidden_layers"], t["vocab_size"]
     q, kv = t["num_attention_heads"] * t["head_dim"], t["num_key_value_heads"] * t["head_dim"]
-    w = {"model.embed_tokens.weight": rng.normal(0, 0.02, (v, h)), "model.norm.weight": np.ones(h)}
+    w = {"model.embed_tokens.weight": rng.normal(0, 0.02, (v, h)).astype(np.float32),
+         "model.norm.weight": np.ones(h, np.float32)}
     for l in range(L):
         p = f"model.layers.{l}."
         for n, s in (("self_attn.q_proj", (q, h)), ("self_attn.k_proj", (kv, h)),
@@ -422,18 +564,34 @@ def fake(out, tokenizer=None, seed=0):
                      ("mlp.gate_proj", (t["intermediate_size"], h)),
                      ("mlp.up_proj", (t["intermediate_size"], h)),
                      ("mlp.down_proj", (h, t["intermediate_size"]))):
-            w[p + n + ".weight"] = rng.normal(0, 1 / np.sqrt(s[1]), s)
+            w[p + n + ".weight"] = rng.normal(0, 1 / np.sqrt(s[1]), s).astype(np.float32)
         for n, k in (("input_layernorm", h), ("post_attention_layernorm", h),
                      ("self_attn.q_norm", t["head_dim"]), ("self_attn.k_norm", t["head_dim"])):
-            w[p + n + ".weight"] = np.ones(k)
-    src = out + ".target-src"
-    os.makedirs(src, exist_ok=True)
-    write_safetensors(os.path.join(src, "model.safetensors"),
+            w[p + n + ".weight"] = np.ones(k, np.float32)
+    os.makedirs(folder, exist_ok=True)
+    write_safetensors(os.path.join(folder, "model.safetensors"),
                       {n: ("BF16", a) for n, a in w.items()}, {"format": "pt"})
-    with open(os.path.join(src, "config.json"), "w") as f:
+    with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(hf_config(), f, indent=2)
-    with open(os.path.join(src, "generation_config.json"), "w") as f:
+    with open(os.path.join(folder, "generation_config.json"), "w") as f:
         json.dump(generation_config(), f, indent=2)
+    shutil.copyfile(tokenizer, os.path.join(folder, "tokenizer.json"))
+
+
+def fake(out, tokenizer=None, seed=0):
+    """A random pair with the real shapes and types, through the real path: a BF16 target
+    converted to the quantized GGUF (what the GPU's target step returns), dequantized, a
+    random drafter bound to that, assembled."""
+    if tokenizer is None:
+        tokenizer = os.path.join(HERE, "data", "tokenizer.json")
+    src = out.rstrip("/") + ".fake-src"
+    if os.path.exists(src):
+        shutil.rmtree(src)
+    random_target(os.path.join(src, "hf"), tokenizer, seed)
+    returned = os.path.join(src, "target.gguf")
+    convert(os.path.join(src, "hf"), returned)
+    dq = dequant(returned, os.path.join(src, "hf-q"), tokenizer)
+    rng = np.random.default_rng(seed + 1)
     g = dict(C.DRAFTER)
     dw = {}
     for n, s in expected_shapes(g).items():
@@ -446,10 +604,8 @@ def fake(out, tokenizer=None, seed=0):
         else:
             dw[n] = rng.normal(0, 1 / np.sqrt(s[1]), s)
     side = os.path.join(src, "dflash.safetensors")
-    write_sidecar(side, dw, g, trunk_hash64(src, True))
-    if tokenizer is None:
-        tokenizer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tokenizer.json")
-    summary = assemble(src, side, tokenizer, out)
+    write_sidecar(side, dw, g, dq["trunk_hash64"])
+    summary = assemble(returned, side, tokenizer, out, info={"name": C.NAME, "fake": True})
     shutil.rmtree(src)
     return summary
 
@@ -457,12 +613,17 @@ def fake(out, tokenizer=None, seed=0):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    a0 = sub.add_parser("dequant")
+    a0.add_argument("gguf")
+    a0.add_argument("--out", required=True)
+    a0.add_argument("--tokenizer", required=True)
+    a0.add_argument("--config", help="the BF16 folder's config.json to keep (default: config.py's)")
     a1 = sub.add_parser("assemble")
-    a1.add_argument("--target-dir", required=True)
+    a1.add_argument("--target-gguf", required=True)
     a1.add_argument("--drafter", required=True)
     a1.add_argument("--tokenizer", required=True)
     a1.add_argument("--out", required=True)
-    a1.add_argument("--no-rebind", action="store_true")
+    a1.add_argument("--keep-hfq", help="keep the dequantized folder there (check_parity.py's target)")
     a1.add_argument("--corpus-manifest", help="training/data/corpus/manifest.json (into training.json)")
     a1.add_argument("--target-log", help="train_target.py's log.json")
     a1.add_argument("--drafter-log", help="train_drafter.py's log.json")
@@ -473,9 +634,12 @@ def main():
     a3 = sub.add_parser("check")
     a3.add_argument("folder")
     a = ap.parse_args()
-    if a.cmd == "assemble":
+    if a.cmd == "dequant":
+        cfg = json.load(open(a.config)) if a.config else None
+        s = dequant(a.gguf, a.out, a.tokenizer, cfg)
+    elif a.cmd == "assemble":
         info = provenance(a.corpus_manifest, a.target_log, a.drafter_log)
-        s = assemble(a.target_dir, a.drafter, a.tokenizer, a.out, rebind=not a.no_rebind, info=info)
+        s = assemble(a.target_gguf, a.drafter, a.tokenizer, a.out, info=info, keep_hfq=a.keep_hfq)
     elif a.cmd == "fake":
         s = fake(a.out, a.tokenizer, a.seed)
     else:

@@ -3,18 +3,20 @@
 
 GPU machine; about 1–2 minutes:
 
-    python3 training/gen_continuations.py [--target training/out/target/hf]
-        [--tokens training/data/tokens] [--out training/out/continuations] [--new 224]
+    python3 training/gen_continuations.py [--target training/out/target/hf-q]
+        [--tokens training/data/tokens] [--out training/out/continuations] [--new 160]
 
-- prompts: tokens/prompts.npz (training/tokenizer.py: 49152 train and 1024 held-out windows of
-  32 tokens, each inside one document, a quarter at a document's start);
-- the target as shipped (its BF16 weights) computes in float32 with TF32 off — the C target's
-  arithmetic — greedily, `--new` tokens each (no stop at <|endoftext|>: the target's behaviour
-  after it is still its behaviour), batched with a KV cache;
+- prompts: tokens/prompts.npz (training/tokenizer.py: 32768 train windows of 32 tokens drawn
+  from all five packages, and 1024 held-out ones, each inside one document, a quarter at a
+  document's start);
+- the target as shipped — the quantized GGUF's weights, dequantized to F32 (hf-q, export.py
+  dequant) — computes in float32 with TF32 off, the C target's arithmetic, greedily, `--new`
+  tokens each (no stop at <|endoftext|>: the target's behaviour after it is still its
+  behaviour), batched with a KV cache;
 - check: a sample of sequences is re-run without the cache, teacher-forced; its argmax must
   agree with the continuation (reported as `verify_agreement`, near-ties aside ≈ 1.0).
 
-Taps are NOT stored (49152 × 256 × 4 taps × 384 floats would be 77 GB): train_drafter.py
+Taps are NOT stored (32768 × 192 × 4 taps × 512 floats would be 52 GB): train_drafter.py
 recomputes them with the frozen target inside each step, which costs a few milliseconds.
 
 Short contexts: the last --short-share of the prompts (25 %) keep only their last --short-len
@@ -67,13 +69,13 @@ def verify(model, seqs, plen, batch=64):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default=os.path.join(HERE, "out", "target", "hf"))
+    ap.add_argument("--target", default=os.path.join(HERE, "out", "target", "hf-q"))
     ap.add_argument("--tokens", default=os.path.join(HERE, "data", "tokens"))
     ap.add_argument("--out", default=os.path.join(HERE, "out", "continuations"))
-    ap.add_argument("--new", type=int, default=224)
+    ap.add_argument("--new", type=int, default=160)
     ap.add_argument("--batch", type=int, default=8192)
     ap.add_argument("--part", type=int, default=36864,
-                    help="rows per output file (36864 × 224 uint16 = 16.5 MB even uncompressed: < 16 MiB)")
+                    help="rows per output file (36864 × 160 uint16 = 11.8 MB even uncompressed: < 16 MiB)")
     ap.add_argument("--n-train", type=int, default=0, help="0: every train prompt")
     ap.add_argument("--n-heldout", type=int, default=0, help="0: every held-out prompt")
     ap.add_argument("--verify", type=int, default=256)
@@ -128,6 +130,16 @@ def main():
                 "verify_agreement": verify(model, seqs, plen),
                 "eot_share": float((cont == C.EOT).mean()), "distinct_tokens": int(len(np.unique(cont))),
                 "repeat_within_8": rep, "files": files}
+            if split == "train" and "train_package" in z.files:
+                # the same figures per corpus package: loops show where the target has seen least
+                pk = z["train_package"][lo:hi]
+                names = json.load(open(os.path.join(a.tokens, "meta.json")))["packages"]
+                stats["splits"][f"{split}-p{plen}"]["by_package"] = {
+                    names[k]: {"prompts": int((pk == k).sum()),
+                               "eot_share": float((cont[pk == k] == C.EOT).mean()),
+                               "repeat_within_8": float(np.mean([(c[:, 8:] == c[:, 8 - d:c.shape[1] - d]).mean()
+                                                                 for c in [cont[pk == k]] for d in range(1, 9)]))}
+                    for k in range(len(names)) if (pk == k).any()}
             print(json.dumps(stats["splits"][f"{split}-p{plen}"]), flush=True)
     stats["seconds"] = round(time.time() - t0, 1)
     with open(os.path.join(a.out, "gen.json"), "w") as f:

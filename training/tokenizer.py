@@ -12,6 +12,11 @@ Runs on the CPU with Hugging Face `tokenizers` (no torch):
    <|endoftext|> and the stream closed by one: [0, doc1…, 0, doc2…, 0];
 3. samples the prompts the target's greedy continuations start from, each
    inside one document of its split (a quarter at the document's start);
+   the train prompts are drawn package by package (corpus.py's manifest says
+   which Debian package each document comes from), each package's share in
+   proportion to the square root of its tokens, so the four third-party
+   packages (a quarter of the text) get about half of the prompts and the
+   drafter learns to draft code that is not the standard library's;
 4. optionally (--check-c TOOL) encodes documents with our C tokenizer
    (build/tests/tokenizer/tok-tool) and requires identical ids.
 
@@ -20,7 +25,8 @@ Outputs (under --data, default training/data):
     tokens/train.u16.xz            xz of the raw little-endian uint16 stream
     tokens/heldout.u16.xz
     tokens/prompts.npz             train [N, P] and heldout [M, P] uint16,
-                                   with their stream offsets
+                                   with their stream offsets and train_package
+                                   (index into meta.json's "packages")
     tokens/meta.json               counts, seeds, sha256 of every array
 
     python3 training/tokenizer.py [--check-c build/tests/tokenizer/tok-tool]
@@ -43,7 +49,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import write_xz  # noqa: E402
-from corpus import read_split  # noqa: E402
+from corpus import document_packages, read_split  # noqa: E402
 
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
                  r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -103,6 +109,27 @@ def sample_prompts(rng, ids_list, starts, n, plen, doc_start_share=0.25):
     return starts[docs] + off
 
 
+def sample_by_package(rng, ids_list, starts, packages, n, plen):
+    """n prompt offsets: each package's share ∝ sqrt(its tokens), sampled inside it as
+    sample_prompts does. -> (offsets in a random order, package index of each, names)."""
+    names = sorted(set(packages), key=packages.index)
+    pk = np.array([names.index(p) for p in packages])
+    tokens = np.array([sum(len(ids_list[i]) for i in np.nonzero(pk == k)[0]) for k in range(len(names))],
+                      np.float64)
+    share = np.sqrt(tokens) / np.sqrt(tokens).sum()
+    counts = np.floor(share * n).astype(np.int64)
+    counts[np.argmax(share)] += n - counts.sum()
+    offs, labels = [], []
+    for k, c in enumerate(counts):
+        docs = np.nonzero(pk == k)[0]
+        o = sample_prompts(rng, [ids_list[i] for i in docs], starts[docs], int(c), plen)
+        offs.append(o)
+        labels.append(np.full(len(o), k, np.int64))
+    offs, labels = np.concatenate(offs), np.concatenate(labels)
+    order = rng.permutation(n)   # the short-context cut (the last quarter) must not pick a package
+    return offs[order], labels[order], names
+
+
 def check_c(tool, tok_path, tok, docs, max_docs, rng):
     """Our C tokenizer must give the very same ids (whole documents, hex-passed)."""
     pick = docs if len(docs) <= max_docs else [docs[i] for i in
@@ -137,7 +164,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.path.join(here, "data"))
     ap.add_argument("--vocab", type=int, default=VOCAB_SIZE)
-    ap.add_argument("--prompts", type=int, default=49152, help="train prompts")
+    ap.add_argument("--prompts", type=int, default=32768, help="train prompts")
     ap.add_argument("--heldout-prompts", type=int, default=1024)
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--seed", type=int, default=20261203)
@@ -171,7 +198,24 @@ def main():
         assert not any(EOT in x or MASK in x for x in ids), "special ids inside a document"
         path = os.path.join(out, f"{split}.u16.xz")
         write_xz(path, arr)
-        offs = sample_prompts(rng, ids, starts, n, a.prompt_len)
+        if split == "train":
+            pkgs = document_packages(os.path.join(corpus, "manifest.json"), split)
+            assert len(pkgs) == len(docs), (len(pkgs), len(docs))
+            offs, labels, names = sample_by_package(rng, ids, starts, pkgs, n, a.prompt_len)
+            prompts["train_package"] = labels
+            meta["packages"] = names
+            meta["train_prompts_by_package"] = {p: int((labels == k).sum()) for k, p in enumerate(names)}
+            doc_pk = np.array([names.index(p) for p in pkgs])
+            meta["train_tokens_by_package"] = {p: int(sum(len(ids[i]) for i in np.nonzero(doc_pk == k)[0]))
+                                               for k, p in enumerate(names)}
+            meta["bytes_per_token_by_package"] = {
+                p: round(sum(len(docs[i].encode("utf-8")) for i in np.nonzero(doc_pk == k)[0])
+                         / meta["train_tokens_by_package"][p], 3) for k, p in enumerate(names)}
+            print(f"train prompts by package: {meta['train_prompts_by_package']}")
+            print(f"train tokens by package: {meta['train_tokens_by_package']}")
+            print(f"bytes/token by package: {meta['bytes_per_token_by_package']}")
+        else:
+            offs = sample_prompts(rng, ids, starts, n, a.prompt_len)
         p = np.stack([arr[o:o + a.prompt_len] for o in offs]).astype(np.uint16)
         assert not (p == EOT).any()
         prompts[split] = p

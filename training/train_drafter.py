@@ -3,20 +3,22 @@
 
 GPU machine (one H200); ≤ 10 minutes a call, resumable:
 
-    python3 training/train_drafter.py [--target training/out/target/hf]
+    python3 training/train_drafter.py [--target training/out/target/hf-q]
         [--tokens training/data/tokens] [--cont training/out/continuations] [--out training/out/drafter]
 
 Each step (DFlash's recipe, DESIGN.md's math through dflash_torch.Drafter.blocks):
-- B sequences = prompt (32 tokens, or 4 for a quarter of them: short contexts) + the
-  target's greedy continuation (224); a step draws its B from one prompt length (chosen in
-  proportion to their counts);
-- the frozen target (float32, TF32) runs over them; forward hooks on its layers `taps` give the
-  context rows (raw residual stream, no final norm), concatenated: [B, 256, 4·384];
-- A random distinct anchors per sequence, a ∈ [P−1, 256−block] (the continuation's tokens are
-  the labels); block = [token at a, <|mask|> × 15], embedded with the target's table;
+- B sequences = prompt (32 tokens, or 4 for a quarter of them: short contexts; drawn from all
+  five corpus packages) + the target's greedy continuation (160); a step draws its B from one
+  prompt length (chosen in proportion to their counts);
+- the frozen target — the shipped quantized weights, dequantized (hf-q) — runs over them in
+  float32 (TF32); forward hooks on its layers `taps` give the context rows (raw residual
+  stream, no final norm), concatenated: [B, 192, 4·512];
+- A random distinct anchors per sequence (32: a block of 8 gives half the rows of the old 16, so
+  twice the anchors keep a step's rows), a ∈ [P−1, 192−block] (the continuation's tokens are
+  the labels); block = [token at a, <|mask|> × (block − 1)], embedded with the target's table;
 - block-sparse attention: block rows see the context rows before their anchor (inside each
   layer's window) and every row of their own block, not the other blocks;
-- loss: cross-entropy of row k (k = 1 … 15, predicting the token at a + k) through the target's
+- loss: cross-entropy of row k (k = 1 … block − 1, predicting the token at a + k) through the target's
   head, weighted w_k = exp(−(k−1)/γ) / Σ w (γ = 7);
 - the selector (S, P, C) learns on the same rows, teacher-forced (prev = the true token before),
   as re-scoring the top selector_top candidates by logit: cross-entropy over those candidates of
@@ -91,21 +93,21 @@ class Batcher:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default=os.path.join(HERE, "out", "target", "hf"))
+    ap.add_argument("--target", default=os.path.join(HERE, "out", "target", "hf-q"))
     ap.add_argument("--tokens", default=os.path.join(HERE, "data", "tokens"))
     ap.add_argument("--cont", default=os.path.join(HERE, "out", "continuations"))
     ap.add_argument("--out", default=os.path.join(HERE, "out", "drafter"))
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--anchors", type=int, default=16)
+    ap.add_argument("--anchors", type=int, default=32)
     ap.add_argument("--lr", type=float, default=6e-4)
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--warmup", type=float, default=0.04)
     ap.add_argument("--wd", type=float, default=0.01)
-    ap.add_argument("--gamma", type=float, default=7.0)
+    ap.add_argument("--gamma", type=float, default=4.0)
     ap.add_argument("--sel-weight", type=float, default=1.0)
     ap.add_argument("--max-steps", type=int, default=20000)
-    ap.add_argument("--time-budget", type=float, default=420.0, help="seconds of training in all")
-    ap.add_argument("--call-budget", type=float, default=510.0, help="seconds this call may train")
+    ap.add_argument("--time-budget", type=float, default=240.0, help="seconds of training in all")
+    ap.add_argument("--call-budget", type=float, default=480.0, help="seconds this call may train")
     ap.add_argument("--eval-every", type=int, default=1000)
     ap.add_argument("--eval-seqs", type=int, default=256)
     ap.add_argument("--eval-stride", type=int, default=8)

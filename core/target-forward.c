@@ -44,7 +44,7 @@ typedef struct {
   DflTensor taps;
   /* index tensors: the host's copy, uploaded once a pass; I64 first */
   guint8 *host_idx;
-  gsize zero_at, pos_at, tap_row_at, ids_at, lo_at, hi_at, argmax_at;
+  gsize zero_at, pos_at, tap_row_at, ids_at, which_at, lo_at, hi_at, argmax_at;
 } Scratch;
 
 /* What a captured pass was made for: it is replayed only for the same. */
@@ -238,12 +238,11 @@ scratch_view (Scratch *sc, const DflQwen3Config *c, int rows, int head_rows)
     sc->logits = act_tensor (sc, sc->logits_at, head_rows, c->vocab);
 }
 
-/* Memory for a pass of `n_jobs` sequences, `rows` rows, `head_rows` of
- * them through the head (and its logits where `logits_room`), `tap_rows`
- * taps rows of the index and `kept_tap_rows` rows of taps kept in the
- * scratch. */
+/* Memory for a pass of `rows` rows, `head_rows` of them through the head
+ * (and its logits where `logits_room`), `tap_rows` taps rows of the index
+ * and `kept_tap_rows` rows of taps kept in the scratch. */
 static gboolean
-scratch_alloc (Scratch *sc, const DflTarget *t, int n_jobs, int rows, int head_rows,
+scratch_alloc (Scratch *sc, const DflTarget *t, int rows, int head_rows,
                gboolean logits_room, int tap_rows, int kept_tap_rows, DflTargetSpare *spare,
                GError **error)
 {
@@ -277,9 +276,10 @@ scratch_alloc (Scratch *sc, const DflTarget *t, int n_jobs, int rows, int head_r
 
   end = 0;
   sc->zero_at = take (&end, sizeof (gint64));
-  sc->pos_at = take (&end, sizeof (gint64) * n_jobs);
+  sc->pos_at = take (&end, sizeof (gint64) * rows);
   sc->tap_row_at = take (&end, sizeof (gint64) * tap_rows);
   sc->ids_at = take (&end, sizeof (gint32) * rows);
+  sc->which_at = take (&end, sizeof (gint32) * rows);
   sc->lo_at = take (&end, sizeof (gint32) * rows);
   sc->hi_at = take (&end, sizeof (gint32) * rows);
   sc->argmax_at = take (&end, sizeof (gint32) * MAX (head_rows, 1));
@@ -324,15 +324,18 @@ wants_taps (const DflForwardPlan *p)
   return taps_of (p) > 0;
 }
 
-/* Write a pass's index tensors (ids, the positions, each row's key range,
- * the taps' destination rows) and upload them: the upload waits for the
- * work queued before, so a pass that read them earlier has ended. */
+/* Write a pass's index tensors (ids, each row's position, which is also
+ * its row in its sequence's cache, its sequence's entry in the tables of a
+ * layer's caches, its key range, the taps' destination rows) and upload
+ * them: the upload waits for the work queued before, so a pass that read
+ * them earlier has ended. */
 static gboolean
 scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
 {
   gint64 *pos = (gint64 *) (sc->host_idx + sc->pos_at);
   gint64 *tap_row = (gint64 *) (sc->host_idx + sc->tap_row_at);
   gint32 *ids = (gint32 *) (sc->host_idx + sc->ids_at);
+  gint32 *which = (gint32 *) (sc->host_idx + sc->which_at);
   gint32 *lo = (gint32 *) (sc->host_idx + sc->lo_at);
   gint32 *hi = (gint32 *) (sc->host_idx + sc->hi_at);
   int r0 = 0, t0 = 0;
@@ -341,10 +344,12 @@ scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
   for (int j = 0; j < n_jobs; j++) {
     const DflTargetBatchJob *job = &jobs[j];
     int len = ((const DflTargetSeqHead *) job->seq)->len, nt = taps_of (&job->plan);
-    pos[j] = len;
     for (int r = 0; r < job->n; r++) {
       /* causal over the sequence's own cache: its rows so far and this one */
       ids[r0 + r] = job->ids[r];
+      pos[r0 + r] = len + r;
+      /* the layer's caches go to the table ops DFL_OP_TABLE_MAX at a time */
+      which[r0 + r] = j % DFL_OP_TABLE_MAX;
       lo[r0 + r] = 0;
       hi[r0 + r] = len + r + 1;
     }
@@ -515,7 +520,36 @@ is_cpu (DflDevice *dev)
 typedef struct {
   int max_keys;        /* > 0: a graph's bound on the keys */
   gboolean in_scratch;
+  /* several sequences' rope, cache writes and attention each one op over
+   * tables of their caches (where the device has the table ops) */
+  gboolean tables;
 } PassMode;
+
+/* Whether a pass of `n_jobs` sequences runs the table ops: one sequence
+ * keeps the plain ops, whose attention reads a key once for several rows. */
+static gboolean
+uses_tables (DflDevice *dev, int n_jobs)
+{
+  return n_jobs > 1 && dfl_device_supports (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_F32)
+         && dfl_device_supports (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_F32);
+}
+
+/* The keys a job's attention covers: its own so far and its rows, or a
+ * graph's bound (never past its cache). */
+static int
+keys_of (const DflTargetBatchJob *job, const PassMode *mode)
+{
+  const OpsSeq *s = job->seq;
+
+  return mode->max_keys > 0 ? MIN (mode->max_keys, s->cap) : s->len + job->n;
+}
+
+/* A layer's cache of a sequence, [cap][kv_heads·head_dim]. */
+static DflTensor
+cache_of (DflDevice *dev, const DflQwen3Config *c, gpointer mem, int cap)
+{
+  return dfl_tensor_2d (dev, mem, 0, DFL_DTYPE_F32, cap, (gint64) c->kv_heads * c->head_dim);
+}
 
 /* A bias row added to each of `x`'s rows. */
 static gboolean
@@ -529,16 +563,110 @@ add_bias (DflDevice *dev, const DflTensor *x, const DflTensor *bias, GError **er
   return TRUE;
 }
 
+/* The rope, the cache writes and the attention of a layer sequence by
+ * sequence: the positions and the key ranges are index tensors, so a
+ * replayed graph reads the ones uploaded for it. */
+static gboolean
+attend_each (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+             const PassMode *mode, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  DflDevice *dev = sc->dev;
+  int hd = c->head_dim, nh = c->heads, kv = c->kv_heads, r0 = 0;
+  float scale = 1.0f / sqrtf ((float) hd);
+
+  for (int j = 0; j < n_jobs; j++) {
+    OpsSeq *s = jobs[j].seq;
+    int n = jobs[j].n, keys = keys_of (&jobs[j], mode);
+    /* the row's position is the start of its sequence's rows */
+    DflTensor pos = idx_tensor (sc, sc->pos_at + sizeof (gint64) * r0, DFL_DTYPE_I64, 1);
+    DflTensor lo = idx_tensor (sc, sc->lo_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    DflTensor hi = idx_tensor (sc, sc->hi_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    DflTensor q_rows = rows_of (&sc->q, r0, n), k_rows = rows_of (&sc->k, r0, n);
+    DflTensor v_rows = rows_of (&sc->v, r0, n), att_rows = rows_of (&sc->att, r0, n);
+    DflTensor q3 = heads_of (&q_rows, nh, hd), k3 = heads_of (&k_rows, kv, hd);
+    DflTensor att3 = heads_of (&att_rows, nh, hd);
+    DflTensor kc = cache_of (dev, c, s->k[li], s->cap), vc = cache_of (dev, c, s->v[li], s->cap);
+    DflTensor kc_seen = rows_of (&kc, 0, keys), vc_seen = rows_of (&vc, 0, keys);
+    DflTensor k_keys = heads_of (&kc_seen, kv, hd), v_keys = heads_of (&vc_seen, kv, hd);
+
+    if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
+        || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error)
+        || !dfl_op_copy_rows (dev, &k_rows, &pos, &kc, error)
+        || !dfl_op_copy_rows (dev, &v_rows, &pos, &vc, error)
+        || !dfl_op_attention (dev, &q3, &k_keys, &v_keys, &lo, &hi, &att3, scale, error))
+      return FALSE;
+    r0 += n;
+  }
+  return TRUE;
+}
+
+/* The same for every sequence at once: the rope of all rows at their own
+ * positions, then the cache writes and the attention over tables of the
+ * sequences' caches, DFL_OP_TABLE_MAX sequences an op (each row's entry
+ * and row in its cache are index tensors too). */
+static gboolean
+attend_tables (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+               const PassMode *mode, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  DflDevice *dev = sc->dev;
+  int hd = c->head_dim, nh = c->heads, kv = c->kv_heads, rows = (int) sc->q.ne[1], r0 = 0;
+  float scale = 1.0f / sqrtf ((float) hd);
+  DflTensor pos = idx_tensor (sc, sc->pos_at, DFL_DTYPE_I64, rows);
+  DflTensor q3 = heads_of (&sc->q, nh, hd), k3 = heads_of (&sc->k, kv, hd);
+  DflTensor caches[2][DFL_OP_TABLE_MAX], seen[2][DFL_OP_TABLE_MAX];
+
+  if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
+      || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error))
+    return FALSE;
+  for (int j0 = 0; j0 < n_jobs; j0 += DFL_OP_TABLE_MAX) {
+    int n_tab = MIN (DFL_OP_TABLE_MAX, n_jobs - j0), n = 0;
+    DflTensor which, at, lo, hi, k_rows, v_rows, q_rows, att_rows, qg, attg;
+
+    for (int i = 0; i < n_tab; i++) {
+      const DflTargetBatchJob *job = &jobs[j0 + i];
+      OpsSeq *s = job->seq;
+      int keys = keys_of (job, mode);
+      for (int kind = 0; kind < 2; kind++) {
+        DflTensor rows_seen;
+        caches[kind][i] = cache_of (dev, c, (kind ? s->v : s->k)[li], s->cap);
+        rows_seen = rows_of (&caches[kind][i], 0, keys);
+        seen[kind][i] = heads_of (&rows_seen, kv, hd);
+      }
+      n += job->n;
+    }
+    which = idx_tensor (sc, sc->which_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    at = idx_tensor (sc, sc->pos_at + sizeof (gint64) * r0, DFL_DTYPE_I64, n);
+    lo = idx_tensor (sc, sc->lo_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    hi = idx_tensor (sc, sc->hi_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    k_rows = rows_of (&sc->k, r0, n);
+    v_rows = rows_of (&sc->v, r0, n);
+    q_rows = rows_of (&sc->q, r0, n);
+    att_rows = rows_of (&sc->att, r0, n);
+    qg = heads_of (&q_rows, nh, hd);
+    attg = heads_of (&att_rows, nh, hd);
+    if (!dfl_op_copy_rows_table (dev, &k_rows, caches[0], n_tab, &which, &at, error)
+        || !dfl_op_copy_rows_table (dev, &v_rows, caches[1], n_tab, &which, &at, error)
+        || !dfl_op_attention_table (dev, &qg, seen[0], seen[1], n_tab, &which, &lo, &hi, &attg,
+                                    scale, error))
+      return FALSE;
+    r0 += n;
+  }
+  return TRUE;
+}
+
 /* One layer over every row: the products over all of them at once, the
- * rope, the cache and the attention sequence by sequence. */
+ * rope, the cache and the attention over all sequences (tables) or
+ * sequence by sequence. */
 static gboolean
 layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBatchJob *jobs,
                int n_jobs, Scratch *sc, const PassMode *mode, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   DflDevice *dev = sc->dev;
-  int hd = c->head_dim, nh = c->heads, kv = c->kv_heads, r0 = 0;
-  float eps = (float) c->rms_eps, scale = 1.0f / sqrtf ((float) hd);
+  int nh = c->heads, kv = c->kv_heads, r0 = 0;
+  float eps = (float) c->rms_eps;
   DflTensor qh = split_rows (&sc->q, nh), kh = split_rows (&sc->k, kv);
 
   if (!dfl_op_rmsnorm (dev, &sc->h, &l->in_norm, &sc->x, eps, error)
@@ -554,32 +682,9 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
   if (!dfl_op_rmsnorm (dev, &qh, &l->q_norm, &qh, eps, error)
       || !dfl_op_rmsnorm (dev, &kh, &l->k_norm, &kh, eps, error))
     return FALSE;
-
-  for (int j = 0; j < n_jobs; j++) {
-    OpsSeq *s = jobs[j].seq;
-    int n = jobs[j].n, keys = mode->max_keys > 0 ? mode->max_keys : s->len + n;
-    DflTensor pos = idx_tensor (sc, sc->pos_at + sizeof (gint64) * j, DFL_DTYPE_I64, 1);
-    DflTensor lo = idx_tensor (sc, sc->lo_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
-    DflTensor hi = idx_tensor (sc, sc->hi_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
-    DflTensor q_rows = rows_of (&sc->q, r0, n), k_rows = rows_of (&sc->k, r0, n);
-    DflTensor v_rows = rows_of (&sc->v, r0, n), att_rows = rows_of (&sc->att, r0, n);
-    DflTensor q3 = heads_of (&q_rows, nh, hd), k3 = heads_of (&k_rows, kv, hd);
-    DflTensor att3 = heads_of (&att_rows, nh, hd);
-    DflTensor kc = dfl_tensor_2d (dev, s->k[li], 0, DFL_DTYPE_F32, s->cap, (gint64) kv * hd);
-    DflTensor vc = dfl_tensor_2d (dev, s->v[li], 0, DFL_DTYPE_F32, s->cap, (gint64) kv * hd);
-    DflTensor kc_seen = rows_of (&kc, 0, keys), vc_seen = rows_of (&vc, 0, keys);
-    DflTensor k_keys = heads_of (&kc_seen, kv, hd), v_keys = heads_of (&vc_seen, kv, hd);
-
-    /* the position and the key ranges are index tensors: a replayed graph
-     * reads the ones uploaded for it */
-    if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
-        || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error)
-        || !dfl_op_copy_rows (dev, &k_rows, &pos, &kc, error)
-        || !dfl_op_copy_rows (dev, &v_rows, &pos, &vc, error)
-        || !dfl_op_attention (dev, &q3, &k_keys, &v_keys, &lo, &hi, &att3, scale, error))
-      return FALSE;
-    r0 += n;
-  }
+  if (!(mode->tables ? attend_tables (t, li, jobs, n_jobs, sc, mode, error)
+        : attend_each (t, li, jobs, n_jobs, sc, mode, error)))
+    return FALSE;
 
   if (!dfl_op_matmul (dev, &l->o, &sc->att, &sc->h, TRUE, error)
       || (l->has_bias && !add_bias (dev, &sc->h, &l->o_bias, error))
@@ -601,7 +706,7 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
     t0 += n * nt;
     if (!wants_taps (p))
       continue;
-    taps = mode->in_scratch ? rows_of (&sc->taps, 0, (gint64) n * nt)
+    taps = mode->in_scratch ? rows_of (&sc->taps, taps_at, (gint64) n * nt)
         : caller_rows (dev, p->taps, p->d_taps, (gint64) n * nt, c->hidden);
     for (int ti = 0; ti < nt; ti++) {
       if (p->tap_layers[ti] != li)
@@ -779,7 +884,8 @@ forward_direct (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError 
     tap_rows += jobs[j].n * taps_of (&jobs[j].plan);
   }
   head_rows = count_head_rows (jobs, n_jobs, &want_logits);
-  if (!scratch_alloc (&sc, t, n_jobs, rows, head_rows, want_logits, tap_rows, 0, t->model->spare,
+  mode.tables = uses_tables (t->model->device, n_jobs);
+  if (!scratch_alloc (&sc, t, rows, head_rows, want_logits, tap_rows, 0, t->model->spare,
                       error))
     return FALSE;
   ok = scratch_fill (&sc, jobs, n_jobs, error)
@@ -827,7 +933,7 @@ graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
     sc = s->graph_scratch = g_new0 (Scratch, 1);
   }
   s->scratch_generation++;
-  if (!scratch_alloc (sc, s->t, 1, DFL_TARGET_GRAPH_ROWS, DFL_TARGET_GRAPH_ROWS, TRUE, kept,
+  if (!scratch_alloc (sc, s->t, DFL_TARGET_GRAPH_ROWS, DFL_TARGET_GRAPH_ROWS, TRUE, kept,
                       kept, NULL, error)) {
     g_clear_pointer (&s->graph_scratch, g_free);
     return FALSE;

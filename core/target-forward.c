@@ -12,15 +12,20 @@
 #include "target-forward.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "dfl-error.h"
 
 /* A sequence keeps its most recently used graphs: decode, verify and the
  * outputs asked of them make a few shapes. A graphed pass taps at most
- * this many layers. */
+ * this many layers. A pass of several sequences is graphed (by the first,
+ * which keeps the graph) up to a table op's sequences and this many rows
+ * (the scratch of 512 rows' logits is 300 MB at Qwen3's vocabulary). */
 #define GRAPH_SLOTS 8
 #define GRAPH_MAX_TAPS 16
+#define GRAPH_MAX_JOBS DFL_OP_TABLE_MAX
+#define GRAPH_BATCH_ROWS 512
 
 /* The device memory of one pass: the activations (F32) and the index
  * tensors, each at its byte offset in one allocation of each kind. The
@@ -47,12 +52,21 @@ typedef struct {
   gsize zero_at, pos_at, tap_row_at, ids_at, which_at, lo_at, hi_at, argmax_at;
 } Scratch;
 
-/* What a captured pass was made for: it is replayed only for the same. */
+/* One sequence's part of a captured pass. */
 typedef struct {
-  int rows, max_keys, head_from;
+  int rows, head_from;
   gboolean norm, head, argmax;      /* the final norm; the head; its argmax */
+  gboolean taps;                    /* it asks for the pass's taps */
+  guint64 caches;                   /* its caches (OpsSeq.caches_id) */
+} GraphJob;
+
+/* What a captured pass was made for: it is replayed only for the same
+ * sequences' caches, rows and outputs asked. */
+typedef struct {
+  int n_jobs, rows, max_keys;
   int n_taps, taps[GRAPH_MAX_TAPS];
-  guint64 cache_generation, scratch_generation;
+  GraphJob jobs[GRAPH_MAX_JOBS];
+  guint64 scratch_generation;
 } GraphKey;
 
 typedef struct {
@@ -68,7 +82,9 @@ typedef struct {
   int n_layers;        /* kept so freeing needs nothing of the target */
   int cap;             /* positions the caches have room for */
   gpointer *k, *v;     /* per layer [cap][kv_heads·head_dim] F32, device memory */
-  guint64 cache_generation;    /* counts the caches' moves */
+  /* the caches as they are now: a number no caches of any sequence had
+   * before (a graph of several sequences names theirs by it) */
+  guint64 caches_id;
   /* graphed steps: the pass's memory at fixed addresses (NULL until the
    * first), counted as it is made again; the graphs kept */
   Scratch *graph_scratch;
@@ -366,6 +382,15 @@ scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
 
 /* --- sequences --- */
 
+/* A number for caches just made, never given before. */
+static guint64
+new_caches_id (void)
+{
+  static atomic_ullong next = 1;
+
+  return atomic_fetch_add (&next, 1);
+}
+
 gpointer
 dfl_target_ops_seq_new (const DflTarget *t)
 {
@@ -376,6 +401,7 @@ dfl_target_ops_seq_new (const DflTarget *t)
   s->n_layers = t->cfg.layers;
   s->k = g_new0 (gpointer, t->cfg.layers);
   s->v = g_new0 (gpointer, t->cfg.layers);
+  s->caches_id = new_caches_id ();
   return s;
 }
 
@@ -463,7 +489,7 @@ dfl_target_ops_seq_reserve (gpointer seq, int need, GError **error)
   if (ok) {
     /* the graphs write and read the old caches: never replayed again */
     drop_graphs (s);
-    s->cache_generation++;
+    s->caches_id = new_caches_id ();
   }
   for (int i = 0; i < s->n_layers; i++) {
     if (ok) {
@@ -900,31 +926,52 @@ forward_direct (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError 
 
 /* --- a pass as a graph --- */
 
-/* Whether a pass of these jobs replays a graph. */
+/* Whether a pass of these jobs replays a graph: each job a decode or
+ * verify step, several of them only over the table ops, and those that
+ * tap asking for the same layers. */
 static gboolean
 graph_fits (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs)
 {
   const DflTargetModel *m = t->model;
+  const DflForwardPlan *tapping = NULL;
+  int rows = 0;
 
-  return n_jobs == 1 && jobs[0].n <= DFL_TARGET_GRAPH_ROWS
-         && taps_of (&jobs[0].plan) <= GRAPH_MAX_TAPS
-         && !g_atomic_int_get (&m->no_graphs)
-         && dfl_device_supports (m->device, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32);
+  if (n_jobs > GRAPH_MAX_JOBS || g_atomic_int_get (&m->no_graphs)
+      || !dfl_device_supports (m->device, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32)
+      || (n_jobs > 1 && !uses_tables (m->device, n_jobs)))
+    return FALSE;
+  for (int j = 0; j < n_jobs; j++) {
+    const DflForwardPlan *p = &jobs[j].plan;
+    int nt = taps_of (p);
+    if (jobs[j].n > DFL_TARGET_GRAPH_ROWS || nt > GRAPH_MAX_TAPS)
+      return FALSE;
+    if (nt > 0) {
+      if (tapping && (nt != taps_of (tapping)
+                      || memcmp (p->tap_layers, tapping->tap_layers, sizeof (int) * nt)))
+        return FALSE;
+      tapping = p;
+    }
+    rows += jobs[j].n;
+  }
+  return rows <= GRAPH_BATCH_ROWS;
 }
 
-/* The sequence's memory of a graphed pass, made once for the most rows a
- * graph takes and `n_taps` taps a row (made again, and its graphs
- * dropped, where more are asked). */
+/* The sequence's memory of a graphed pass, made for the most rows a graph
+ * of one sequence takes, or `rows`, and `n_taps` taps a row (made again,
+ * and its graphs dropped, where more are asked). */
 static gboolean
-graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
+graph_scratch_reserve (OpsSeq *s, int rows, int n_taps, GError **error)
 {
   Scratch *sc = s->graph_scratch;
-  int kept = DFL_TARGET_GRAPH_ROWS * n_taps;
+  int room = MAX (DFL_TARGET_GRAPH_ROWS, rows), kept;
 
-  if (sc && sc->kept_tap_rows >= kept)
+  if (sc && sc->rows >= room && sc->kept_tap_rows >= sc->rows * n_taps)
     return TRUE;
   drop_graphs (s);
   if (sc) {
+    /* as much as before at least, so two shapes do not take turns */
+    n_taps = MAX (n_taps, sc->kept_tap_rows / sc->rows);
+    room = MAX (room, sc->rows);
     /* the work queued may still read it */
     if (!dfl_op_sync (s->device, error))
       return FALSE;
@@ -932,9 +979,9 @@ graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
   } else {
     sc = s->graph_scratch = g_new0 (Scratch, 1);
   }
+  kept = room * n_taps;
   s->scratch_generation++;
-  if (!scratch_alloc (sc, s->t, DFL_TARGET_GRAPH_ROWS, DFL_TARGET_GRAPH_ROWS, TRUE, kept,
-                      kept, NULL, error)) {
+  if (!scratch_alloc (sc, s->t, room, room, TRUE, kept, kept, NULL, error)) {
     g_clear_pointer (&s->graph_scratch, g_free);
     return FALSE;
   }
@@ -946,11 +993,18 @@ graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
 static gboolean
 graph_key_equal (const GraphKey *a, const GraphKey *b)
 {
-  return a->rows == b->rows && a->max_keys == b->max_keys && a->head_from == b->head_from
-         && a->norm == b->norm && a->head == b->head && a->argmax == b->argmax
-         && a->n_taps == b->n_taps && memcmp (a->taps, b->taps, sizeof (int) * a->n_taps) == 0
-         && a->cache_generation == b->cache_generation
-         && a->scratch_generation == b->scratch_generation;
+  if (!(a->n_jobs == b->n_jobs && a->rows == b->rows && a->max_keys == b->max_keys
+        && a->n_taps == b->n_taps && memcmp (a->taps, b->taps, sizeof (int) * a->n_taps) == 0
+        && a->scratch_generation == b->scratch_generation))
+    return FALSE;
+  for (int j = 0; j < a->n_jobs; j++) {
+    const GraphJob *x = &a->jobs[j], *y = &b->jobs[j];
+    if (!(x->rows == y->rows && x->head_from == y->head_from && x->norm == y->norm
+          && x->head == y->head && x->argmax == y->argmax && x->taps == y->taps
+          && x->caches == y->caches))
+      return FALSE;
+  }
+  return TRUE;
 }
 
 /* The kept graph of `key`, or NULL; the slot a new one takes. */
@@ -975,18 +1029,18 @@ graph_find (OpsSeq *s, const GraphKey *key, OpsGraph **free_slot)
  * a capture), then recorded into `slot`: the direct run gives this step's
  * outputs, the graph the next steps'. */
 static gboolean
-graph_capture (const DflTarget *t, DflTargetBatchJob *job, Scratch *sc, const GraphKey *key,
-               const PassMode *mode, OpsGraph *slot, GError **error)
+graph_capture (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+               const GraphKey *key, int head_rows, gboolean want_logits, const PassMode *mode,
+               OpsGraph *slot, GError **error)
 {
   DflDevice *dev = sc->dev;
-  gboolean want_logits = key->head, recorded;
-  int head_rows = key->rows - key->head_from;
+  gboolean recorded;
 
   g_clear_pointer (&slot->graph, dfl_graph_free);
-  if (!enqueue_pass (t, job, 1, sc, key->rows, head_rows, want_logits, mode, error)
+  if (!enqueue_pass (t, jobs, n_jobs, sc, key->rows, head_rows, want_logits, mode, error)
       || !dfl_op_capture_begin (dev, error))
     return FALSE;
-  recorded = enqueue_pass (t, job, 1, sc, key->rows, head_rows, want_logits, mode, error);
+  recorded = enqueue_pass (t, jobs, n_jobs, sc, key->rows, head_rows, want_logits, mode, error);
   /* the capture ends whatever happened inside it; a graph of a failed
    * recording is not kept */
   slot->graph = dfl_op_capture_end (dev, recorded ? error : NULL);
@@ -1000,46 +1054,75 @@ graph_capture (const DflTarget *t, DflTargetBatchJob *job, Scratch *sc, const Gr
   return TRUE;
 }
 
-/* One sequence's pass of ≤ DFL_TARGET_GRAPH_ROWS rows as a replayed graph
- * (captured where none fits), then what it asked for copied out of the
+/* What a graph of these jobs is made for. */
+static void
+graph_key_of (GraphKey *key, DflTargetBatchJob *jobs, int n_jobs, guint64 scratch_generation)
+{
+  int most = 0;
+
+  memset (key, 0, sizeof *key);
+  key->n_jobs = n_jobs;
+  key->scratch_generation = scratch_generation;
+  for (int j = 0; j < n_jobs; j++) {
+    const DflForwardPlan *p = &jobs[j].plan;
+    const OpsSeq *s = jobs[j].seq;
+    GraphJob *gj = &key->jobs[j];
+    int n = jobs[j].n, nt = taps_of (p);
+
+    gj->rows = n;
+    gj->head_from = head_from (&jobs[j]);
+    gj->argmax = p->argmax != NULL;
+    gj->head = p->argmax || p->logits || p->d_logits;
+    gj->norm = gj->head || p->hidden;
+    if (gj->head_from == n)
+      gj->norm = gj->head = gj->argmax = FALSE;
+    gj->taps = nt > 0;
+    gj->caches = s->caches_id;
+    if (nt > 0) {
+      key->n_taps = nt;
+      memcpy (key->taps, p->tap_layers, sizeof (int) * nt);
+    }
+    key->rows += n;
+    most = MAX (most, s->len + n);
+  }
+  /* the keys held after this pass, rounded up (each sequence's attention
+   * stops at its caches' room: keys_of; a row sees no key past its own
+   * position) */
+  key->max_keys = (most + DFL_TARGET_GRAPH_KEY_STEP - 1) / DFL_TARGET_GRAPH_KEY_STEP
+                  * DFL_TARGET_GRAPH_KEY_STEP;
+}
+
+/* A pass of one sequence of ≤ DFL_TARGET_GRAPH_ROWS rows, or of several
+ * such (graph_fits), as a replayed graph (captured where none fits) kept
+ * by the first sequence, then what each asked for copied out of the
  * scratch. */
 static gboolean
-forward_graphed (const DflTarget *t, DflTargetBatchJob *job, GError **error)
+forward_graphed (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError **error)
 {
-  OpsSeq *s = job->seq;
-  DflForwardPlan *p = &job->plan;
-  int n = job->n, n_taps = taps_of (p);
-  GraphKey key = { 0 };
+  OpsSeq *s = jobs[0].seq;
+  int rows = 0, n_taps = 0, head_rows, t0 = 0;
+  GraphKey key;
   PassMode mode = { 0 };
   OpsGraph *g, *slot = NULL;
   GError *launch_error = NULL;
-  DflTensor taps;
+  gboolean want_logits, ok = TRUE;
   Scratch *sc;
-  gboolean ok;
 
-  if (!graph_scratch_reserve (s, n_taps, error))
+  for (int j = 0; j < n_jobs; j++) {
+    rows += jobs[j].n;
+    n_taps = MAX (n_taps, taps_of (&jobs[j].plan));
+  }
+  if (!graph_scratch_reserve (s, rows, n_taps, error))
     return FALSE;
   sc = s->graph_scratch;
-  key.rows = n;
-  key.head_from = head_from (job);
-  key.argmax = p->argmax != NULL;
-  key.head = p->argmax || p->logits || p->d_logits;
-  key.norm = key.head || p->hidden;
-  if (key.head_from == n)
-    key.norm = key.head = key.argmax = FALSE;
-  key.n_taps = n_taps;
-  memcpy (key.taps, p->tap_layers, sizeof (int) * n_taps);
-  /* the keys held after this pass, rounded up; never past the caches' room
-   * (a row sees no key past its own position) */
-  key.max_keys = MIN ((s->len + n + DFL_TARGET_GRAPH_KEY_STEP - 1) / DFL_TARGET_GRAPH_KEY_STEP
-                      * DFL_TARGET_GRAPH_KEY_STEP, s->cap);
-  key.cache_generation = s->cache_generation;
-  key.scratch_generation = s->scratch_generation;
+  graph_key_of (&key, jobs, n_jobs, s->scratch_generation);
+  head_rows = count_head_rows (jobs, n_jobs, &want_logits);
   mode.max_keys = key.max_keys;
   mode.in_scratch = TRUE;
+  mode.tables = uses_tables (sc->dev, n_jobs);
 
-  scratch_view (sc, &t->cfg, n, n - key.head_from);
-  if (!scratch_fill (sc, job, 1, error))
+  scratch_view (sc, &t->cfg, rows, head_rows);
+  if (!scratch_fill (sc, jobs, n_jobs, error))
     return FALSE;
   if ((g = graph_find (s, &key, &slot))
       && !dfl_op_graph_launch (sc->dev, g->graph, &launch_error)) {
@@ -1053,17 +1136,25 @@ forward_graphed (const DflTarget *t, DflTargetBatchJob *job, GError **error)
     g = NULL;
   }
   if (!g) {
-    if (!graph_capture (t, job, sc, &key, &mode, slot, error))
+    if (!graph_capture (t, jobs, n_jobs, sc, &key, head_rows, want_logits, &mode, slot, error))
       return FALSE;
     g = slot;
   }
   g->used = ++s->graph_clock;
 
-  /* what the caller asked for, out of the scratch; a failure of the
-   * replay shows at the sync, before the length moves */
-  taps = rows_of (&sc->taps, 0, (gint64) n * n_taps);
-  ok = (n_taps == 0 || deliver (sc, &taps, p->taps, p->d_taps, error))
-       && head_deliver (job, 1, sc, &mode, error);
+  /* what the callers asked for, out of the scratch (each job's taps after
+   * the ones before); a failure of the replay shows at the sync, before
+   * the lengths move */
+  for (int j = 0; ok && j < n_jobs; j++) {
+    DflForwardPlan *p = &jobs[j].plan;
+    int nt = taps_of (p);
+    if (nt > 0) {
+      DflTensor taps = rows_of (&sc->taps, t0, (gint64) jobs[j].n * nt);
+      ok = deliver (sc, &taps, p->taps, p->d_taps, error);
+      t0 += jobs[j].n * nt;
+    }
+  }
+  ok = ok && head_deliver (jobs, n_jobs, sc, &mode, error);
   return dfl_op_sync (sc->dev, ok ? error : NULL) && ok;
 }
 
@@ -1110,7 +1201,7 @@ job_piece (const DflTarget *t, const DflTargetBatchJob *job, int from, int m)
 static gboolean
 forward_pass (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError **error)
 {
-  gboolean ok = graph_fits (t, jobs, n_jobs) ? forward_graphed (t, &jobs[0], error)
+  gboolean ok = graph_fits (t, jobs, n_jobs) ? forward_graphed (t, jobs, n_jobs, error)
       : forward_direct (t, jobs, n_jobs, error);
 
   if (!ok)

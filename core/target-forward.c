@@ -49,7 +49,7 @@ typedef struct {
   DflTensor taps;
   /* index tensors: the host's copy, uploaded once a pass; I64 first */
   guint8 *host_idx;
-  gsize zero_at, pos_at, tap_row_at, ids_at, which_at, lo_at, hi_at, argmax_at;
+  gsize zero_at, pos_at, tap_row_at, tap_dst_at, ids_at, which_at, lo_at, hi_at, argmax_at;
 } Scratch;
 
 /* One sequence's part of a captured pass. */
@@ -294,6 +294,7 @@ scratch_alloc (Scratch *sc, const DflTarget *t, int rows, int head_rows,
   sc->zero_at = take (&end, sizeof (gint64));
   sc->pos_at = take (&end, sizeof (gint64) * rows);
   sc->tap_row_at = take (&end, sizeof (gint64) * tap_rows);
+  sc->tap_dst_at = take (&end, sizeof (gint64) * tap_rows);
   sc->ids_at = take (&end, sizeof (gint32) * rows);
   sc->which_at = take (&end, sizeof (gint32) * rows);
   sc->lo_at = take (&end, sizeof (gint32) * rows);
@@ -340,6 +341,21 @@ wants_taps (const DflForwardPlan *p)
   return taps_of (p) > 0;
 }
 
+/* Whether every job taps the same layers (a batch of a drafter's steps):
+ * then a tapped layer's rows go to every job's taps in one table op. */
+static gboolean
+same_taps (DflTargetBatchJob *jobs, int n_jobs)
+{
+  const DflForwardPlan *p0 = &jobs[0].plan;
+  int nt = taps_of (p0);
+
+  for (int j = 1; j < n_jobs; j++)
+    if (taps_of (&jobs[j].plan) != nt
+        || memcmp (jobs[j].plan.tap_layers, p0->tap_layers, sizeof (int) * nt))
+      return FALSE;
+  return nt > 0;
+}
+
 /* Write a pass's index tensors (ids, each row's position, which is also
  * its row in its sequence's cache, its sequence's entry in the tables of a
  * layer's caches, its key range, the taps' destination rows) and upload
@@ -376,6 +392,17 @@ scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
         tap_row[t0 + ti * job->n + r] = (gint64) r * nt + ti;
     r0 += job->n;
     t0 += job->n * nt;
+  }
+  /* the same rows by tap for the table ops where every job taps alike:
+   * tap ti of the pass's row r (its job's row i) at [ti][r] */
+  if (n_jobs > 1 && same_taps (jobs, n_jobs)) {
+    gint64 *tap_dst = (gint64 *) (sc->host_idx + sc->tap_dst_at);
+    int nt = taps_of (&jobs[0].plan);
+    r0 = 0;
+    for (int j = 0; j < n_jobs; r0 += jobs[j].n, j++)
+      for (int i = 0; i < jobs[j].n; i++)
+        for (int ti = 0; ti < nt; ti++)
+          tap_dst[(gsize) ti * sc->q.ne[1] + r0 + i] = (gint64) i * nt + ti;
   }
   return dfl_device_upload (sc->dev, sc->idx, 0, sc->host_idx, sc->idx_bytes, error);
 }
@@ -682,6 +709,87 @@ attend_tables (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, 
   return TRUE;
 }
 
+/* The taps of job j: where its plan asked, or its rows of the scratch's
+ * (a graph's; `taps_at` the taps rows of the jobs before it). */
+static DflTensor
+taps_tensor (const DflTarget *t, const DflTargetBatchJob *job, Scratch *sc,
+             const PassMode *mode, int taps_at)
+{
+  const DflForwardPlan *p = &job->plan;
+  gint64 rows = (gint64) job->n * taps_of (p);
+
+  return mode->in_scratch ? rows_of (&sc->taps, taps_at, rows)
+         : caller_rows (sc->dev, p->taps, p->d_taps, rows, t->cfg.hidden);
+}
+
+/* The residual stream after layer li, where a sequence taps it: row by
+ * row into each job's taps. */
+static gboolean
+tap_rows (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+          const PassMode *mode, GError **error)
+{
+  int r0 = 0;
+
+  for (int j = 0, t0 = 0; j < n_jobs; j++) {
+    const DflForwardPlan *p = &jobs[j].plan;
+    int n = jobs[j].n, nt = taps_of (p), rows_at = r0, taps_at = t0;
+    DflTensor taps;
+
+    r0 += n;
+    t0 += n * nt;
+    if (!wants_taps (p))
+      continue;
+    taps = taps_tensor (t, &jobs[j], sc, mode, taps_at);
+    for (int ti = 0; ti < nt; ti++) {
+      if (p->tap_layers[ti] != li)
+        continue;
+      for (int r = 0; r < n; r++) {
+        DflTensor src = rows_of (&sc->h, rows_at + r, 1);
+        DflTensor row0 = idx_tensor (sc, sc->tap_row_at + sizeof (gint64) * (taps_at + ti * n + r),
+                                     DFL_DTYPE_I64, 1);
+        if (!dfl_op_copy_rows (sc->dev, &src, &row0, &taps, error))
+          return FALSE;
+      }
+    }
+  }
+  return TRUE;
+}
+
+/* The same where every job taps the same layers: each tap of layer li is
+ * one table op over every row (DFL_OP_TABLE_MAX jobs an op), each row to
+ * its job's taps at the row of the index's [ti][row]. */
+static gboolean
+tap_tables (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+            const PassMode *mode, GError **error)
+{
+  const DflForwardPlan *p0 = &jobs[0].plan;
+  int nt = taps_of (p0), rows = (int) sc->q.ne[1];
+  DflTensor dsts[DFL_OP_TABLE_MAX];
+
+  for (int ti = 0; ti < nt; ti++) {
+    int r0 = 0, t0 = 0;
+    if (p0->tap_layers[ti] != li)
+      continue;
+    for (int j0 = 0; j0 < n_jobs; j0 += DFL_OP_TABLE_MAX) {
+      int n_tab = MIN (DFL_OP_TABLE_MAX, n_jobs - j0), n = 0;
+      DflTensor src, which, at;
+      for (int i = 0; i < n_tab; i++) {
+        dsts[i] = taps_tensor (t, &jobs[j0 + i], sc, mode, t0);
+        t0 += jobs[j0 + i].n * nt;
+        n += jobs[j0 + i].n;
+      }
+      src = rows_of (&sc->h, r0, n);
+      which = idx_tensor (sc, sc->which_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+      at = idx_tensor (sc, sc->tap_dst_at + sizeof (gint64) * ((gsize) ti * rows + r0),
+                       DFL_DTYPE_I64, n);
+      if (!dfl_op_copy_rows_table (sc->dev, &src, dsts, n_tab, &which, &at, error))
+        return FALSE;
+      r0 += n;
+    }
+  }
+  return TRUE;
+}
+
 /* One layer over every row: the products over all of them at once, the
  * rope, the cache and the attention over all sequences (tables) or
  * sequence by sequence. */
@@ -691,7 +799,7 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
 {
   const DflQwen3Config *c = &t->cfg;
   DflDevice *dev = sc->dev;
-  int nh = c->heads, kv = c->kv_heads, r0 = 0;
+  int nh = c->heads, kv = c->kv_heads;
   float eps = (float) c->rms_eps;
   DflTensor qh = split_rows (&sc->q, nh), kh = split_rows (&sc->k, kv);
 
@@ -721,32 +829,9 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
       || !dfl_op_matmul (dev, &l->down, &sc->gate, &sc->h, TRUE, error))
     return FALSE;
 
-  /* the residual stream after this layer, where a sequence taps it */
-  r0 = 0;
-  for (int j = 0, t0 = 0; j < n_jobs; j++) {
-    const DflForwardPlan *p = &jobs[j].plan;
-    int n = jobs[j].n, nt = taps_of (p), rows_at = r0, taps_at = t0;
-    DflTensor taps;
-
-    r0 += n;
-    t0 += n * nt;
-    if (!wants_taps (p))
-      continue;
-    taps = mode->in_scratch ? rows_of (&sc->taps, taps_at, (gint64) n * nt)
-        : caller_rows (dev, p->taps, p->d_taps, (gint64) n * nt, c->hidden);
-    for (int ti = 0; ti < nt; ti++) {
-      if (p->tap_layers[ti] != li)
-        continue;
-      for (int r = 0; r < n; r++) {
-        DflTensor src = rows_of (&sc->h, rows_at + r, 1);
-        DflTensor row0 = idx_tensor (sc, sc->tap_row_at + sizeof (gint64) * (taps_at + ti * n + r),
-                                     DFL_DTYPE_I64, 1);
-        if (!dfl_op_copy_rows (dev, &src, &row0, &taps, error))
-          return FALSE;
-      }
-    }
-  }
-  return TRUE;
+  return mode->tables && same_taps (jobs, n_jobs)
+         ? tap_tables (t, li, jobs, n_jobs, sc, mode, error)
+         : tap_rows (t, li, jobs, n_jobs, sc, mode, error);
 }
 
 /* Whether the head's norm and logits of a one-sequence pass on the CPU
@@ -777,33 +862,48 @@ head_forward (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, Scratch *
     if (p->logits)
       logits = dfl_tensor_2d (NULL, p->logits, 0, DFL_DTYPE_F32, head_rows, t->cfg.vocab);
   }
-  for (int j = 0; j < n_jobs; r0 += jobs[j].n, j++) {
-    int from = head_from (&jobs[j]), rows = jobs[j].n - from;
-    DflTensor src, dst;
+  /* the norm over runs of rows that lie together in the pass (a batch of
+   * decode steps is one run): a row's norm is its own */
+  for (int j = 0, run_from = 0, run = 0; j <= n_jobs; j++) {
+    int from = j < n_jobs ? r0 + head_from (&jobs[j]) : -1;
+    int rows = j < n_jobs ? jobs[j].n - head_from (&jobs[j]) : 0;
 
-    if (rows == 0)
-      continue;
-    src = rows_of (&sc->h, r0 + from, rows);
-    dst = rows_of (&normed, h0, rows);
-    if (!dfl_op_rmsnorm (dev, &src, &m->norm, &dst, eps, error))
-      return FALSE;
-    h0 += rows;
+    if (j == n_jobs || (rows > 0 && run > 0 && from != run_from + run)) {
+      DflTensor src = rows_of (&sc->h, run_from, run), dst = rows_of (&normed, h0, run);
+      if (run > 0 && !dfl_op_rmsnorm (dev, &src, &m->norm, &dst, eps, error))
+        return FALSE;
+      h0 += run;
+      run = 0;
+    }
+    if (rows > 0) {
+      if (run == 0)
+        run_from = from;
+      run += rows;
+    }
+    if (j < n_jobs)
+      r0 += jobs[j].n;
   }
   if (want_logits && !dfl_op_matmul (dev, &m->head, &normed, &logits, FALSE, error))
     return FALSE;
 
+  /* the argmax over runs of jobs that ask for it (a row's is its own) */
   h0 = 0;
-  for (int j = 0; j < n_jobs; j++) {
-    int rows = jobs[j].n - head_from (&jobs[j]);
-    DflTensor l_rows, am;
+  for (int j = 0, run_from = 0, run = 0; j <= n_jobs; j++) {
+    int rows = j < n_jobs ? jobs[j].n - head_from (&jobs[j]) : 0;
+    gboolean asks = j < n_jobs && jobs[j].plan.argmax && rows > 0;
 
-    if (rows == 0)
-      continue;
-    if (jobs[j].plan.argmax) {
-      l_rows = rows_of (&logits, h0, rows);
-      am = idx_tensor (sc, sc->argmax_at + sizeof (gint32) * h0, DFL_DTYPE_I32, rows);
+    if (run > 0 && (j == n_jobs || (rows > 0 && !asks))) {
+      DflTensor l_rows = rows_of (&logits, run_from, run);
+      DflTensor am = idx_tensor (sc, sc->argmax_at + sizeof (gint32) * run_from, DFL_DTYPE_I32,
+                                 run);
       if (!dfl_op_argmax (dev, &l_rows, &am, error))
         return FALSE;
+      run = 0;
+    }
+    if (asks) {
+      if (run == 0)
+        run_from = h0;
+      run += rows;
     }
     h0 += rows;
   }
@@ -833,8 +933,18 @@ head_deliver (DflTargetBatchJob *jobs, int n_jobs, Scratch *sc, const PassMode *
               GError **error)
 {
   gboolean direct = head_direct (jobs, n_jobs, sc, mode);
-  int h0 = 0;
+  g_autofree gint32 *argmax = NULL;
+  int h0 = 0, head_rows = 0;
 
+  /* every argmax in one copy (each copy waits for the queue) */
+  for (int j = 0; j < n_jobs; j++)
+    head_rows += jobs[j].n - head_from (&jobs[j]);
+  if (n_jobs > 1 && head_rows > 0) {
+    argmax = g_new (gint32, head_rows);
+    if (!dfl_device_download (sc->dev, sc->idx, sc->argmax_at, argmax,
+                              sizeof (gint32) * head_rows, error))
+      return FALSE;
+  }
   for (int j = 0; j < n_jobs; j++) {
     DflForwardPlan *p = &jobs[j].plan;
     int rows = jobs[j].n - head_from (&jobs[j]);
@@ -842,9 +952,11 @@ head_deliver (DflTargetBatchJob *jobs, int n_jobs, Scratch *sc, const PassMode *
 
     if (rows == 0)
       continue;
-    if (p->argmax
-        && !dfl_device_download (sc->dev, sc->idx, sc->argmax_at + sizeof (gint32) * h0,
-                                 p->argmax, sizeof (gint32) * rows, error))
+    if (p->argmax && argmax)
+      memcpy (p->argmax, argmax + h0, sizeof (gint32) * rows);
+    else if (p->argmax
+             && !dfl_device_download (sc->dev, sc->idx, sc->argmax_at + sizeof (gint32) * h0,
+                                      p->argmax, sizeof (gint32) * rows, error))
       return FALSE;
     if (!direct) {
       n_rows = rows_of (&sc->normed, h0, rows);

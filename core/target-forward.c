@@ -349,11 +349,13 @@ same_taps (DflTargetBatchJob *jobs, int n_jobs)
   const DflForwardPlan *p0 = &jobs[0].plan;
   int nt = taps_of (p0);
 
+  if (nt == 0)
+    return FALSE;
   for (int j = 1; j < n_jobs; j++)
     if (taps_of (&jobs[j].plan) != nt
         || memcmp (jobs[j].plan.tap_layers, p0->tap_layers, sizeof (int) * nt))
       return FALSE;
-  return nt > 0;
+  return TRUE;
 }
 
 /* Write a pass's index tensors (ids, each row's position, which is also

@@ -373,11 +373,25 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
   extern __shared__ float4 sh4[];
   float *sh = (float *) sh4;
   const int hd = head_dim, ld = hd + 4, hd4 = hd / 4, hpg = heads / kv_heads;
-  /* query vectors of a block: ATT_QMAX of any rows, or (a table) one row's */
-  const int per_block = which ? hpg : ATT_QMAX;
-  const int g = blockIdx.x, chunk = blockIdx.y, q0 = blockIdx.z * per_block;
-  const int nq = MIN (per_block, rows * hpg - q0), nqg = (nq + 3) / 4;
-  const int entry = which ? which[q0 / hpg] : 0;
+  const int g = blockIdx.x, chunk = blockIdx.y;
+  /* query vectors of a block: ATT_QMAX of any rows; or, over a table, those
+   * of a group of rows of one entry (a block a row, the blocks of rows
+   * that lead no group leave at once) */
+  int q0 = blockIdx.z * ATT_QMAX, nq = MIN (ATT_QMAX, rows * hpg - q0), entry = 0;
+  if (which) {
+    /* a row leads a group where its entry's rows start or at a multiple
+     * of `per`; the group runs to the next row that leads one */
+    const int r = blockIdx.z, per = ATT_QMAX / hpg;
+    int n = 1;
+    entry = which[r];
+    if (r % per != 0 && which[r - 1] == entry)
+      return;
+    while (r + n < rows && (r + n) % per != 0 && which[r + n] == entry)
+      n++;
+    q0 = r * hpg;
+    nq = n * hpg;
+  }
+  const int nqg = (nq + 3) / 4;
   const float *k = keys.k[entry], *v = keys.v[entry];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int kb0 = chunk * CH;
@@ -698,7 +712,8 @@ attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int ro
   }
   ch = attention_chunk_keys (head_dim);
   chunks = MAX ((max_keys + ch - 1) / ch, 1);
-  /* a table's blocks hold one row each: its rows read different keys */
+  /* over a table, a block a row: those that lead a group of rows of one
+   * entry take the group, the others leave */
   groups = d_which ? rows : (rows * (heads / kv_heads) + ATT_QMAX - 1) / ATT_QMAX;
   grid = dim3 (kv_heads, chunks, groups);
   smem = attention_smem (head_dim);

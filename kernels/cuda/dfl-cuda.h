@@ -192,9 +192,10 @@ void dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int hea
                          float *d_out);
 /* dfl_cuda_attention with each row's own key set: row r reads
  * k->d[d_which[r]] and v->d[d_which[r]] (every entry of stride kv_stride
- * and 16-byte aligned; `max_keys` bounds every d_hi). Blocks hold one row
- * each (heads / kv_heads ≤ 64), so a row's output is bitwise
- * dfl_cuda_attention's over its entry alone. */
+ * and 16-byte aligned; `max_keys` bounds every d_hi). A block holds rows
+ * of one entry that lie together (a verify step's rows share its reads of
+ * the keys as in dfl_cuda_attention; heads / kv_heads ≤ 64), and a row's
+ * output is bitwise dfl_cuda_attention's over its entry alone. */
 void dfl_cuda_attention_table (DflCudaDevice *dev, const float *d_q, int rows, int heads,
                                int kv_heads, int head_dim, const DflCudaTable *k,
                                const DflCudaTable *v, int kv_stride, const int32_t *d_which,

@@ -209,8 +209,11 @@ cpu_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
   if (!entries_within (dev, DFL_OP_ATTENTION_TABLE, which, n_kv, error))
     return FALSE;
   for (int r = 0; r < rows; r++) {
-    if (!dfl_op_ranges_within (dev, l + r, h + r, 1, ks[w[r]].ne[2], error)) {
-      g_prefix_error (error, "(row %d, entry %d) ", r, w[r]);
+    /* an empty range may be anywhere: it reads nothing */
+    if (l[r] < h[r] && (l[r] < 0 || h[r] > ks[w[r]].ne[2])) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "attention_table on cpu: row %d's keys "
+                   "[%d, %d) are outside the %" G_GINT64_FORMAT " of its entry %d", r, l[r], h[r],
+                   ks[w[r]].ne[2], w[r]);
       return FALSE;
     }
     k[r] = F32 (&ks[w[r]]);
@@ -351,9 +354,10 @@ cpu_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dsts
     return FALSE;
   /* every row checked before any is written: a refused call writes nothing */
   for (gint64 r = 0; r < src->ne[1]; r++)
-    if (!dfl_op_start_within (dev, DFL_OP_COPY_ROWS_TABLE, "row", at[r], 1, dsts[w[r]].ne[1],
-                              error)) {
-      g_prefix_error (error, "(row %" G_GINT64_FORMAT ", entry %d) ", r, w[r]);
+    if (at[r] < 0 || at[r] >= dsts[w[r]].ne[1]) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "copy_rows_table on cpu: row %"
+                   G_GINT64_FORMAT "'s destination row %" G_GINT64_FORMAT " is outside the %"
+                   G_GINT64_FORMAT " rows of its entry %d", r, at[r], dsts[w[r]].ne[1], w[r]);
       return FALSE;
     }
   for (gint64 r = 0; r < src->ne[1]; r++)

@@ -347,20 +347,26 @@ dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflT
 /* attention's q, out, one key set k, v and the row ranges lo, hi (and
  * which, for a table): the shapes that must agree. */
 static gboolean
-check_attention_keys (Check *c, const DflTensor *q, const DflTensor *k, const DflTensor *v)
+check_attention_keys (Check *c, const DflTensor *q, const char *k_name, const DflTensor *k,
+                      const char *v_name, const DflTensor *v)
 {
-  if (!(tensor (c, "k", k, DFL_DTYPE_F32, 3, FALSE) && tensor (c, "v", v, DFL_DTYPE_F32, 3, FALSE)
-        && same_shape (c, "k", k, "v", v)
-        && same (c, "k's head_dim", k->ne[0], "q's", q->ne[0])
-        && same (c, "k's head stride", k->nb[1], "head_dim floats", k->ne[0] * sizeof (float))
-        && same (c, "k's key stride", k->nb[2], "v's", v->nb[2])))
+  g_autofree char *k_dim = g_strdup_printf ("%s's head_dim", k_name);
+  g_autofree char *k_head = g_strdup_printf ("%s's head stride", k_name);
+  g_autofree char *k_key = g_strdup_printf ("%s's key stride", k_name);
+  g_autofree char *v_key = g_strdup_printf ("%s's", v_name);
+
+  if (!(tensor (c, k_name, k, DFL_DTYPE_F32, 3, FALSE)
+        && tensor (c, v_name, v, DFL_DTYPE_F32, 3, FALSE) && same_shape (c, k_name, k, v_name, v)
+        && same (c, k_dim, k->ne[0], "q's", q->ne[0])
+        && same (c, k_head, k->nb[1], "head_dim floats", k->ne[0] * sizeof (float))
+        && same (c, k_key, k->nb[2], v_key, v->nb[2])))
     return FALSE;
   if (k->ne[1] < 1 || q->ne[1] % k->ne[1])
     return fail (c, DFL_ERROR_MISMATCH, "%" G_GINT64_FORMAT " query heads are not groups of %"
                  G_GINT64_FORMAT " kv heads", q->ne[1], k->ne[1]);
   if (k->nb[2] % sizeof (float) || k->nb[2] < k->nb[1] * (gsize) k->ne[1])
-    return fail (c, DFL_ERROR_MISMATCH, "k's key stride of %" G_GSIZE_FORMAT " bytes is not "
-                 "whole floats past its heads", k->nb[2]);
+    return fail (c, DFL_ERROR_MISMATCH, "%s of %" G_GSIZE_FORMAT " bytes is not whole floats "
+                 "past its heads", k_key, k->nb[2]);
   return TRUE;
 }
 
@@ -383,7 +389,7 @@ dfl_op_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const 
 {
   Check c = check_op (dev, DFL_OP_ATTENTION, DFL_DTYPE_F32, error);
 
-  if (!(check_attention_rows (&c, q, out, lo, hi) && check_attention_keys (&c, q, k, v)))
+  if (!(check_attention_rows (&c, q, out, lo, hi) && check_attention_keys (&c, q, "k", k, "v", v)))
     return FALSE;
   return dev->backend->ops->attention (dev, q, k, v, lo, hi, out, scale, error);
 }
@@ -411,15 +417,18 @@ dfl_op_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
         && tensor (&c, "which", which, DFL_DTYPE_I32, 1, TRUE)
         && same (&c, "which's size", which->ne[0], "q's rows", q->ne[2])))
     return FALSE;
-  for (int i = 0; i < n_kv; i++) {
+  for (int i = 0; c.ok && i < n_kv; i++) {
+    g_autofree char *k_name = g_strdup_printf ("ks[%d]", i);
+    g_autofree char *v_name = g_strdup_printf ("vs[%d]", i);
+    g_autofree char *heads = g_strdup_printf ("ks[%d]'s kv heads", i);
+    g_autofree char *stride = g_strdup_printf ("ks[%d]'s key stride", i);
     /* one head layout and key stride for all: a launch reads them alike */
-    if (!(check_attention_keys (&c, q, &ks[i], &vs[i])
-          && same (&c, "an entry's kv heads", ks[i].ne[1], "the first's", ks[0].ne[1])
-          && same (&c, "an entry's key stride", ks[i].nb[2], "the first's", ks[0].nb[2]))) {
-      g_prefix_error (error, "(ks[%d], vs[%d]) ", i, i);
-      return FALSE;
-    }
+    if (check_attention_keys (&c, q, k_name, &ks[i], v_name, &vs[i])
+        && same (&c, heads, ks[i].ne[1], "ks[0]'s", ks[0].ne[1]))
+      same (&c, stride, ks[i].nb[2], "ks[0]'s", ks[0].nb[2]);
   }
+  if (!c.ok)
+    return FALSE;
   return dev->backend->ops->attention_table (dev, q, ks, vs, n_kv, which, lo, hi, out, scale,
                                              error);
 }
@@ -592,13 +601,14 @@ dfl_op_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *d
         && tensor (&c, "row", row, DFL_DTYPE_I64, 1, TRUE)
         && same (&c, "row's size", row->ne[0], "src's rows", src->ne[1])))
     return FALSE;
-  for (int i = 0; i < n_dst; i++)
-    if (!(tensor (&c, "dsts[i]", &dsts[i], DFL_DTYPE_F32, 2, FALSE)
-          && packed (&c, "dsts[i]", &dsts[i])
-          && same (&c, "an entry's columns", dsts[i].ne[0], "src's", src->ne[0]))) {
-      g_prefix_error (error, "(dsts[%d]) ", i);
-      return FALSE;
-    }
+  for (int i = 0; c.ok && i < n_dst; i++) {
+    g_autofree char *name = g_strdup_printf ("dsts[%d]", i);
+    g_autofree char *cols = g_strdup_printf ("dsts[%d]'s columns", i);
+    if (tensor (&c, name, &dsts[i], DFL_DTYPE_F32, 2, FALSE) && packed (&c, name, &dsts[i]))
+      same (&c, cols, dsts[i].ne[0], "src's", src->ne[0]);
+  }
+  if (!c.ok)
+    return FALSE;
   return dev->backend->ops->copy_rows_table (dev, src, dsts, n_dst, which, row, error);
 }
 

@@ -578,9 +578,11 @@ test_attention_table (gconstpointer data)
     }
   }
 
-  /* a table of none, or of more than the limit */
+  /* a table of none, or of more than the limit; entries of other heads */
   {
-    g_autoptr (GError) e1 = NULL, e2 = NULL;
+    g_autoptr (GError) e1 = NULL, e2 = NULL, e3 = NULL;
+    DflTensor one_head = put (dev, DFL_DTYPE_F32, hd, 1, 4, NULL);
+    DflTensor odd_k[2] = { tk[0], one_head }, odd_v[2] = { tv[0], one_head };
     DflTensor many[DFL_OP_TABLE_MAX + 1];
     for (int e = 0; e <= DFL_OP_TABLE_MAX; e++)
       many[e] = tk[0];
@@ -590,6 +592,9 @@ test_attention_table (gconstpointer data)
     assert_refused (dfl_op_attention_table (dev, &tq, many, many, DFL_OP_TABLE_MAX + 1, &tw, &tlo,
                                             &thi, &to, scale, &e2), &e2, DFL_ERROR_INVALID,
                     "attention_table", "holds 65 tensors");
+    assert_refused (dfl_op_attention_table (dev, &tq, odd_k, odd_v, 2, &tw, &tlo, &thi, &to,
+                                            scale, &e3), &e3, DFL_ERROR_MISMATCH,
+                    "ks[1]'s kv heads is 1", "ks[0]'s is 2");
   }
   /* on the CPU, an entry or a range outside its entry's keys */
   if (dfl_device_op_caps (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_F32) & DFL_OP_CAP_HOST_INDICES) {
@@ -607,8 +612,8 @@ test_attention_table (gconstpointer data)
                                             &e1), &e1, DFL_ERROR_INVALID, "which[3] = 3",
                     "attention_table");
     assert_refused (dfl_op_attention_table (dev, &tq, tk, tv, N_KV, &tw, &tlo, &tbh, &to, scale,
-                                            &e2), &e2, DFL_ERROR_INVALID, "row 2, entry 1",
-                    "outside the 7");
+                                            &e2), &e2, DFL_ERROR_INVALID, "row 2's keys [",
+                    "outside the 7 of its entry 1");
   }
   for (int e = 0; e < N_KV; e++) {
     g_free (k[e]);
@@ -794,7 +799,7 @@ test_copy_rows_table (gconstpointer data)
     DflTensor tl = put_index (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_I64, ROWS, late);
     DflTensor tn = put_index (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_I32, ROWS, none);
     assert_refused (dfl_op_copy_rows_table (dev, &ts, td, N_DST, &tw, &tl, &e1), &e1,
-                    DFL_ERROR_INVALID, "row 4 with 1 rows", "entry 1");
+                    DFL_ERROR_INVALID, "row 4 is outside the 4 rows", "entry 1");
     assert_refused (dfl_op_copy_rows_table (dev, &ts, td, N_DST, &tn, &tr, &e2), &e2,
                     DFL_ERROR_INVALID, "which[3] = 3", "copy_rows_table");
     /* nothing was written by the refused calls */

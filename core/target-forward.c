@@ -12,15 +12,20 @@
 #include "target-forward.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "dfl-error.h"
 
 /* A sequence keeps its most recently used graphs: decode, verify and the
  * outputs asked of them make a few shapes. A graphed pass taps at most
- * this many layers. */
+ * this many layers. A pass of several sequences is graphed (by the first,
+ * which keeps the graph) up to a table op's sequences and this many rows
+ * (the scratch of 512 rows' logits is 300 MB at Qwen3's vocabulary). */
 #define GRAPH_SLOTS 8
 #define GRAPH_MAX_TAPS 16
+#define GRAPH_MAX_JOBS DFL_OP_TABLE_MAX
+#define GRAPH_BATCH_ROWS 512
 
 /* The device memory of one pass: the activations (F32) and the index
  * tensors, each at its byte offset in one allocation of each kind. The
@@ -44,15 +49,24 @@ typedef struct {
   DflTensor taps;
   /* index tensors: the host's copy, uploaded once a pass; I64 first */
   guint8 *host_idx;
-  gsize zero_at, pos_at, tap_row_at, ids_at, lo_at, hi_at, argmax_at;
+  gsize zero_at, pos_at, tap_row_at, tap_dst_at, ids_at, which_at, lo_at, hi_at, argmax_at;
 } Scratch;
 
-/* What a captured pass was made for: it is replayed only for the same. */
+/* One sequence's part of a captured pass. */
 typedef struct {
-  int rows, max_keys, head_from;
+  int rows, head_from;
   gboolean norm, head, argmax;      /* the final norm; the head; its argmax */
+  gboolean taps;                    /* it asks for the pass's taps */
+  guint64 caches;                   /* its caches (OpsSeq.caches_id) */
+} GraphJob;
+
+/* What a captured pass was made for: it is replayed only for the same
+ * sequences' caches, rows and outputs asked. */
+typedef struct {
+  int n_jobs, rows, max_keys;
   int n_taps, taps[GRAPH_MAX_TAPS];
-  guint64 cache_generation, scratch_generation;
+  GraphJob jobs[GRAPH_MAX_JOBS];
+  guint64 scratch_generation;
 } GraphKey;
 
 typedef struct {
@@ -68,7 +82,9 @@ typedef struct {
   int n_layers;        /* kept so freeing needs nothing of the target */
   int cap;             /* positions the caches have room for */
   gpointer *k, *v;     /* per layer [cap][kv_heads·head_dim] F32, device memory */
-  guint64 cache_generation;    /* counts the caches' moves */
+  /* the caches as they are now: a number no caches of any sequence had
+   * before (a graph of several sequences names theirs by it) */
+  guint64 caches_id;
   /* graphed steps: the pass's memory at fixed addresses (NULL until the
    * first), counted as it is made again; the graphs kept */
   Scratch *graph_scratch;
@@ -238,12 +254,11 @@ scratch_view (Scratch *sc, const DflQwen3Config *c, int rows, int head_rows)
     sc->logits = act_tensor (sc, sc->logits_at, head_rows, c->vocab);
 }
 
-/* Memory for a pass of `n_jobs` sequences, `rows` rows, `head_rows` of
- * them through the head (and its logits where `logits_room`), `tap_rows`
- * taps rows of the index and `kept_tap_rows` rows of taps kept in the
- * scratch. */
+/* Memory for a pass of `rows` rows, `head_rows` of them through the head
+ * (and its logits where `logits_room`), `tap_rows` taps rows of the index
+ * and `kept_tap_rows` rows of taps kept in the scratch. */
 static gboolean
-scratch_alloc (Scratch *sc, const DflTarget *t, int n_jobs, int rows, int head_rows,
+scratch_alloc (Scratch *sc, const DflTarget *t, int rows, int head_rows,
                gboolean logits_room, int tap_rows, int kept_tap_rows, DflTargetSpare *spare,
                GError **error)
 {
@@ -277,9 +292,11 @@ scratch_alloc (Scratch *sc, const DflTarget *t, int n_jobs, int rows, int head_r
 
   end = 0;
   sc->zero_at = take (&end, sizeof (gint64));
-  sc->pos_at = take (&end, sizeof (gint64) * n_jobs);
+  sc->pos_at = take (&end, sizeof (gint64) * rows);
   sc->tap_row_at = take (&end, sizeof (gint64) * tap_rows);
+  sc->tap_dst_at = take (&end, sizeof (gint64) * tap_rows);
   sc->ids_at = take (&end, sizeof (gint32) * rows);
+  sc->which_at = take (&end, sizeof (gint32) * rows);
   sc->lo_at = take (&end, sizeof (gint32) * rows);
   sc->hi_at = take (&end, sizeof (gint32) * rows);
   sc->argmax_at = take (&end, sizeof (gint32) * MAX (head_rows, 1));
@@ -324,15 +341,35 @@ wants_taps (const DflForwardPlan *p)
   return taps_of (p) > 0;
 }
 
-/* Write a pass's index tensors (ids, the positions, each row's key range,
- * the taps' destination rows) and upload them: the upload waits for the
- * work queued before, so a pass that read them earlier has ended. */
+/* Whether every job taps the same layers (a batch of a drafter's steps):
+ * then a tapped layer's rows go to every job's taps in one table op. */
+static gboolean
+same_taps (DflTargetBatchJob *jobs, int n_jobs)
+{
+  const DflForwardPlan *p0 = &jobs[0].plan;
+  int nt = taps_of (p0);
+
+  if (nt == 0)
+    return FALSE;
+  for (int j = 1; j < n_jobs; j++)
+    if (taps_of (&jobs[j].plan) != nt
+        || memcmp (jobs[j].plan.tap_layers, p0->tap_layers, sizeof (int) * nt))
+      return FALSE;
+  return TRUE;
+}
+
+/* Write a pass's index tensors (ids, each row's position, which is also
+ * its row in its sequence's cache, its sequence's entry in the tables of a
+ * layer's caches, its key range, the taps' destination rows) and upload
+ * them: the upload waits for the work queued before, so a pass that read
+ * them earlier has ended. */
 static gboolean
 scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
 {
   gint64 *pos = (gint64 *) (sc->host_idx + sc->pos_at);
   gint64 *tap_row = (gint64 *) (sc->host_idx + sc->tap_row_at);
   gint32 *ids = (gint32 *) (sc->host_idx + sc->ids_at);
+  gint32 *which = (gint32 *) (sc->host_idx + sc->which_at);
   gint32 *lo = (gint32 *) (sc->host_idx + sc->lo_at);
   gint32 *hi = (gint32 *) (sc->host_idx + sc->hi_at);
   int r0 = 0, t0 = 0;
@@ -341,10 +378,12 @@ scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
   for (int j = 0; j < n_jobs; j++) {
     const DflTargetBatchJob *job = &jobs[j];
     int len = ((const DflTargetSeqHead *) job->seq)->len, nt = taps_of (&job->plan);
-    pos[j] = len;
     for (int r = 0; r < job->n; r++) {
       /* causal over the sequence's own cache: its rows so far and this one */
       ids[r0 + r] = job->ids[r];
+      pos[r0 + r] = len + r;
+      /* the layer's caches go to the table ops DFL_OP_TABLE_MAX at a time */
+      which[r0 + r] = j % DFL_OP_TABLE_MAX;
       lo[r0 + r] = 0;
       hi[r0 + r] = len + r + 1;
     }
@@ -356,10 +395,30 @@ scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
     r0 += job->n;
     t0 += job->n * nt;
   }
+  /* the same rows by tap for the table ops where every job taps alike:
+   * tap ti of the pass's row r (its job's row i) at [ti][r] */
+  if (n_jobs > 1 && same_taps (jobs, n_jobs)) {
+    gint64 *tap_dst = (gint64 *) (sc->host_idx + sc->tap_dst_at);
+    int nt = taps_of (&jobs[0].plan);
+    r0 = 0;
+    for (int j = 0; j < n_jobs; r0 += jobs[j].n, j++)
+      for (int i = 0; i < jobs[j].n; i++)
+        for (int ti = 0; ti < nt; ti++)
+          tap_dst[(gsize) ti * sc->q.ne[1] + r0 + i] = (gint64) i * nt + ti;
+  }
   return dfl_device_upload (sc->dev, sc->idx, 0, sc->host_idx, sc->idx_bytes, error);
 }
 
 /* --- sequences --- */
+
+/* A number for caches just made, never given before. */
+static guint64
+new_caches_id (void)
+{
+  static atomic_ullong next = 1;
+
+  return atomic_fetch_add (&next, 1);
+}
 
 gpointer
 dfl_target_ops_seq_new (const DflTarget *t)
@@ -371,6 +430,7 @@ dfl_target_ops_seq_new (const DflTarget *t)
   s->n_layers = t->cfg.layers;
   s->k = g_new0 (gpointer, t->cfg.layers);
   s->v = g_new0 (gpointer, t->cfg.layers);
+  s->caches_id = new_caches_id ();
   return s;
 }
 
@@ -458,7 +518,7 @@ dfl_target_ops_seq_reserve (gpointer seq, int need, GError **error)
   if (ok) {
     /* the graphs write and read the old caches: never replayed again */
     drop_graphs (s);
-    s->cache_generation++;
+    s->caches_id = new_caches_id ();
   }
   for (int i = 0; i < s->n_layers; i++) {
     if (ok) {
@@ -515,7 +575,36 @@ is_cpu (DflDevice *dev)
 typedef struct {
   int max_keys;        /* > 0: a graph's bound on the keys */
   gboolean in_scratch;
+  /* several sequences' rope, cache writes and attention each one op over
+   * tables of their caches (where the device has the table ops) */
+  gboolean tables;
 } PassMode;
+
+/* Whether a pass of `n_jobs` sequences runs the table ops: one sequence
+ * keeps the plain ops, whose attention reads a key once for several rows. */
+static gboolean
+uses_tables (DflDevice *dev, int n_jobs)
+{
+  return n_jobs > 1 && dfl_device_supports (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_F32)
+         && dfl_device_supports (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_F32);
+}
+
+/* The keys a job's attention covers: its own so far and its rows, or a
+ * graph's bound (never past its cache). */
+static int
+keys_of (const DflTargetBatchJob *job, const PassMode *mode)
+{
+  const OpsSeq *s = job->seq;
+
+  return mode->max_keys > 0 ? MIN (mode->max_keys, s->cap) : s->len + job->n;
+}
+
+/* A layer's cache of a sequence, [cap][kv_heads·head_dim]. */
+static DflTensor
+cache_of (DflDevice *dev, const DflQwen3Config *c, gpointer mem, int cap)
+{
+  return dfl_tensor_2d (dev, mem, 0, DFL_DTYPE_F32, cap, (gint64) c->kv_heads * c->head_dim);
+}
 
 /* A bias row added to each of `x`'s rows. */
 static gboolean
@@ -529,16 +618,191 @@ add_bias (DflDevice *dev, const DflTensor *x, const DflTensor *bias, GError **er
   return TRUE;
 }
 
+/* The rope, the cache writes and the attention of a layer sequence by
+ * sequence: the positions and the key ranges are index tensors, so a
+ * replayed graph reads the ones uploaded for it. */
+static gboolean
+attend_each (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+             const PassMode *mode, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  DflDevice *dev = sc->dev;
+  int hd = c->head_dim, nh = c->heads, kv = c->kv_heads, r0 = 0;
+  float scale = 1.0f / sqrtf ((float) hd);
+
+  for (int j = 0; j < n_jobs; j++) {
+    OpsSeq *s = jobs[j].seq;
+    int n = jobs[j].n, keys = keys_of (&jobs[j], mode);
+    /* the row's position is the start of its sequence's rows */
+    DflTensor pos = idx_tensor (sc, sc->pos_at + sizeof (gint64) * r0, DFL_DTYPE_I64, 1);
+    DflTensor lo = idx_tensor (sc, sc->lo_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    DflTensor hi = idx_tensor (sc, sc->hi_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    DflTensor q_rows = rows_of (&sc->q, r0, n), k_rows = rows_of (&sc->k, r0, n);
+    DflTensor v_rows = rows_of (&sc->v, r0, n), att_rows = rows_of (&sc->att, r0, n);
+    DflTensor q3 = heads_of (&q_rows, nh, hd), k3 = heads_of (&k_rows, kv, hd);
+    DflTensor att3 = heads_of (&att_rows, nh, hd);
+    DflTensor kc = cache_of (dev, c, s->k[li], s->cap), vc = cache_of (dev, c, s->v[li], s->cap);
+    DflTensor kc_seen = rows_of (&kc, 0, keys), vc_seen = rows_of (&vc, 0, keys);
+    DflTensor k_keys = heads_of (&kc_seen, kv, hd), v_keys = heads_of (&vc_seen, kv, hd);
+
+    if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
+        || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error)
+        || !dfl_op_copy_rows (dev, &k_rows, &pos, &kc, error)
+        || !dfl_op_copy_rows (dev, &v_rows, &pos, &vc, error)
+        || !dfl_op_attention (dev, &q3, &k_keys, &v_keys, &lo, &hi, &att3, scale, error))
+      return FALSE;
+    r0 += n;
+  }
+  return TRUE;
+}
+
+/* The same for every sequence at once: the rope of all rows at their own
+ * positions, then the cache writes and the attention over tables of the
+ * sequences' caches, DFL_OP_TABLE_MAX sequences an op (each row's entry
+ * and row in its cache are index tensors too). */
+static gboolean
+attend_tables (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+               const PassMode *mode, GError **error)
+{
+  const DflQwen3Config *c = &t->cfg;
+  DflDevice *dev = sc->dev;
+  int hd = c->head_dim, nh = c->heads, kv = c->kv_heads, rows = (int) sc->q.ne[1], r0 = 0;
+  float scale = 1.0f / sqrtf ((float) hd);
+  DflTensor pos = idx_tensor (sc, sc->pos_at, DFL_DTYPE_I64, rows);
+  DflTensor q3 = heads_of (&sc->q, nh, hd), k3 = heads_of (&sc->k, kv, hd);
+  DflTensor caches[2][DFL_OP_TABLE_MAX], seen[2][DFL_OP_TABLE_MAX];
+
+  if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
+      || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error))
+    return FALSE;
+  for (int j0 = 0; j0 < n_jobs; j0 += DFL_OP_TABLE_MAX) {
+    int n_tab = MIN (DFL_OP_TABLE_MAX, n_jobs - j0), n = 0;
+    DflTensor which, at, lo, hi, k_rows, v_rows, q_rows, att_rows, qg, attg;
+
+    for (int i = 0; i < n_tab; i++) {
+      const DflTargetBatchJob *job = &jobs[j0 + i];
+      OpsSeq *s = job->seq;
+      int keys = keys_of (job, mode);
+      for (int kind = 0; kind < 2; kind++) {
+        DflTensor rows_seen;
+        caches[kind][i] = cache_of (dev, c, (kind ? s->v : s->k)[li], s->cap);
+        rows_seen = rows_of (&caches[kind][i], 0, keys);
+        seen[kind][i] = heads_of (&rows_seen, kv, hd);
+      }
+      n += job->n;
+    }
+    which = idx_tensor (sc, sc->which_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    at = idx_tensor (sc, sc->pos_at + sizeof (gint64) * r0, DFL_DTYPE_I64, n);
+    lo = idx_tensor (sc, sc->lo_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    hi = idx_tensor (sc, sc->hi_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+    k_rows = rows_of (&sc->k, r0, n);
+    v_rows = rows_of (&sc->v, r0, n);
+    q_rows = rows_of (&sc->q, r0, n);
+    att_rows = rows_of (&sc->att, r0, n);
+    qg = heads_of (&q_rows, nh, hd);
+    attg = heads_of (&att_rows, nh, hd);
+    if (!dfl_op_copy_rows_table (dev, &k_rows, caches[0], n_tab, &which, &at, error)
+        || !dfl_op_copy_rows_table (dev, &v_rows, caches[1], n_tab, &which, &at, error)
+        || !dfl_op_attention_table (dev, &qg, seen[0], seen[1], n_tab, &which, &lo, &hi, &attg,
+                                    scale, error))
+      return FALSE;
+    r0 += n;
+  }
+  return TRUE;
+}
+
+/* The taps of job j: where its plan asked, or its rows of the scratch's
+ * (a graph's; `taps_at` the taps rows of the jobs before it). */
+static DflTensor
+taps_tensor (const DflTarget *t, const DflTargetBatchJob *job, Scratch *sc,
+             const PassMode *mode, int taps_at)
+{
+  const DflForwardPlan *p = &job->plan;
+  gint64 rows = (gint64) job->n * taps_of (p);
+
+  return mode->in_scratch ? rows_of (&sc->taps, taps_at, rows)
+         : caller_rows (sc->dev, p->taps, p->d_taps, rows, t->cfg.hidden);
+}
+
+/* The residual stream after layer li, where a sequence taps it: row by
+ * row into each job's taps. */
+static gboolean
+tap_rows (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+          const PassMode *mode, GError **error)
+{
+  int r0 = 0;
+
+  for (int j = 0, t0 = 0; j < n_jobs; j++) {
+    const DflForwardPlan *p = &jobs[j].plan;
+    int n = jobs[j].n, nt = taps_of (p), rows_at = r0, taps_at = t0;
+    DflTensor taps;
+
+    r0 += n;
+    t0 += n * nt;
+    if (!wants_taps (p))
+      continue;
+    taps = taps_tensor (t, &jobs[j], sc, mode, taps_at);
+    for (int ti = 0; ti < nt; ti++) {
+      if (p->tap_layers[ti] != li)
+        continue;
+      for (int r = 0; r < n; r++) {
+        DflTensor src = rows_of (&sc->h, rows_at + r, 1);
+        DflTensor row0 = idx_tensor (sc, sc->tap_row_at + sizeof (gint64) * (taps_at + ti * n + r),
+                                     DFL_DTYPE_I64, 1);
+        if (!dfl_op_copy_rows (sc->dev, &src, &row0, &taps, error))
+          return FALSE;
+      }
+    }
+  }
+  return TRUE;
+}
+
+/* The same where every job taps the same layers: each tap of layer li is
+ * one table op over every row (DFL_OP_TABLE_MAX jobs an op), each row to
+ * its job's taps at the row of the index's [ti][row]. */
+static gboolean
+tap_tables (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+            const PassMode *mode, GError **error)
+{
+  const DflForwardPlan *p0 = &jobs[0].plan;
+  int nt = taps_of (p0), rows = (int) sc->q.ne[1];
+  DflTensor dsts[DFL_OP_TABLE_MAX];
+
+  for (int ti = 0; ti < nt; ti++) {
+    int r0 = 0, t0 = 0;
+    if (p0->tap_layers[ti] != li)
+      continue;
+    for (int j0 = 0; j0 < n_jobs; j0 += DFL_OP_TABLE_MAX) {
+      int n_tab = MIN (DFL_OP_TABLE_MAX, n_jobs - j0), n = 0;
+      DflTensor src, which, at;
+      for (int i = 0; i < n_tab; i++) {
+        dsts[i] = taps_tensor (t, &jobs[j0 + i], sc, mode, t0);
+        t0 += jobs[j0 + i].n * nt;
+        n += jobs[j0 + i].n;
+      }
+      src = rows_of (&sc->h, r0, n);
+      which = idx_tensor (sc, sc->which_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
+      at = idx_tensor (sc, sc->tap_dst_at + sizeof (gint64) * ((gsize) ti * rows + r0),
+                       DFL_DTYPE_I64, n);
+      if (!dfl_op_copy_rows_table (sc->dev, &src, dsts, n_tab, &which, &at, error))
+        return FALSE;
+      r0 += n;
+    }
+  }
+  return TRUE;
+}
+
 /* One layer over every row: the products over all of them at once, the
- * rope, the cache and the attention sequence by sequence. */
+ * rope, the cache and the attention over all sequences (tables) or
+ * sequence by sequence. */
 static gboolean
 layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBatchJob *jobs,
                int n_jobs, Scratch *sc, const PassMode *mode, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   DflDevice *dev = sc->dev;
-  int hd = c->head_dim, nh = c->heads, kv = c->kv_heads, r0 = 0;
-  float eps = (float) c->rms_eps, scale = 1.0f / sqrtf ((float) hd);
+  int nh = c->heads, kv = c->kv_heads;
+  float eps = (float) c->rms_eps;
   DflTensor qh = split_rows (&sc->q, nh), kh = split_rows (&sc->k, kv);
 
   if (!dfl_op_rmsnorm (dev, &sc->h, &l->in_norm, &sc->x, eps, error)
@@ -554,32 +818,9 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
   if (!dfl_op_rmsnorm (dev, &qh, &l->q_norm, &qh, eps, error)
       || !dfl_op_rmsnorm (dev, &kh, &l->k_norm, &kh, eps, error))
     return FALSE;
-
-  for (int j = 0; j < n_jobs; j++) {
-    OpsSeq *s = jobs[j].seq;
-    int n = jobs[j].n, keys = mode->max_keys > 0 ? mode->max_keys : s->len + n;
-    DflTensor pos = idx_tensor (sc, sc->pos_at + sizeof (gint64) * j, DFL_DTYPE_I64, 1);
-    DflTensor lo = idx_tensor (sc, sc->lo_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
-    DflTensor hi = idx_tensor (sc, sc->hi_at + sizeof (gint32) * r0, DFL_DTYPE_I32, n);
-    DflTensor q_rows = rows_of (&sc->q, r0, n), k_rows = rows_of (&sc->k, r0, n);
-    DflTensor v_rows = rows_of (&sc->v, r0, n), att_rows = rows_of (&sc->att, r0, n);
-    DflTensor q3 = heads_of (&q_rows, nh, hd), k3 = heads_of (&k_rows, kv, hd);
-    DflTensor att3 = heads_of (&att_rows, nh, hd);
-    DflTensor kc = dfl_tensor_2d (dev, s->k[li], 0, DFL_DTYPE_F32, s->cap, (gint64) kv * hd);
-    DflTensor vc = dfl_tensor_2d (dev, s->v[li], 0, DFL_DTYPE_F32, s->cap, (gint64) kv * hd);
-    DflTensor kc_seen = rows_of (&kc, 0, keys), vc_seen = rows_of (&vc, 0, keys);
-    DflTensor k_keys = heads_of (&kc_seen, kv, hd), v_keys = heads_of (&vc_seen, kv, hd);
-
-    /* the position and the key ranges are index tensors: a replayed graph
-     * reads the ones uploaded for it */
-    if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
-        || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error)
-        || !dfl_op_copy_rows (dev, &k_rows, &pos, &kc, error)
-        || !dfl_op_copy_rows (dev, &v_rows, &pos, &vc, error)
-        || !dfl_op_attention (dev, &q3, &k_keys, &v_keys, &lo, &hi, &att3, scale, error))
-      return FALSE;
-    r0 += n;
-  }
+  if (!(mode->tables ? attend_tables (t, li, jobs, n_jobs, sc, mode, error)
+        : attend_each (t, li, jobs, n_jobs, sc, mode, error)))
+    return FALSE;
 
   if (!dfl_op_matmul (dev, &l->o, &sc->att, &sc->h, TRUE, error)
       || (l->has_bias && !add_bias (dev, &sc->h, &l->o_bias, error))
@@ -590,32 +831,9 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
       || !dfl_op_matmul (dev, &l->down, &sc->gate, &sc->h, TRUE, error))
     return FALSE;
 
-  /* the residual stream after this layer, where a sequence taps it */
-  r0 = 0;
-  for (int j = 0, t0 = 0; j < n_jobs; j++) {
-    const DflForwardPlan *p = &jobs[j].plan;
-    int n = jobs[j].n, nt = taps_of (p), rows_at = r0, taps_at = t0;
-    DflTensor taps;
-
-    r0 += n;
-    t0 += n * nt;
-    if (!wants_taps (p))
-      continue;
-    taps = mode->in_scratch ? rows_of (&sc->taps, 0, (gint64) n * nt)
-        : caller_rows (dev, p->taps, p->d_taps, (gint64) n * nt, c->hidden);
-    for (int ti = 0; ti < nt; ti++) {
-      if (p->tap_layers[ti] != li)
-        continue;
-      for (int r = 0; r < n; r++) {
-        DflTensor src = rows_of (&sc->h, rows_at + r, 1);
-        DflTensor row0 = idx_tensor (sc, sc->tap_row_at + sizeof (gint64) * (taps_at + ti * n + r),
-                                     DFL_DTYPE_I64, 1);
-        if (!dfl_op_copy_rows (dev, &src, &row0, &taps, error))
-          return FALSE;
-      }
-    }
-  }
-  return TRUE;
+  return mode->tables && same_taps (jobs, n_jobs)
+         ? tap_tables (t, li, jobs, n_jobs, sc, mode, error)
+         : tap_rows (t, li, jobs, n_jobs, sc, mode, error);
 }
 
 /* Whether the head's norm and logits of a one-sequence pass on the CPU
@@ -646,33 +864,48 @@ head_forward (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, Scratch *
     if (p->logits)
       logits = dfl_tensor_2d (NULL, p->logits, 0, DFL_DTYPE_F32, head_rows, t->cfg.vocab);
   }
-  for (int j = 0; j < n_jobs; r0 += jobs[j].n, j++) {
-    int from = head_from (&jobs[j]), rows = jobs[j].n - from;
-    DflTensor src, dst;
+  /* the norm over runs of rows that lie together in the pass (a batch of
+   * decode steps is one run): a row's norm is its own */
+  for (int j = 0, run_from = 0, run = 0; j <= n_jobs; j++) {
+    int from = j < n_jobs ? r0 + head_from (&jobs[j]) : -1;
+    int rows = j < n_jobs ? jobs[j].n - head_from (&jobs[j]) : 0;
 
-    if (rows == 0)
-      continue;
-    src = rows_of (&sc->h, r0 + from, rows);
-    dst = rows_of (&normed, h0, rows);
-    if (!dfl_op_rmsnorm (dev, &src, &m->norm, &dst, eps, error))
-      return FALSE;
-    h0 += rows;
+    if (j == n_jobs || (rows > 0 && run > 0 && from != run_from + run)) {
+      DflTensor src = rows_of (&sc->h, run_from, run), dst = rows_of (&normed, h0, run);
+      if (run > 0 && !dfl_op_rmsnorm (dev, &src, &m->norm, &dst, eps, error))
+        return FALSE;
+      h0 += run;
+      run = 0;
+    }
+    if (rows > 0) {
+      if (run == 0)
+        run_from = from;
+      run += rows;
+    }
+    if (j < n_jobs)
+      r0 += jobs[j].n;
   }
   if (want_logits && !dfl_op_matmul (dev, &m->head, &normed, &logits, FALSE, error))
     return FALSE;
 
+  /* the argmax over runs of jobs that ask for it (a row's is its own) */
   h0 = 0;
-  for (int j = 0; j < n_jobs; j++) {
-    int rows = jobs[j].n - head_from (&jobs[j]);
-    DflTensor l_rows, am;
+  for (int j = 0, run_from = 0, run = 0; j <= n_jobs; j++) {
+    int rows = j < n_jobs ? jobs[j].n - head_from (&jobs[j]) : 0;
+    gboolean asks = j < n_jobs && jobs[j].plan.argmax && rows > 0;
 
-    if (rows == 0)
-      continue;
-    if (jobs[j].plan.argmax) {
-      l_rows = rows_of (&logits, h0, rows);
-      am = idx_tensor (sc, sc->argmax_at + sizeof (gint32) * h0, DFL_DTYPE_I32, rows);
+    if (run > 0 && (j == n_jobs || (rows > 0 && !asks))) {
+      DflTensor l_rows = rows_of (&logits, run_from, run);
+      DflTensor am = idx_tensor (sc, sc->argmax_at + sizeof (gint32) * run_from, DFL_DTYPE_I32,
+                                 run);
       if (!dfl_op_argmax (dev, &l_rows, &am, error))
         return FALSE;
+      run = 0;
+    }
+    if (asks) {
+      if (run == 0)
+        run_from = h0;
+      run += rows;
     }
     h0 += rows;
   }
@@ -702,8 +935,18 @@ head_deliver (DflTargetBatchJob *jobs, int n_jobs, Scratch *sc, const PassMode *
               GError **error)
 {
   gboolean direct = head_direct (jobs, n_jobs, sc, mode);
-  int h0 = 0;
+  g_autofree gint32 *argmax = NULL;
+  int h0 = 0, head_rows = 0;
 
+  /* every argmax in one copy (each copy waits for the queue) */
+  for (int j = 0; j < n_jobs; j++)
+    head_rows += jobs[j].n - head_from (&jobs[j]);
+  if (n_jobs > 1 && head_rows > 0) {
+    argmax = g_new (gint32, head_rows);
+    if (!dfl_device_download (sc->dev, sc->idx, sc->argmax_at, argmax,
+                              sizeof (gint32) * head_rows, error))
+      return FALSE;
+  }
   for (int j = 0; j < n_jobs; j++) {
     DflForwardPlan *p = &jobs[j].plan;
     int rows = jobs[j].n - head_from (&jobs[j]);
@@ -711,9 +954,11 @@ head_deliver (DflTargetBatchJob *jobs, int n_jobs, Scratch *sc, const PassMode *
 
     if (rows == 0)
       continue;
-    if (p->argmax
-        && !dfl_device_download (sc->dev, sc->idx, sc->argmax_at + sizeof (gint32) * h0,
-                                 p->argmax, sizeof (gint32) * rows, error))
+    if (p->argmax && argmax)
+      memcpy (p->argmax, argmax + h0, sizeof (gint32) * rows);
+    else if (p->argmax
+             && !dfl_device_download (sc->dev, sc->idx, sc->argmax_at + sizeof (gint32) * h0,
+                                      p->argmax, sizeof (gint32) * rows, error))
       return FALSE;
     if (!direct) {
       n_rows = rows_of (&sc->normed, h0, rows);
@@ -779,7 +1024,8 @@ forward_direct (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError 
     tap_rows += jobs[j].n * taps_of (&jobs[j].plan);
   }
   head_rows = count_head_rows (jobs, n_jobs, &want_logits);
-  if (!scratch_alloc (&sc, t, n_jobs, rows, head_rows, want_logits, tap_rows, 0, t->model->spare,
+  mode.tables = uses_tables (t->model->device, n_jobs);
+  if (!scratch_alloc (&sc, t, rows, head_rows, want_logits, tap_rows, 0, t->model->spare,
                       error))
     return FALSE;
   ok = scratch_fill (&sc, jobs, n_jobs, error)
@@ -794,31 +1040,52 @@ forward_direct (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError 
 
 /* --- a pass as a graph --- */
 
-/* Whether a pass of these jobs replays a graph. */
+/* Whether a pass of these jobs replays a graph: each job a decode or
+ * verify step, several of them only over the table ops, and those that
+ * tap asking for the same layers. */
 static gboolean
 graph_fits (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs)
 {
   const DflTargetModel *m = t->model;
+  const DflForwardPlan *tapping = NULL;
+  int rows = 0;
 
-  return n_jobs == 1 && jobs[0].n <= DFL_TARGET_GRAPH_ROWS
-         && taps_of (&jobs[0].plan) <= GRAPH_MAX_TAPS
-         && !g_atomic_int_get (&m->no_graphs)
-         && dfl_device_supports (m->device, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32);
+  if (n_jobs > GRAPH_MAX_JOBS || g_atomic_int_get (&m->no_graphs)
+      || !dfl_device_supports (m->device, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32)
+      || (n_jobs > 1 && !uses_tables (m->device, n_jobs)))
+    return FALSE;
+  for (int j = 0; j < n_jobs; j++) {
+    const DflForwardPlan *p = &jobs[j].plan;
+    int nt = taps_of (p);
+    if (jobs[j].n > DFL_TARGET_GRAPH_ROWS || nt > GRAPH_MAX_TAPS)
+      return FALSE;
+    if (nt > 0) {
+      if (tapping && (nt != taps_of (tapping)
+                      || memcmp (p->tap_layers, tapping->tap_layers, sizeof (int) * nt)))
+        return FALSE;
+      tapping = p;
+    }
+    rows += jobs[j].n;
+  }
+  return rows <= GRAPH_BATCH_ROWS;
 }
 
-/* The sequence's memory of a graphed pass, made once for the most rows a
- * graph takes and `n_taps` taps a row (made again, and its graphs
- * dropped, where more are asked). */
+/* The sequence's memory of a graphed pass, made for the most rows a graph
+ * of one sequence takes, or `rows`, and `n_taps` taps a row (made again,
+ * and its graphs dropped, where more are asked). */
 static gboolean
-graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
+graph_scratch_reserve (OpsSeq *s, int rows, int n_taps, GError **error)
 {
   Scratch *sc = s->graph_scratch;
-  int kept = DFL_TARGET_GRAPH_ROWS * n_taps;
+  int room = MAX (DFL_TARGET_GRAPH_ROWS, rows), kept;
 
-  if (sc && sc->kept_tap_rows >= kept)
+  if (sc && sc->rows >= room && sc->kept_tap_rows >= sc->rows * n_taps)
     return TRUE;
   drop_graphs (s);
   if (sc) {
+    /* as much as before at least, so two shapes do not take turns */
+    n_taps = MAX (n_taps, sc->kept_tap_rows / sc->rows);
+    room = MAX (room, sc->rows);
     /* the work queued may still read it */
     if (!dfl_op_sync (s->device, error))
       return FALSE;
@@ -826,9 +1093,9 @@ graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
   } else {
     sc = s->graph_scratch = g_new0 (Scratch, 1);
   }
+  kept = room * n_taps;
   s->scratch_generation++;
-  if (!scratch_alloc (sc, s->t, 1, DFL_TARGET_GRAPH_ROWS, DFL_TARGET_GRAPH_ROWS, TRUE, kept,
-                      kept, NULL, error)) {
+  if (!scratch_alloc (sc, s->t, room, room, TRUE, kept, kept, NULL, error)) {
     g_clear_pointer (&s->graph_scratch, g_free);
     return FALSE;
   }
@@ -840,11 +1107,18 @@ graph_scratch_reserve (OpsSeq *s, int n_taps, GError **error)
 static gboolean
 graph_key_equal (const GraphKey *a, const GraphKey *b)
 {
-  return a->rows == b->rows && a->max_keys == b->max_keys && a->head_from == b->head_from
-         && a->norm == b->norm && a->head == b->head && a->argmax == b->argmax
-         && a->n_taps == b->n_taps && memcmp (a->taps, b->taps, sizeof (int) * a->n_taps) == 0
-         && a->cache_generation == b->cache_generation
-         && a->scratch_generation == b->scratch_generation;
+  if (!(a->n_jobs == b->n_jobs && a->rows == b->rows && a->max_keys == b->max_keys
+        && a->n_taps == b->n_taps && memcmp (a->taps, b->taps, sizeof (int) * a->n_taps) == 0
+        && a->scratch_generation == b->scratch_generation))
+    return FALSE;
+  for (int j = 0; j < a->n_jobs; j++) {
+    const GraphJob *x = &a->jobs[j], *y = &b->jobs[j];
+    if (!(x->rows == y->rows && x->head_from == y->head_from && x->norm == y->norm
+          && x->head == y->head && x->argmax == y->argmax && x->taps == y->taps
+          && x->caches == y->caches))
+      return FALSE;
+  }
+  return TRUE;
 }
 
 /* The kept graph of `key`, or NULL; the slot a new one takes. */
@@ -869,18 +1143,18 @@ graph_find (OpsSeq *s, const GraphKey *key, OpsGraph **free_slot)
  * a capture), then recorded into `slot`: the direct run gives this step's
  * outputs, the graph the next steps'. */
 static gboolean
-graph_capture (const DflTarget *t, DflTargetBatchJob *job, Scratch *sc, const GraphKey *key,
-               const PassMode *mode, OpsGraph *slot, GError **error)
+graph_capture (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
+               const GraphKey *key, int head_rows, gboolean want_logits, const PassMode *mode,
+               OpsGraph *slot, GError **error)
 {
   DflDevice *dev = sc->dev;
-  gboolean want_logits = key->head, recorded;
-  int head_rows = key->rows - key->head_from;
+  gboolean recorded;
 
   g_clear_pointer (&slot->graph, dfl_graph_free);
-  if (!enqueue_pass (t, job, 1, sc, key->rows, head_rows, want_logits, mode, error)
+  if (!enqueue_pass (t, jobs, n_jobs, sc, key->rows, head_rows, want_logits, mode, error)
       || !dfl_op_capture_begin (dev, error))
     return FALSE;
-  recorded = enqueue_pass (t, job, 1, sc, key->rows, head_rows, want_logits, mode, error);
+  recorded = enqueue_pass (t, jobs, n_jobs, sc, key->rows, head_rows, want_logits, mode, error);
   /* the capture ends whatever happened inside it; a graph of a failed
    * recording is not kept */
   slot->graph = dfl_op_capture_end (dev, recorded ? error : NULL);
@@ -894,46 +1168,75 @@ graph_capture (const DflTarget *t, DflTargetBatchJob *job, Scratch *sc, const Gr
   return TRUE;
 }
 
-/* One sequence's pass of ≤ DFL_TARGET_GRAPH_ROWS rows as a replayed graph
- * (captured where none fits), then what it asked for copied out of the
+/* What a graph of these jobs is made for. */
+static void
+graph_key_of (GraphKey *key, DflTargetBatchJob *jobs, int n_jobs, guint64 scratch_generation)
+{
+  int most = 0;
+
+  memset (key, 0, sizeof *key);
+  key->n_jobs = n_jobs;
+  key->scratch_generation = scratch_generation;
+  for (int j = 0; j < n_jobs; j++) {
+    const DflForwardPlan *p = &jobs[j].plan;
+    const OpsSeq *s = jobs[j].seq;
+    GraphJob *gj = &key->jobs[j];
+    int n = jobs[j].n, nt = taps_of (p);
+
+    gj->rows = n;
+    gj->head_from = head_from (&jobs[j]);
+    gj->argmax = p->argmax != NULL;
+    gj->head = p->argmax || p->logits || p->d_logits;
+    gj->norm = gj->head || p->hidden;
+    if (gj->head_from == n)
+      gj->norm = gj->head = gj->argmax = FALSE;
+    gj->taps = nt > 0;
+    gj->caches = s->caches_id;
+    if (nt > 0) {
+      key->n_taps = nt;
+      memcpy (key->taps, p->tap_layers, sizeof (int) * nt);
+    }
+    key->rows += n;
+    most = MAX (most, s->len + n);
+  }
+  /* the keys held after this pass, rounded up (each sequence's attention
+   * stops at its caches' room: keys_of; a row sees no key past its own
+   * position) */
+  key->max_keys = (most + DFL_TARGET_GRAPH_KEY_STEP - 1) / DFL_TARGET_GRAPH_KEY_STEP
+                  * DFL_TARGET_GRAPH_KEY_STEP;
+}
+
+/* A pass of one sequence of ≤ DFL_TARGET_GRAPH_ROWS rows, or of several
+ * such (graph_fits), as a replayed graph (captured where none fits) kept
+ * by the first sequence, then what each asked for copied out of the
  * scratch. */
 static gboolean
-forward_graphed (const DflTarget *t, DflTargetBatchJob *job, GError **error)
+forward_graphed (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError **error)
 {
-  OpsSeq *s = job->seq;
-  DflForwardPlan *p = &job->plan;
-  int n = job->n, n_taps = taps_of (p);
-  GraphKey key = { 0 };
+  OpsSeq *s = jobs[0].seq;
+  int rows = 0, n_taps = 0, head_rows, t0 = 0;
+  GraphKey key;
   PassMode mode = { 0 };
   OpsGraph *g, *slot = NULL;
   GError *launch_error = NULL;
-  DflTensor taps;
+  gboolean want_logits, ok = TRUE;
   Scratch *sc;
-  gboolean ok;
 
-  if (!graph_scratch_reserve (s, n_taps, error))
+  for (int j = 0; j < n_jobs; j++) {
+    rows += jobs[j].n;
+    n_taps = MAX (n_taps, taps_of (&jobs[j].plan));
+  }
+  if (!graph_scratch_reserve (s, rows, n_taps, error))
     return FALSE;
   sc = s->graph_scratch;
-  key.rows = n;
-  key.head_from = head_from (job);
-  key.argmax = p->argmax != NULL;
-  key.head = p->argmax || p->logits || p->d_logits;
-  key.norm = key.head || p->hidden;
-  if (key.head_from == n)
-    key.norm = key.head = key.argmax = FALSE;
-  key.n_taps = n_taps;
-  memcpy (key.taps, p->tap_layers, sizeof (int) * n_taps);
-  /* the keys held after this pass, rounded up; never past the caches' room
-   * (a row sees no key past its own position) */
-  key.max_keys = MIN ((s->len + n + DFL_TARGET_GRAPH_KEY_STEP - 1) / DFL_TARGET_GRAPH_KEY_STEP
-                      * DFL_TARGET_GRAPH_KEY_STEP, s->cap);
-  key.cache_generation = s->cache_generation;
-  key.scratch_generation = s->scratch_generation;
+  graph_key_of (&key, jobs, n_jobs, s->scratch_generation);
+  head_rows = count_head_rows (jobs, n_jobs, &want_logits);
   mode.max_keys = key.max_keys;
   mode.in_scratch = TRUE;
+  mode.tables = uses_tables (sc->dev, n_jobs);
 
-  scratch_view (sc, &t->cfg, n, n - key.head_from);
-  if (!scratch_fill (sc, job, 1, error))
+  scratch_view (sc, &t->cfg, rows, head_rows);
+  if (!scratch_fill (sc, jobs, n_jobs, error))
     return FALSE;
   if ((g = graph_find (s, &key, &slot))
       && !dfl_op_graph_launch (sc->dev, g->graph, &launch_error)) {
@@ -947,17 +1250,25 @@ forward_graphed (const DflTarget *t, DflTargetBatchJob *job, GError **error)
     g = NULL;
   }
   if (!g) {
-    if (!graph_capture (t, job, sc, &key, &mode, slot, error))
+    if (!graph_capture (t, jobs, n_jobs, sc, &key, head_rows, want_logits, &mode, slot, error))
       return FALSE;
     g = slot;
   }
   g->used = ++s->graph_clock;
 
-  /* what the caller asked for, out of the scratch; a failure of the
-   * replay shows at the sync, before the length moves */
-  taps = rows_of (&sc->taps, 0, (gint64) n * n_taps);
-  ok = (n_taps == 0 || deliver (sc, &taps, p->taps, p->d_taps, error))
-       && head_deliver (job, 1, sc, &mode, error);
+  /* what the callers asked for, out of the scratch (each job's taps after
+   * the ones before); a failure of the replay shows at the sync, before
+   * the lengths move */
+  for (int j = 0; ok && j < n_jobs; j++) {
+    DflForwardPlan *p = &jobs[j].plan;
+    int nt = taps_of (p);
+    if (nt > 0) {
+      DflTensor taps = rows_of (&sc->taps, t0, (gint64) jobs[j].n * nt);
+      ok = deliver (sc, &taps, p->taps, p->d_taps, error);
+      t0 += jobs[j].n * nt;
+    }
+  }
+  ok = ok && head_deliver (jobs, n_jobs, sc, &mode, error);
   return dfl_op_sync (sc->dev, ok ? error : NULL) && ok;
 }
 
@@ -1004,7 +1315,7 @@ job_piece (const DflTarget *t, const DflTargetBatchJob *job, int from, int m)
 static gboolean
 forward_pass (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError **error)
 {
-  gboolean ok = graph_fits (t, jobs, n_jobs) ? forward_graphed (t, &jobs[0], error)
+  gboolean ok = graph_fits (t, jobs, n_jobs) ? forward_graphed (t, jobs, n_jobs, error)
       : forward_direct (t, jobs, n_jobs, error);
 
   if (!ok)

@@ -73,8 +73,10 @@ gboolean dfl_target_ops_seq_reserve (gpointer seq, int positions, GError **error
 
 /* The forward of `n_jobs` sequences' rows at once (the sequences all
  * different; ids, positions, tap layers checked by target.c): one pass of
- * the products over every row, the rope, cache and attention per
- * sequence, each sequence's outputs split back to its plan. Where the
+ * the products over every row; the rope, the cache writes and the
+ * attention one op each over all the sequences where the device has the
+ * table ops (copy_rows_table, attention_table), else sequence by
+ * sequence; each sequence's outputs split back to its plan. Where the
  * device's matmul and attention are DFL_OP_CAP_ROW_INVARIANT, each
  * sequence's outputs are bitwise what its forward alone gives. A failure
  * leaves every sequence's length as it was. */

@@ -138,8 +138,14 @@ typedef enum {
   DFL_OP_CAPTURE_END,
   DFL_OP_GRAPH_LAUNCH,
   DFL_OP_FILL_RANDOM,     /* dtype: the tensor's (F32, F16, BF16) */
+  DFL_OP_COPY_ROWS_TABLE, /* F32 */
+  DFL_OP_ATTENTION_TABLE, /* F32 */
 } DflOp;
-#define DFL_N_OPS (DFL_OP_FILL_RANDOM + 1)
+#define DFL_N_OPS (DFL_OP_ATTENTION_TABLE + 1)
+
+/* The most tensors a table op (copy_rows_table, attention_table) takes in
+ * one call: a GPU passes their addresses with the launch. */
+#define DFL_OP_TABLE_MAX 64
 
 /* "matmul", "rmsnorm", … */
 const char *dfl_op_name (DflOp op);
@@ -179,9 +185,11 @@ gboolean dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, 
 gboolean dfl_op_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y,
                          float eps, GError **error);
 /* Half-split (NeoX / Qwen) rope in place: x [rows][heads][head_dim]
- * packed, row r at position pos[0] + r; inv_freq [head_dim / 2] F32; pos
- * one I64 (an index tensor: on a GPU it is read when the queue runs, so a
- * captured graph replays at the position held then). */
+ * packed; inv_freq [head_dim / 2] F32; pos I64, an index tensor (on a GPU
+ * it is read when the queue runs, so a captured graph replays at the
+ * positions held then), either one start position (row r at pos[0] + r)
+ * or `rows` positions, one a row (the rows of several sequences in one
+ * call); with one row both forms are the same. */
 gboolean dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq,
                       const DflTensor *pos, GError **error);
 /* Grouped-query attention: q, out [rows][heads][head_dim] packed; k, v
@@ -236,6 +244,28 @@ gboolean dfl_op_select_rescore (DflDevice *dev, const DflTensor *cand, const Dfl
  * that does not fit (DFL_ERROR_INVALID). */
 gboolean dfl_op_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0,
                            DflTensor *dst, GError **error);
+/* src's rows (F32 [rows][width] packed) each into a row of one of `n_dst`
+ * tensors (≤ DFL_OP_TABLE_MAX; each [n_i][width] packed, e.g. every
+ * sequence's KV cache of a layer): row r into dsts[which[r]]'s row
+ * row[r] (which I32 [rows], row I64 [rows]: index tensors, read on a GPU
+ * when the queue runs). The tensors' addresses are part of the call (a
+ * captured graph writes the same tensors). The CPU refuses an entry or a
+ * row out of range (DFL_ERROR_INVALID). Rows must not land on one
+ * another. */
+gboolean dfl_op_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dsts,
+                                 int n_dst, const DflTensor *which, const DflTensor *row,
+                                 GError **error);
+/* dfl_op_attention over a table of key sets (e.g. every sequence's KV cache
+ * of a layer): query row r sees keys [lo[r], hi[r]) of ks[which[r]] and
+ * vs[which[r]] (which, lo, hi I32 [rows], index tensors; ks, vs `n_kv`
+ * ≤ DFL_OP_TABLE_MAX tensors each [keys_i][kv_heads][head_dim], the same
+ * heads and key stride for all, k and v of one entry the same shape). A
+ * row's output is bitwise what dfl_op_attention gives it over its entry
+ * alone, on the back ends where attention is DFL_OP_CAP_ROW_INVARIANT. */
+gboolean dfl_op_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
+                                 const DflTensor *vs, int n_kv, const DflTensor *which,
+                                 const DflTensor *lo, const DflTensor *hi, DflTensor *out,
+                                 float scale, GError **error);
 /* dst = src converted element by element, F32 → F16/BF16 (round to
  * nearest even) or F16/BF16 → F32 (exact); both packed, the same count. */
 gboolean dfl_op_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **error);

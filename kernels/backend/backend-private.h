@@ -91,6 +91,13 @@ struct _DflBackendOps {
   void (*graph_free) (DflDevice *dev, gpointer graph);
   gboolean (*fill_random) (DflDevice *dev, DflTensor *t, guint64 seed, float scale,
                            GError **error);
+  gboolean (*copy_rows_table) (DflDevice *dev, const DflTensor *src, const DflTensor *dsts,
+                               int n_dst, const DflTensor *which, const DflTensor *row,
+                               GError **error);
+  gboolean (*attention_table) (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
+                               const DflTensor *vs, int n_kv, const DflTensor *which,
+                               const DflTensor *lo, const DflTensor *hi, DflTensor *out,
+                               float scale, GError **error);
 };
 
 /* The tables (ops-cpu.c always; ops-cuda.c and ops-vulkan.c where built). */

@@ -135,29 +135,42 @@ typedef struct {
   float *x;
   const float *inv_freq;
   int heads, head_dim, pos0;
+  /* each row's position (NULL: pos0 + the row) */
+  const gint64 *pos;
 } RopeArgs;
 
 static void
 rope_rows (gpointer data, gint64 from, gint64 count)
 {
   RopeArgs *a = data;
+  float *x = a->x + from * a->heads * a->head_dim;
 
-  dfl_rope (a->x + from * a->heads * a->head_dim, (int) count, a->heads, a->head_dim,
-            a->inv_freq, a->pos0 + (int) from);
+  if (a->pos)
+    dfl_rope_at (x, (int) count, a->heads, a->head_dim, a->inv_freq, a->pos + from);
+  else
+    dfl_rope (x, (int) count, a->heads, a->head_dim, a->inv_freq, a->pos0 + (int) from);
 }
 
 static gboolean
 cpu_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTensor *pos,
           GError **error)
 {
-  gint64 pos0 = *(const gint64 *) dfl_tensor_data (pos);
-  RopeArgs a;
+  const gint64 *p = dfl_tensor_data (pos);
+  gint64 rows = x->ne[2];
+  RopeArgs a = { F32 (x), F32 (inv_freq), (int) x->ne[1], (int) x->ne[0] };
 
   /* the kernel's positions are ints */
-  if (!dfl_op_start_within (dev, DFL_OP_ROPE, "position", pos0, x->ne[2], G_MAXINT, error))
-    return FALSE;
-  a = (RopeArgs) { F32 (x), F32 (inv_freq), (int) x->ne[1], (int) x->ne[0], (int) pos0 };
-  run_pieces (rope_rows, &a, x->ne[2], rows_per_piece (x->ne[1] * x->ne[0]));
+  if (pos->ne[0] == rows && rows > 1) {
+    for (gint64 r = 0; r < rows; r++)
+      if (!dfl_op_start_within (dev, DFL_OP_ROPE, "position", p[r], 1, G_MAXINT, error))
+        return FALSE;
+    a.pos = p;
+  } else {
+    if (!dfl_op_start_within (dev, DFL_OP_ROPE, "position", p[0], rows, G_MAXINT, error))
+      return FALSE;
+    a.pos0 = (int) p[0];
+  }
+  run_pieces (rope_rows, &a, rows, rows_per_piece (x->ne[1] * x->ne[0]));
   return TRUE;
 }
 
@@ -173,6 +186,41 @@ cpu_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const Dfl
   dfl_attention_ranges (F32 (q), rows, (int) q->ne[1], (int) k->ne[1], (int) q->ne[0], F32 (k),
                         F32 (v), (int) (k->nb[2] / sizeof (float)), I32 (lo), I32 (hi), scale,
                         F32 (out));
+  return TRUE;
+}
+
+/* Each row's entry of a table: which[r] within the n entries. */
+static gboolean
+entries_within (DflDevice *dev, DflOp op, const DflTensor *which, int n, GError **error)
+{
+  return dfl_op_ids_within (dev, op, "which", I32 (which), which->ne[0], n, error);
+}
+
+static gboolean
+cpu_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
+                     const DflTensor *vs, int n_kv, const DflTensor *which, const DflTensor *lo,
+                     const DflTensor *hi, DflTensor *out, float scale, GError **error)
+{
+  int rows = (int) q->ne[2];
+  const int32_t *w = I32 (which), *l = I32 (lo), *h = I32 (hi);
+  g_autofree const float **k = g_new (const float *, MAX (rows, 1));
+  g_autofree const float **v = g_new (const float *, MAX (rows, 1));
+
+  if (!entries_within (dev, DFL_OP_ATTENTION_TABLE, which, n_kv, error))
+    return FALSE;
+  for (int r = 0; r < rows; r++) {
+    /* an empty range may be anywhere: it reads nothing */
+    if (l[r] < h[r] && (l[r] < 0 || h[r] > ks[w[r]].ne[2])) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "attention_table on cpu: row %d's keys "
+                   "[%d, %d) are outside the %" G_GINT64_FORMAT " of its entry %d", r, l[r], h[r],
+                   ks[w[r]].ne[2], w[r]);
+      return FALSE;
+    }
+    k[r] = F32 (&ks[w[r]]);
+    v[r] = F32 (&vs[w[r]]);
+  }
+  dfl_attention_rows (F32 (q), rows, (int) q->ne[1], (int) ks[0].ne[1], (int) q->ne[0], k, v,
+                      (int) (ks[0].nb[2] / sizeof (float)), l, h, scale, F32 (out));
   return TRUE;
 }
 
@@ -295,6 +343,30 @@ cpu_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, DflT
 }
 
 static gboolean
+cpu_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dsts, int n_dst,
+                     const DflTensor *which, const DflTensor *row, GError **error)
+{
+  const int32_t *w = I32 (which);
+  const gint64 *at = dfl_tensor_data (row);
+  gsize row_bytes = src->nb[1];
+
+  if (!entries_within (dev, DFL_OP_COPY_ROWS_TABLE, which, n_dst, error))
+    return FALSE;
+  /* every row checked before any is written: a refused call writes nothing */
+  for (gint64 r = 0; r < src->ne[1]; r++)
+    if (at[r] < 0 || at[r] >= dsts[w[r]].ne[1]) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID, "copy_rows_table on cpu: row %"
+                   G_GINT64_FORMAT "'s destination row %" G_GINT64_FORMAT " is outside the %"
+                   G_GINT64_FORMAT " rows of its entry %d", r, at[r], dsts[w[r]].ne[1], w[r]);
+      return FALSE;
+    }
+  for (gint64 r = 0; r < src->ne[1]; r++)
+    memcpy ((char *) dfl_tensor_data (&dsts[w[r]]) + at[r] * dsts[w[r]].nb[1],
+            (const char *) dfl_tensor_data (src) + r * row_bytes, row_bytes);
+  return TRUE;
+}
+
+static gboolean
 cpu_convert (DflDevice *dev, const DflTensor *src, DflTensor *dst, GError **error)
 {
   gsize n = dfl_tensor_n_elements (src);
@@ -363,4 +435,6 @@ const DflBackendOps dfl_backend_cpu_ops = {
   .convert = cpu_convert,
   .sync = cpu_sync,
   .fill_random = cpu_fill_random,
+  .copy_rows_table = cpu_copy_rows_table,
+  .attention_table = cpu_attention_table,
 };

@@ -41,7 +41,8 @@ cuda_caps (DflDevice *dev, DflOp op, DflDtype dtype)
     return DFL_OP_CAP_NONE;
   /* attention splits keys at fixed positions; matmul is cuBLAS's, which
    * picks its algorithm by the shape, rows included */
-  return DFL_OP_CAP_RUNS | (op == DFL_OP_ATTENTION ? DFL_OP_CAP_ROW_INVARIANT : 0);
+  return DFL_OP_CAP_RUNS | (op == DFL_OP_ATTENTION || op == DFL_OP_ATTENTION_TABLE
+                            ? DFL_OP_CAP_ROW_INVARIANT : 0);
 }
 
 static gpointer
@@ -123,8 +124,12 @@ static gboolean
 cuda_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTensor *pos,
            GError **error)
 {
-  LAUNCH (dev, dfl_cuda_rope (NATIVE (dev), F32 (x), (int) x->ne[2], (int) x->ne[1],
-                              (int) x->ne[0], F32 (inv_freq), I64 (pos)));
+  if (pos->ne[0] > 1)
+    LAUNCH (dev, dfl_cuda_rope_at (NATIVE (dev), F32 (x), (int) x->ne[2], (int) x->ne[1],
+                                   (int) x->ne[0], F32 (inv_freq), I64 (pos)));
+  else
+    LAUNCH (dev, dfl_cuda_rope (NATIVE (dev), F32 (x), (int) x->ne[2], (int) x->ne[1],
+                                (int) x->ne[0], F32 (inv_freq), I64 (pos)));
   return TRUE;
 }
 
@@ -151,6 +156,51 @@ cuda_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const Df
   LAUNCH (dev, dfl_cuda_attention (NATIVE (dev), F32 (q), (int) q->ne[2], (int) q->ne[1],
                                    (int) k->ne[1], head_dim, F32 (k), F32 (v), kv_stride,
                                    I32 (lo), I32 (hi), (int) k->ne[2], scale, F32 (out)));
+  return TRUE;
+}
+
+/* A table's tensors as the launch's table of device pointers (the rest
+ * NULL). */
+static DflCudaTable
+cuda_table (const DflTensor *t, int n)
+{
+  DflCudaTable table = { { NULL } };
+
+  G_STATIC_ASSERT (DFL_OP_TABLE_MAX <= DFL_CUDA_TABLE_MAX);
+  for (int i = 0; i < n; i++)
+    table.d[i] = F32 (&t[i]);
+  return table;
+}
+
+static gboolean
+cuda_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
+                      const DflTensor *vs, int n_kv, const DflTensor *which, const DflTensor *lo,
+                      const DflTensor *hi, DflTensor *out, float scale, GError **error)
+{
+  int head_dim = (int) q->ne[0], kv_stride = (int) (ks[0].nb[2] / sizeof (float));
+  int heads = (int) q->ne[1], kv_heads = (int) ks[0].ne[1], max_keys = 0;
+  guintptr aligned = (guintptr) dfl_tensor_data (q);
+  DflCudaTable kt = cuda_table (ks, n_kv), vt = cuda_table (vs, n_kv);
+
+  /* a block holds one row's query heads of a kv head */
+  if (head_dim > HEAD_DIM_MAX || head_dim % 4 || heads / kv_heads > 64) {
+    dfl_op_refuse (error, dev, DFL_OP_ATTENTION_TABLE, "head_dim %d is not a multiple of 4 up "
+                   "to %d, or %d query heads a kv head are more than 64", head_dim,
+                   HEAD_DIM_MAX, heads / kv_heads);
+    return FALSE;
+  }
+  for (int i = 0; i < n_kv; i++) {
+    aligned |= (guintptr) kt.d[i] | (guintptr) vt.d[i];
+    max_keys = MAX (max_keys, (int) ks[i].ne[2]);
+  }
+  if (kv_stride % 4 || aligned % 16) {
+    dfl_op_refuse (error, dev, DFL_OP_ATTENTION_TABLE, "a key stride of %d floats, or q or an "
+                   "entry not 16-byte aligned", kv_stride);
+    return FALSE;
+  }
+  LAUNCH (dev, dfl_cuda_attention_table (NATIVE (dev), F32 (q), (int) q->ne[2], heads, kv_heads,
+                                         head_dim, &kt, &vt, kv_stride, I32 (which), I32 (lo),
+                                         I32 (hi), max_keys, scale, F32 (out)));
   return TRUE;
 }
 
@@ -244,6 +294,17 @@ cuda_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, Dfl
 {
   LAUNCH (dev, dfl_cuda_copy_rows_at (NATIVE (dev), F32 (dst), DFL_COLS (dst), I64 (row0),
                                       F32 (src), DFL_ROWS (src)));
+  return TRUE;
+}
+
+static gboolean
+cuda_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dsts, int n_dst,
+                      const DflTensor *which, const DflTensor *row, GError **error)
+{
+  DflCudaTable table = cuda_table (dsts, n_dst);
+
+  LAUNCH (dev, dfl_cuda_copy_rows_table (NATIVE (dev), &table, DFL_COLS (src), I32 (which),
+                                         I64 (row), F32 (src), DFL_ROWS (src)));
   return TRUE;
 }
 
@@ -349,4 +410,6 @@ const DflBackendOps dfl_backend_cuda_ops = {
   .graph_launch = cuda_graph_launch,
   .graph_free = cuda_graph_free,
   .fill_random = cuda_fill_random,
+  .copy_rows_table = cuda_copy_rows_table,
+  .attention_table = cuda_attention_table,
 };

@@ -57,6 +57,9 @@ vk_caps (DflDevice *dev, DflOp op, DflDtype dtype)
   case DFL_OP_CAPTURE_BEGIN:
   case DFL_OP_CAPTURE_END:
   case DFL_OP_GRAPH_LAUNCH:
+  /* a table's tensors would need their buffers' addresses in one table */
+  case DFL_OP_COPY_ROWS_TABLE:
+  case DFL_OP_ATTENTION_TABLE:
     return DFL_OP_CAP_NONE;
   default:
     /* one workgroup a row: a row's sums do not depend on the others */
@@ -185,8 +188,14 @@ vk_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTenso
        && dfl_vk_download (NATIVE (dev), freq, inv_freq->handle, inv_freq->offset,
                            sizeof (float) * (head_dim / 2), error);
   if (ok) {
-    dfl_vk_rope_table (dfl_vk_buffer_map (s->table), rows, head_dim, freq,
-                       *(const gint64 *) dfl_tensor_data (pos));
+    const gint64 *p = dfl_tensor_data (pos);
+    float *table = dfl_vk_buffer_map (s->table);
+    /* one start position, or one a row: the table is made a row at a time */
+    if (pos->ne[0] == 1)
+      dfl_vk_rope_table (table, rows, head_dim, freq, p[0]);
+    else
+      for (int r = 0; r < rows; r++)
+        dfl_vk_rope_table (table + (gsize) r * head_dim, 1, head_dim, freq, p[r]);
     dfl_vk_rope (s->stream, addr (x), rows, (int) x->ne[1], head_dim,
                  dfl_vk_buffer_address (s->table));
   }

@@ -25,6 +25,8 @@ static const char *const op_names[DFL_N_OPS] = {
   [DFL_OP_CAPTURE_END] = "capture_end",
   [DFL_OP_GRAPH_LAUNCH] = "graph_launch",
   [DFL_OP_FILL_RANDOM] = "fill_random",
+  [DFL_OP_COPY_ROWS_TABLE] = "copy_rows_table",
+  [DFL_OP_ATTENTION_TABLE] = "attention_table",
 };
 
 const char *
@@ -73,7 +75,8 @@ gboolean
 dfl_op_has_indices (DflOp op)
 {
   return op == DFL_OP_ROPE || op == DFL_OP_ATTENTION || op == DFL_OP_EMBED
-         || op == DFL_OP_COPY_ROWS;
+         || op == DFL_OP_COPY_ROWS || op == DFL_OP_COPY_ROWS_TABLE
+         || op == DFL_OP_ATTENTION_TABLE;
 }
 
 static void
@@ -331,10 +334,52 @@ dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflT
     fail (&c, DFL_ERROR_MISMATCH, "head_dim %" G_GINT64_FORMAT " is odd", x->ne[0]);
   if (!(tensor (&c, "inv_freq", inv_freq, DFL_DTYPE_F32, 1, FALSE)
         && same (&c, "inv_freq's size", inv_freq->ne[0], "half of head_dim", x->ne[0] / 2)
-        && tensor (&c, "pos", pos, DFL_DTYPE_I64, 1, TRUE)
-        && same (&c, "pos's size", pos->ne[0], "one start position", 1)))
+        && tensor (&c, "pos", pos, DFL_DTYPE_I64, 1, TRUE)))
     return FALSE;
+  if (pos->ne[0] != 1 && pos->ne[0] != x->ne[2]) {
+    fail (&c, DFL_ERROR_MISMATCH, "pos has %" G_GINT64_FORMAT " positions: one start position "
+          "or one a row (%" G_GINT64_FORMAT ") is needed", pos->ne[0], x->ne[2]);
+    return FALSE;
+  }
   return dev->backend->ops->rope (dev, x, inv_freq, pos, error);
+}
+
+/* attention's q, out, one key set k, v and the row ranges lo, hi (and
+ * which, for a table): the shapes that must agree. */
+static gboolean
+check_attention_keys (Check *c, const DflTensor *q, const char *k_name, const DflTensor *k,
+                      const char *v_name, const DflTensor *v)
+{
+  g_autofree char *k_dim = g_strdup_printf ("%s's head_dim", k_name);
+  g_autofree char *k_head = g_strdup_printf ("%s's head stride", k_name);
+  g_autofree char *k_key = g_strdup_printf ("%s's key stride", k_name);
+  g_autofree char *v_key = g_strdup_printf ("%s's", v_name);
+
+  if (!(tensor (c, k_name, k, DFL_DTYPE_F32, 3, FALSE)
+        && tensor (c, v_name, v, DFL_DTYPE_F32, 3, FALSE) && same_shape (c, k_name, k, v_name, v)
+        && same (c, k_dim, k->ne[0], "q's", q->ne[0])
+        && same (c, k_head, k->nb[1], "head_dim floats", k->ne[0] * sizeof (float))
+        && same (c, k_key, k->nb[2], v_key, v->nb[2])))
+    return FALSE;
+  if (k->ne[1] < 1 || q->ne[1] % k->ne[1])
+    return fail (c, DFL_ERROR_MISMATCH, "%" G_GINT64_FORMAT " query heads are not groups of %"
+                 G_GINT64_FORMAT " kv heads", q->ne[1], k->ne[1]);
+  if (k->nb[2] % sizeof (float) || k->nb[2] < k->nb[1] * (gsize) k->ne[1])
+    return fail (c, DFL_ERROR_MISMATCH, "%s of %" G_GSIZE_FORMAT " bytes is not whole floats "
+                 "past its heads", k_key, k->nb[2]);
+  return TRUE;
+}
+
+static gboolean
+check_attention_rows (Check *c, const DflTensor *q, const DflTensor *out, const DflTensor *lo,
+                      const DflTensor *hi)
+{
+  return tensor (c, "q", q, DFL_DTYPE_F32, 3, FALSE) && packed (c, "q", q)
+         && tensor (c, "out", out, DFL_DTYPE_F32, 3, FALSE) && packed (c, "out", out)
+         && same_shape (c, "q", q, "out", out)
+         && tensor (c, "lo", lo, DFL_DTYPE_I32, 1, TRUE) && tensor (c, "hi", hi, DFL_DTYPE_I32, 1, TRUE)
+         && same (c, "lo's size", lo->ne[0], "q's rows", q->ne[2])
+         && same (c, "hi's size", hi->ne[0], "q's rows", q->ne[2]);
 }
 
 gboolean
@@ -344,25 +389,48 @@ dfl_op_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const 
 {
   Check c = check_op (dev, DFL_OP_ATTENTION, DFL_DTYPE_F32, error);
 
-  if (!(tensor (&c, "q", q, DFL_DTYPE_F32, 3, FALSE) && packed (&c, "q", q)
-        && tensor (&c, "out", out, DFL_DTYPE_F32, 3, FALSE) && packed (&c, "out", out)
-        && same_shape (&c, "q", q, "out", out)
-        && tensor (&c, "k", k, DFL_DTYPE_F32, 3, FALSE) && tensor (&c, "v", v, DFL_DTYPE_F32, 3, FALSE)
-        && same_shape (&c, "k", k, "v", v)
-        && same (&c, "k's head_dim", k->ne[0], "q's", q->ne[0])
-        && same (&c, "k's head stride", k->nb[1], "head_dim floats", k->ne[0] * sizeof (float))
-        && same (&c, "k's key stride", k->nb[2], "v's", v->nb[2])
-        && tensor (&c, "lo", lo, DFL_DTYPE_I32, 1, TRUE) && tensor (&c, "hi", hi, DFL_DTYPE_I32, 1, TRUE)
-        && same (&c, "lo's size", lo->ne[0], "q's rows", q->ne[2])
-        && same (&c, "hi's size", hi->ne[0], "q's rows", q->ne[2])))
+  if (!(check_attention_rows (&c, q, out, lo, hi) && check_attention_keys (&c, q, "k", k, "v", v)))
     return FALSE;
-  if (c.ok && (k->ne[1] < 1 || q->ne[1] % k->ne[1]))
-    fail (&c, DFL_ERROR_MISMATCH, "%" G_GINT64_FORMAT " query heads are not groups of %"
-          G_GINT64_FORMAT " kv heads", q->ne[1], k->ne[1]);
-  if (c.ok && (k->nb[2] % sizeof (float) || k->nb[2] < k->nb[1] * (gsize) k->ne[1]))
-    fail (&c, DFL_ERROR_MISMATCH, "k's key stride of %" G_GSIZE_FORMAT " bytes is not whole "
-          "floats past its heads", k->nb[2]);
-  return c.ok && dev->backend->ops->attention (dev, q, k, v, lo, hi, out, scale, error);
+  return dev->backend->ops->attention (dev, q, k, v, lo, hi, out, scale, error);
+}
+
+/* A table of n tensors: 1 … DFL_OP_TABLE_MAX of them. */
+static gboolean
+table_size (Check *c, const char *name, const DflTensor *table, int n)
+{
+  if (c->ok && (!table || n < 1 || n > DFL_OP_TABLE_MAX))
+    return fail (c, DFL_ERROR_INVALID, "%s holds %d tensors: 1 to %d are taken", name, n,
+                 DFL_OP_TABLE_MAX);
+  return c->ok;
+}
+
+gboolean
+dfl_op_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
+                        const DflTensor *vs, int n_kv, const DflTensor *which,
+                        const DflTensor *lo, const DflTensor *hi, DflTensor *out, float scale,
+                        GError **error)
+{
+  Check c = check_op (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_F32, error);
+
+  if (!(check_attention_rows (&c, q, out, lo, hi) && table_size (&c, "ks", ks, n_kv)
+        && table_size (&c, "vs", vs, n_kv)
+        && tensor (&c, "which", which, DFL_DTYPE_I32, 1, TRUE)
+        && same (&c, "which's size", which->ne[0], "q's rows", q->ne[2])))
+    return FALSE;
+  for (int i = 0; c.ok && i < n_kv; i++) {
+    g_autofree char *k_name = g_strdup_printf ("ks[%d]", i);
+    g_autofree char *v_name = g_strdup_printf ("vs[%d]", i);
+    g_autofree char *heads = g_strdup_printf ("ks[%d]'s kv heads", i);
+    g_autofree char *stride = g_strdup_printf ("ks[%d]'s key stride", i);
+    /* one head layout and key stride for all: a launch reads them alike */
+    if (check_attention_keys (&c, q, k_name, &ks[i], v_name, &vs[i])
+        && same (&c, heads, ks[i].ne[1], "ks[0]'s", ks[0].ne[1]))
+      same (&c, stride, ks[i].nb[2], "ks[0]'s", ks[0].nb[2]);
+  }
+  if (!c.ok)
+    return FALSE;
+  return dev->backend->ops->attention_table (dev, q, ks, vs, n_kv, which, lo, hi, out, scale,
+                                             error);
 }
 
 gboolean
@@ -518,6 +586,30 @@ dfl_op_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, D
         && same (&c, "row0's size", row0->ne[0], "one start row", 1)))
     return FALSE;
   return dev->backend->ops->copy_rows (dev, src, row0, dst, error);
+}
+
+gboolean
+dfl_op_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dsts, int n_dst,
+                        const DflTensor *which, const DflTensor *row, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_F32, error);
+
+  if (!(tensor (&c, "src", src, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "src", src)
+        && table_size (&c, "dsts", dsts, n_dst)
+        && tensor (&c, "which", which, DFL_DTYPE_I32, 1, TRUE)
+        && same (&c, "which's size", which->ne[0], "src's rows", src->ne[1])
+        && tensor (&c, "row", row, DFL_DTYPE_I64, 1, TRUE)
+        && same (&c, "row's size", row->ne[0], "src's rows", src->ne[1])))
+    return FALSE;
+  for (int i = 0; c.ok && i < n_dst; i++) {
+    g_autofree char *name = g_strdup_printf ("dsts[%d]", i);
+    g_autofree char *cols = g_strdup_printf ("dsts[%d]'s columns", i);
+    if (tensor (&c, name, &dsts[i], DFL_DTYPE_F32, 2, FALSE) && packed (&c, name, &dsts[i]))
+      same (&c, cols, dsts[i].ne[0], "src's", src->ne[0]);
+  }
+  if (!c.ok)
+    return FALSE;
+  return dev->backend->ops->copy_rows_table (dev, src, dsts, n_dst, which, row, error);
 }
 
 gboolean

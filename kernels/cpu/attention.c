@@ -259,6 +259,8 @@ typedef struct {
   int rows, heads, kv_heads, head_dim, pos0;
   /* key ranges per row (NULL: causal from pos0), the longest, key stride */
   const int32_t *lo, *hi;
+  /* each row's own keys (NULL: k and v for every row) */
+  const float *const *row_k, *const *row_v;
   int most_seen;
   size_t kstride;
   float scale;
@@ -285,13 +287,14 @@ attention_work (void *data, int slot)
     float *o = a->out + ((size_t) r * a->heads + h) * head_dim;
     int from = a->lo ? a->lo[r] : 0, seen = a->lo ? a->hi[r] - from : a->pos0 + r + 1;
     size_t first = (size_t) from * kstride + (size_t) g * head_dim;
+    const float *k = a->row_k ? a->row_k[r] : a->k, *v = a->row_v ? a->row_v[r] : a->v;
     if (seen <= 0) {
       memset (o, 0, sizeof (float) * head_dim);
       continue;
     }
-    a->scores (qr, a->k + first, kstride, seen, head_dim, a->scale, sc);
+    a->scores (qr, k + first, kstride, seen, head_dim, a->scale, sc);
     a->weights (sc, seen);
-    a->weigh (o, sc, a->v + first, kstride, seen, head_dim);
+    a->weigh (o, sc, v + first, kstride, seen, head_dim);
   }
   free (sc);
 }
@@ -333,6 +336,21 @@ dfl_attention_causal (const float *q, int rows, int heads, int kv_heads, int hea
   attention_run (&a, (size_t) heads * rows * (pos0 + rows));
 }
 
+/* The longest range and the work of a call over ranges. */
+static size_t
+ranges_work (Attention *a)
+{
+  size_t work = 0;
+
+  for (int r = 0; r < a->rows; r++)
+    if (a->hi[r] > a->lo[r]) {
+      if (a->hi[r] - a->lo[r] > a->most_seen)
+        a->most_seen = a->hi[r] - a->lo[r];
+      work += (size_t) a->heads * (a->hi[r] - a->lo[r]);
+    }
+  return work;
+}
+
 void
 dfl_attention_ranges (const float *q, int rows, int heads, int kv_heads, int head_dim,
                       const float *k, const float *v, int kv_stride, const int32_t *lo,
@@ -341,13 +359,18 @@ dfl_attention_ranges (const float *q, int rows, int heads, int kv_heads, int hea
   Attention a = { .q = q, .k = k, .v = v, .out = out, .rows = rows, .heads = heads,
                   .kv_heads = kv_heads, .head_dim = head_dim, .lo = lo, .hi = hi,
                   .kstride = (size_t) kv_stride, .scale = scale };
-  size_t work = 0;
 
-  for (int r = 0; r < rows; r++)
-    if (hi[r] > lo[r]) {
-      if (hi[r] - lo[r] > a.most_seen)
-        a.most_seen = hi[r] - lo[r];
-      work += (size_t) heads * (hi[r] - lo[r]);
-    }
-  attention_run (&a, work);
+  attention_run (&a, ranges_work (&a));
+}
+
+void
+dfl_attention_rows (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                    const float *const *k, const float *const *v, int kv_stride,
+                    const int32_t *lo, const int32_t *hi, float scale, float *out)
+{
+  Attention a = { .q = q, .out = out, .rows = rows, .heads = heads, .kv_heads = kv_heads,
+                  .head_dim = head_dim, .lo = lo, .hi = hi, .row_k = k, .row_v = v,
+                  .kstride = (size_t) kv_stride, .scale = scale };
+
+  attention_run (&a, ranges_work (&a));
 }

@@ -95,6 +95,10 @@ void dfl_rope_inv_freq (float *inv_freq, int head_dim, double theta);
 /* Rotate, in place, `rows` rows of `heads` heads of `head_dim` by the
  * half-split (NeoX / Qwen) rope, row r at position `pos0 + r`. */
 void dfl_rope (float *x, int rows, int heads, int head_dim, const float *inv_freq, int pos0);
+/* The same, row r at position pos[r] (the rows of several sequences): a
+ * row's bits are dfl_rope's at that position. */
+void dfl_rope_at (float *x, int rows, int heads, int head_dim, const float *inv_freq,
+                  const int64_t *pos);
 
 /* gate[i] = silu(gate[i]) · up[i]. */
 void dfl_silu_mul (float *gate, const float *up, size_t n);
@@ -122,6 +126,13 @@ void dfl_attention_causal (const float *q, int rows, int heads, int kv_heads, in
 void dfl_attention_ranges (const float *q, int rows, int heads, int kv_heads, int head_dim,
                            const float *k, const float *v, int kv_stride, const int32_t *lo,
                            const int32_t *hi, float scale, float *out);
+
+/* dfl_attention_ranges with each row's own keys: row r reads k[r], v[r]
+ * (the key sets of several sequences, each of stride kv_stride); each
+ * row's bits are dfl_attention_ranges' over its keys. */
+void dfl_attention_rows (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                         const float *const *k, const float *const *v, int kv_stride,
+                         const int32_t *lo, const int32_t *hi, float scale, float *out);
 
 /* The drafter's grouped causal row convolution:
  *   y[r][i] = Σ_{o < min(kernel, r+1)} (base[o][i] + dyn[r][o][i / group]) · x[r−o][i]

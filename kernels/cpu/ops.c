@@ -38,31 +38,47 @@ dfl_rope_inv_freq (float *inv_freq, int head_dim, double theta)
     inv_freq[i] = (float) pow (theta, -(2.0 * i) / head_dim);
 }
 
-void
-dfl_rope (float *x, int rows, int heads, int head_dim, const float *inv_freq, int pos0)
+/* One row of `heads` heads rotated to position p. */
+static void
+rope_row (float *x, int heads, int head_dim, const float *inv_freq, float p)
 {
   int half = head_dim / 2;
   float cs[half], sn[half];
 
-  for (int r = 0; r < rows; r++) {
-    float p = (float) (pos0 + r);
-    /* The angle is formed in float as the checkpoints' own code does (the
-     * product position × inv_freq in f32), so positions far out agree. */
+  /* The angle is formed in float as the checkpoints' own code does (the
+   * product position × inv_freq in f32), so positions far out agree. */
+  for (int i = 0; i < half; i++) {
+    float a = p * inv_freq[i];
+    cs[i] = cosf (a);
+    sn[i] = sinf (a);
+  }
+  for (int h = 0; h < heads; h++) {
+    float *lo = x + (size_t) h * head_dim;
+    float *hi = lo + half;
     for (int i = 0; i < half; i++) {
-      float a = p * inv_freq[i];
-      cs[i] = cosf (a);
-      sn[i] = sinf (a);
-    }
-    for (int h = 0; h < heads; h++) {
-      float *lo = x + ((size_t) r * heads + h) * head_dim;
-      float *hi = lo + half;
-      for (int i = 0; i < half; i++) {
-        float a = lo[i], b = hi[i];
-        lo[i] = a * cs[i] - b * sn[i];
-        hi[i] = b * cs[i] + a * sn[i];
-      }
+      float a = lo[i], b = hi[i];
+      lo[i] = a * cs[i] - b * sn[i];
+      hi[i] = b * cs[i] + a * sn[i];
     }
   }
+}
+
+void
+dfl_rope (float *x, int rows, int heads, int head_dim, const float *inv_freq, int pos0)
+{
+  for (int r = 0; r < rows; r++)
+    rope_row (x + (size_t) r * heads * head_dim, heads, head_dim, inv_freq,
+              (float) (pos0 + r));
+}
+
+void
+dfl_rope_at (float *x, int rows, int heads, int head_dim, const float *inv_freq,
+             const int64_t *pos)
+{
+  /* the int position dfl_rope would have rounded to float */
+  for (int r = 0; r < rows; r++)
+    rope_row (x + (size_t) r * heads * head_dim, heads, head_dim, inv_freq,
+              (float) (int) pos[r]);
 }
 
 void

@@ -169,12 +169,14 @@ dfl_cuda_rmsnorm (DflCudaDevice *dev, float *d_dst, const float *d_src, int rows
 }
 
 /* One block per (row, head); the angle is the float product position ×
- * inv_freq, as on the CPU and in the checkpoints' own code. */
+ * inv_freq, as on the CPU and in the checkpoints' own code. The position
+ * is the start's plus the row, or the row's own (per_row). */
 __global__ static void
-rope_kernel (float *x, int heads, int head_dim, const float *inv_freq, const int64_t *pos0)
+rope_kernel (float *x, int heads, int head_dim, const float *inv_freq, const int64_t *pos,
+             int per_row)
 {
   int r = blockIdx.x / heads, half = head_dim / 2;
-  float p = (float) (*pos0 + r);
+  float p = (float) (per_row ? pos[r] : *pos + r);
   float *lo = x + (size_t) blockIdx.x * head_dim, *hi = lo + half;
 
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -185,19 +187,33 @@ rope_kernel (float *x, int heads, int head_dim, const float *inv_freq, const int
   }
 }
 
-extern "C" void
-dfl_cuda_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
-               const float *d_inv_freq, const int64_t *d_pos0)
+static void
+rope_launch (DflCudaDevice *dev, const char *what, float *d_x, int rows, int heads, int head_dim,
+             const float *d_inv_freq, const int64_t *d_pos, int per_row)
 {
   if (rows <= 0 || heads <= 0 || head_dim < 2)
     return;
   if (head_dim % 2) {
-    dfl_cuda_note_invalid (dev, "dfl_cuda_rope", "head_dim %d is odd", head_dim);
+    dfl_cuda_note_invalid (dev, what, "head_dim %d is odd", head_dim);
     return;
   }
   rope_kernel<<<rows * heads, MIN (BLOCK, head_dim / 2), 0, dev->stream>>> (
-    d_x, heads, head_dim, d_inv_freq, d_pos0);
-  dfl_cuda_launched (dev, "dfl_cuda_rope");
+    d_x, heads, head_dim, d_inv_freq, d_pos, per_row);
+  dfl_cuda_launched (dev, what);
+}
+
+extern "C" void
+dfl_cuda_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
+               const float *d_inv_freq, const int64_t *d_pos0)
+{
+  rope_launch (dev, "dfl_cuda_rope", d_x, rows, heads, head_dim, d_inv_freq, d_pos0, 0);
+}
+
+extern "C" void
+dfl_cuda_rope_at (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
+                  const float *d_inv_freq, const int64_t *d_pos)
+{
+  rope_launch (dev, "dfl_cuda_rope_at", d_x, rows, heads, head_dim, d_inv_freq, d_pos, 1);
 }
 
 __global__ static void
@@ -258,6 +274,32 @@ dfl_cuda_copy_rows_at (DflCudaDevice *dev, float *d_dst, int width, const int64_
   dfl_cuda_launched (dev, "dfl_cuda_copy_rows_at");
 }
 
+/* Element i of the rows: row i / width into its entry's row. */
+__global__ static void
+copy_rows_table_kernel (DflCudaTable table, int width, const int32_t *which, const int64_t *row,
+                        const float *src, size_t n)
+{
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x) {
+    size_t r = i / width, c = i % width;
+    table.d[which[r]][row[r] * (int64_t) width + c] = src[i];
+  }
+}
+
+extern "C" void
+dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int width,
+                          const int32_t *d_which, const int64_t *d_row, const float *d_src,
+                          int rows)
+{
+  size_t n = (size_t) rows * width;
+
+  if (n == 0)
+    return;
+  copy_rows_table_kernel<<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (
+    *table, width, d_which, d_row, d_src, n);
+  dfl_cuda_launched (dev, "dfl_cuda_copy_rows_table");
+}
+
 /* --- attention --- */
 
 /* Grouped-query attention in two passes.
@@ -294,6 +336,10 @@ dfl_cuda_copy_rows_at (DflCudaDevice *dev, float *d_dst, int width, const int64_
  * cannot part on a near-tie in attention. */
 #define ATT_QMAX 64
 #define ATT_THREADS 256
+/* The key sets of a launch: one, or a table's (a row's entry by `which`). */
+typedef struct {
+  const float *k[DFL_CUDA_TABLE_MAX], *v[DFL_CUDA_TABLE_MAX];
+} AttKeys;
 #define ATT_MAX_HEAD_DIM 256
 /* float4 loads of K (and of V) a thread issues for a chunk: CH · head_dim / 4
  * over the threads, at most 64 · 128 / 4 / 256 = 32 · 256 / 4 / 256 */
@@ -320,14 +366,33 @@ template <int CH>
 __global__ static void
 __launch_bounds__ (ATT_THREADS)
 attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int head_dim,
-                        const float *k, const float *v, int kv_stride, const int32_t *lo_arr,
-                        const int32_t *hi_arr, float scale, float *partial, int chunks)
+                        AttKeys keys, const int32_t *which, int kv_stride,
+                        const int32_t *lo_arr, const int32_t *hi_arr, float scale,
+                        float *partial, int chunks)
 {
   extern __shared__ float4 sh4[];
   float *sh = (float *) sh4;
   const int hd = head_dim, ld = hd + 4, hd4 = hd / 4, hpg = heads / kv_heads;
-  const int g = blockIdx.x, chunk = blockIdx.y, q0 = blockIdx.z * ATT_QMAX;
-  const int nq = MIN (ATT_QMAX, rows * hpg - q0), nqg = (nq + 3) / 4;
+  const int g = blockIdx.x, chunk = blockIdx.y;
+  /* query vectors of a block: ATT_QMAX of any rows; or, over a table, those
+   * of a group of rows of one entry (a block a row, the blocks of rows
+   * that lead no group leave at once) */
+  int q0 = blockIdx.z * ATT_QMAX, nq = MIN (ATT_QMAX, rows * hpg - q0), entry = 0;
+  if (which) {
+    /* a row leads a group where its entry's rows start or at a multiple
+     * of `per`; the group runs to the next row that leads one */
+    const int r = blockIdx.z, per = ATT_QMAX / hpg;
+    int n = 1;
+    entry = which[r];
+    if (r % per != 0 && which[r - 1] == entry)
+      return;
+    while (r + n < rows && (r + n) % per != 0 && which[r + n] == entry)
+      n++;
+    q0 = r * hpg;
+    nq = n * hpg;
+  }
+  const int nqg = (nq + 3) / 4;
+  const float *k = keys.k[entry], *v = keys.v[entry];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int kb0 = chunk * CH;
   float *q_sh = sh, *k_sh = q_sh + ATT_QMAX * ld, *v_sh = k_sh + CH * ld;
@@ -597,28 +662,33 @@ dfl_cuda_attention_scratch_generation (DflCudaDevice *dev)
   return dev->att_partial_generation;
 }
 
-extern "C" void
-dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, int kv_heads,
-                    int head_dim, const float *d_k, const float *d_v, int kv_stride,
-                    const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
-                    float *d_out)
+/* Both forms: `keys` one key set (which NULL) or a table's. */
+static void
+attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int rows, int heads,
+                  int kv_heads, int head_dim, const AttKeys *keys, int n_keys,
+                  const int32_t *d_which, int kv_stride, const int32_t *d_lo,
+                  const int32_t *d_hi, int max_keys, float scale, float *d_out)
 {
   int ch, chunks, groups;
+  uintptr_t aligned = (uintptr_t) d_q;
   size_t smem;
   dim3 grid;
 
   if (rows <= 0 || heads <= 0)
     return;
   if (head_dim <= 0 || head_dim > ATT_MAX_HEAD_DIM || head_dim % 4 || kv_heads <= 0
-      || heads % kv_heads || max_keys < 0) {
-    dfl_cuda_note_invalid (dev, "dfl_cuda_attention",
-                           "head_dim %d (a multiple of 4, at most %d), %d heads over %d kv heads, "
-                           "%d keys", head_dim, ATT_MAX_HEAD_DIM, heads, kv_heads, max_keys);
+      || heads % kv_heads || max_keys < 0 || (d_which && heads / kv_heads > ATT_QMAX)) {
+    dfl_cuda_note_invalid (dev, what,
+                           "head_dim %d (a multiple of 4, at most %d), %d heads over %d kv heads "
+                           "(a table: at most %d a kv head), %d keys", head_dim,
+                           ATT_MAX_HEAD_DIM, heads, kv_heads, ATT_QMAX, max_keys);
     return;
   }
   /* q, K and V are read as float4 */
-  if (kv_stride % 4 || ((uintptr_t) d_q | (uintptr_t) d_k | (uintptr_t) d_v) % 16) {
-    dfl_cuda_note_invalid (dev, "dfl_cuda_attention",
+  for (int i = 0; i < n_keys; i++)
+    aligned |= (uintptr_t) keys->k[i] | (uintptr_t) keys->v[i];
+  if (kv_stride % 4 || aligned % 16) {
+    dfl_cuda_note_invalid (dev, what,
                            "K/V rows of stride %d floats (a multiple of 4 is needed) or q, k, v "
                            "not 16-byte aligned", kv_stride);
     return;
@@ -628,35 +698,70 @@ dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, i
     GError *error = NULL;
     cudaStreamIsCapturing (dev->stream, &capturing);
     if (capturing != cudaStreamCaptureStatusNone) {
-      dfl_cuda_note_invalid (dev, "dfl_cuda_attention",
+      dfl_cuda_note_invalid (dev, what,
                              "%d rows × %d heads over %d keys outgrow the scratch in a captured "
                              "graph: dfl_cuda_attention_reserve before the capture", rows, heads,
                              max_keys);
       return;
     }
     if (!dfl_cuda_attention_reserve (dev, rows, heads, head_dim, max_keys, &error)) {
-      dfl_cuda_note_invalid (dev, "dfl_cuda_attention", "%s", error->message);
+      dfl_cuda_note_invalid (dev, what, "%s", error->message);
       g_error_free (error);
       return;
     }
   }
   ch = attention_chunk_keys (head_dim);
   chunks = MAX ((max_keys + ch - 1) / ch, 1);
-  groups = (rows * (heads / kv_heads) + ATT_QMAX - 1) / ATT_QMAX;
+  /* over a table, a block a row: those that lead a group of rows of one
+   * entry take the group, the others leave */
+  groups = d_which ? rows : (rows * (heads / kv_heads) + ATT_QMAX - 1) / ATT_QMAX;
   grid = dim3 (kv_heads, chunks, groups);
   smem = attention_smem (head_dim);
   if (ch == 64)
     attention_chunk_kernel<64><<<grid, ATT_THREADS, smem, dev->stream>>> (
-      d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
+      d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
       dev->d_att_partial, chunks);
   else
     attention_chunk_kernel<32><<<grid, ATT_THREADS, smem, dev->stream>>> (
-      d_q, rows, heads, kv_heads, head_dim, d_k, d_v, kv_stride, d_lo, d_hi, scale,
+      d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
       dev->d_att_partial, chunks);
-  dfl_cuda_launched (dev, "dfl_cuda_attention");
+  dfl_cuda_launched (dev, what);
   attention_combine_kernel<<<rows * heads, 128, 0, dev->stream>>> (dev->d_att_partial, chunks,
                                                                    head_dim, d_out);
-  dfl_cuda_launched (dev, "dfl_cuda_attention (merging the chunks)");
+  dfl_cuda_launched (dev, what);
+}
+
+extern "C" void
+dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, int kv_heads,
+                    int head_dim, const float *d_k, const float *d_v, int kv_stride,
+                    const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
+                    float *d_out)
+{
+  AttKeys keys = { { d_k }, { d_v } };
+
+  attention_launch (dev, "dfl_cuda_attention", d_q, rows, heads, kv_heads, head_dim, &keys, 1,
+                    NULL, kv_stride, d_lo, d_hi, max_keys, scale, d_out);
+}
+
+extern "C" void
+dfl_cuda_attention_table (DflCudaDevice *dev, const float *d_q, int rows, int heads,
+                          int kv_heads, int head_dim, const DflCudaTable *k,
+                          const DflCudaTable *v, int kv_stride, const int32_t *d_which,
+                          const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
+                          float *d_out)
+{
+  AttKeys keys;
+  int n = 0;
+
+  /* the table's used entries are the leading non-NULL ones */
+  for (int i = 0; i < DFL_CUDA_TABLE_MAX; i++) {
+    keys.k[i] = k->d[i];
+    keys.v[i] = v->d[i];
+    if (k->d[i])
+      n = i + 1;
+  }
+  attention_launch (dev, "dfl_cuda_attention_table", d_q, rows, heads, kv_heads, head_dim, &keys,
+                    n, d_which, kv_stride, d_lo, d_hi, max_keys, scale, d_out);
 }
 
 /* --- the drafter's row convolution --- */

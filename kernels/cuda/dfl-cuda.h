@@ -133,6 +133,18 @@ void dfl_cuda_rmsnorm (DflCudaDevice *dev, float *d_dst, const float *d_src, int
 void dfl_cuda_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
                     const float *d_inv_freq, const int64_t *d_pos0);
 
+/* The same with a position per row: row r at d_pos[r] (the rows of several
+ * sequences); a row's bits are dfl_cuda_rope's at that position. */
+void dfl_cuda_rope_at (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
+                       const float *d_inv_freq, const int64_t *d_pos);
+
+/* A table of device pointers passed with a launch (by value, so a captured
+ * graph holds them): the per-sequence buffers of one layer, say. */
+#define DFL_CUDA_TABLE_MAX 64
+typedef struct {
+  float *d[DFL_CUDA_TABLE_MAX];
+} DflCudaTable;
+
 /* gate[i] = silu(gate[i]) · up[i]. */
 void dfl_cuda_silu_mul (DflCudaDevice *dev, float *d_gate, const float *d_up, size_t n);
 /* x[i] += y[i]. */
@@ -143,6 +155,13 @@ void dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n);
  * captured graph can write a KV cache at the position of each replay). */
 void dfl_cuda_copy_rows_at (DflCudaDevice *dev, float *d_dst, int width, const int64_t *d_row0,
                             const float *d_src, int rows);
+
+/* `rows` packed rows of `width` floats from d_src, row r into row
+ * d_row[r] of table->d[d_which[r]] (packed rows of `width`); the indices
+ * are read on the device (checked by the caller). */
+void dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int width,
+                               const int32_t *d_which, const int64_t *d_row, const float *d_src,
+                               int rows);
 
 /* Grouped-query attention of `rows` query rows over the keys of a cache or a scratch:
  *   q   [rows][heads][head_dim]
@@ -171,6 +190,17 @@ void dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int hea
                          int head_dim, const float *d_k, const float *d_v, int kv_stride,
                          const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
                          float *d_out);
+/* dfl_cuda_attention with each row's own key set: row r reads
+ * k->d[d_which[r]] and v->d[d_which[r]] (every entry of stride kv_stride
+ * and 16-byte aligned; `max_keys` bounds every d_hi). A block holds rows
+ * of one entry that lie together (a verify step's rows share its reads of
+ * the keys as in dfl_cuda_attention; heads / kv_heads ≤ 64), and a row's
+ * output is bitwise dfl_cuda_attention's over its entry alone. */
+void dfl_cuda_attention_table (DflCudaDevice *dev, const float *d_q, int rows, int heads,
+                               int kv_heads, int head_dim, const DflCudaTable *k,
+                               const DflCudaTable *v, int kv_stride, const int32_t *d_which,
+                               const int32_t *d_lo, const int32_t *d_hi, int max_keys,
+                               float scale, float *d_out);
 /* Room for attention of `rows` rows × `heads` heads over `max_keys` keys
  * (waits for the stream when it must grow); FALSE with a DFL_ERROR_LIMIT
  * error naming the size where the card has no room. */

@@ -727,6 +727,101 @@ test_batch (gconstpointer data)
   fixture_close (&f);
 }
 
+/* Batched steps of four sequences, appended to `all`: a prompt each, then
+ * steps of all four at once (decode steps of one row each, verify steps
+ * of several, one sequence now and then asking no taps or only its last
+ * row's logits), each verify step truncated back, until the contexts near
+ * the model's positions (the caches grow on the way). */
+static void
+batch_graph_run (DflTarget *t, Fixture *f, GByteArray *all)
+{
+  enum { SEQS = 4, MAX_ROWS = 16 };
+  static const int steps[] = { 1, 1, 16, 1, 5, 1, 16, 1, 1, 3 };
+  const DflQwen3Config *c = dfl_target_config (t);
+  g_autoptr (GError) error = NULL;
+  DflTargetSeq *seqs[SEQS];
+  int taps[] = { 0, f->layers - 1 }, ids[SEQS][MAX_ROWS];
+  float *d_taps[SEQS];
+  DflTensor taps_tensor[SEQS];
+
+  for (int q = 0; q < SEQS; q++) {
+    seqs[q] = dfl_target_seq_new (t);
+    /* prompts of different lengths */
+    g_assert_true (dfl_target_forward (t, seqs[q], f->ids, MIN (f->n, 10 + 7 * q), NULL,
+                                       &error));
+    g_assert_no_error (error);
+    d_taps[q] = dfl_cuda_alloc (device, (gsize) MAX_ROWS * 2 * f->hidden * sizeof (float),
+                                &error);
+    g_assert_no_error (error);
+  }
+  for (int i = 0;; i++) {
+    int n = steps[i % G_N_ELEMENTS (steps)], len[SEQS];
+    DflTargetBatchItem items[SEQS];
+    DflForwardOut outs[SEQS];
+    StepOut got[SEQS];
+
+    for (int q = 0; q < SEQS; q++) {
+      len[q] = dfl_target_seq_length (seqs[q]);
+      if (len[q] + n + 16 > c->max_positions)
+        goto out;
+    }
+    for (int q = 0; q < SEQS; q++) {
+      for (int r = 0; r < n; r++)
+        ids[q][r] = (f->ids[(i + r + q) % f->n] * 13 + i * 7 + r + q) % f->vocab;
+      step_out_init (&got[q], f, n, (i + q) % 3 == 2 ? n - 1 : 0, taps, d_taps[q],
+                     &taps_tensor[q], &outs[q]);
+      if ((i + q) % 5 == 4) {
+        outs[q].device_taps = NULL;
+        outs[q].n_tap_layers = 0;
+      }
+      items[q] = (DflTargetBatchItem) { seqs[q], ids[q], n, &outs[q] };
+    }
+    g_assert_true (dfl_target_forward_batch (t, items, SEQS, &error));
+    g_assert_no_error (error);
+    for (int q = 0; q < SEQS; q++) {
+      gsize given = (gsize) (n - got[q].logits_from);
+      if (outs[q].device_taps) {
+        g_autofree float *tap_rows = download_f32 (d_taps[q], (gsize) n * 2 * f->hidden);
+        g_byte_array_append (all, (guint8 *) tap_rows, n * 2 * f->hidden * sizeof (float));
+      }
+      g_byte_array_append (all, (guint8 *) got[q].logits, given * f->vocab * sizeof (float));
+      g_byte_array_append (all, (guint8 *) got[q].hidden, given * f->hidden * sizeof (float));
+      g_byte_array_append (all, (guint8 *) got[q].argmax, given * sizeof (int32_t));
+      step_out_clear (&got[q]);
+      /* a verify step keeps the anchor and some drafts */
+      if (n > 1)
+        dfl_target_seq_truncate (seqs[q], len[q] + 1 + (i + q) % n);
+    }
+  }
+out:
+  for (int q = 0; q < SEQS; q++) {
+    dfl_target_seq_free (seqs[q]);
+    dfl_cuda_free (device, d_taps[q]);
+  }
+}
+
+/* Batched steps of several sequences replayed from captured graphs give
+ * the bits of the same steps launched directly. */
+static void
+test_batch_graph (gconstpointer data)
+{
+  Fixture f;
+  g_autoptr (DflTarget) graphed = NULL, direct = NULL;
+  g_autoptr (GByteArray) a = g_byte_array_new (), b = g_byte_array_new ();
+
+  fixture_open (&f, data);
+  graphed = card_target (&f, DFL_TARGET_AS_STORED);
+  direct = card_target (&f, DFL_TARGET_AS_STORED);
+  dfl_target_set_use_graph (direct, FALSE);
+  batch_graph_run (graphed, &f, a);
+  batch_graph_run (direct, &f, b);
+  g_test_message ("%u bytes of outputs compared", a->len);
+  g_assert_cmpuint (a->len, ==, b->len);
+  g_assert_cmpuint (a->len, >, 100000);
+  g_assert_true (memcmp (a->data, b->data, a->len) == 0);
+  fixture_close (&f);
+}
+
 /* Bad input: an error naming the value, the cache as it was (the next
  * forward gives what it gives on a sequence that never saw the bad call). */
 static void
@@ -888,12 +983,14 @@ main (int argc, char **argv)
     g_autofree char *p4 = g_strdup_printf ("/cuda-target/chunks/%s", variants[i]);
     g_autofree char *p5 = g_strdup_printf ("/cuda-target/graph/%s", variants[i]);
     g_autofree char *p6 = g_strdup_printf ("/cuda-target/batch/%s", variants[i]);
+    g_autofree char *p7 = g_strdup_printf ("/cuda-target/batch-graph/%s", variants[i]);
     g_test_add_data_func (p1, variants[i], test_parity_f32);
     g_test_add_data_func (p2, variants[i], test_parity_stored);
     g_test_add_data_func (p3, variants[i], test_truncate);
     g_test_add_data_func (p4, variants[i], test_chunks);
     g_test_add_data_func (p5, variants[i], test_graph);
     g_test_add_data_func (p6, variants[i], test_batch);
+    g_test_add_data_func (p7, variants[i], test_batch_graph);
   }
   g_test_add_func ("/cuda-target/bad-input", test_bad_input);
   g_test_add_func ("/cuda-target/random", test_random);

@@ -343,6 +343,63 @@ test_elementwise (gconstpointer data)
   }
 }
 
+
+/* Rope at a position per row (the rows of several sequences): against
+ * float64, and each row bitwise the one-start form of that row alone. */
+static void
+test_rope_rows (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int row_counts[] = { 2, 5, 300 }, heads = 2, hd = 16;
+
+  if (!dev)
+    return;
+  for (guint ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (260 + ri);
+    int rows = row_counts[ri], row_n = heads * hd;
+    gsize n = (gsize) rows * row_n;
+    g_autofree float *x = random_floats (r, n, 1.0f);
+    g_autofree float *y = g_new (float, n), *alone = g_new (float, row_n);
+    g_autofree gint64 *pos = g_new (gint64, rows);
+    float inv_freq[8];
+    DflTensor tx = put (dev, DFL_DTYPE_F32, hd, heads, rows, x), tf, tp;
+
+    /* positions of sequences of any lengths, in any order, repeated */
+    for (int i = 0; i < rows; i++)
+      pos[i] = i == 1 ? pos[0] : g_rand_int_range (r, 0, 5000);
+    dfl_rope_inv_freq (inv_freq, hd, 10000.0);
+    tf = put (dev, DFL_DTYPE_F32, hd / 2, 1, 1, inv_freq);
+    tp = put_index (dev, DFL_OP_ROPE, DFL_DTYPE_I64, rows, pos);
+    OK (dfl_op_rope (dev, &tx, &tf, &tp, &op_error));
+    get (dev, &tx, y);
+    for (int i = 0; i < rows; i++) {
+      DflTensor t1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, x + (gsize) i * row_n);
+      DflTensor t0 = put_index (dev, DFL_OP_ROPE, DFL_DTYPE_I64, 1, &pos[i]);
+      OK (dfl_op_rope (dev, &t1, &tf, &t0, &op_error));
+      get (dev, &t1, alone);
+      g_assert_cmpmem (y + (gsize) i * row_n, sizeof (float) * row_n, alone,
+                       sizeof (float) * row_n);
+      for (int h = 0; h < heads; h++)
+        for (int c = 0; c < hd / 2; c++) {
+          gsize at = ((gsize) i * heads + h) * hd + c;
+          double a = (float) pos[i] * inv_freq[c];
+          assert_close ("rope_rows", at, y[at], x[at] * cos (a) - x[at + hd / 2] * sin (a),
+                        1e-5);
+          assert_close ("rope_rows", at + hd / 2, y[at + hd / 2],
+                        x[at + hd / 2] * cos (a) + x[at] * sin (a), 1e-5);
+        }
+    }
+    /* neither one start nor one a row (two rows less one is one start) */
+    if (rows > 2) {
+      g_autoptr (GError) error = NULL;
+      DflTensor bad = put_index (dev, DFL_OP_ROPE, DFL_DTYPE_I64, rows - 1, pos);
+      assert_refused (dfl_op_rope (dev, &tx, &tf, &bad, &error), &error, DFL_ERROR_MISMATCH,
+                      "rope", "one a row");
+    }
+    release ();
+  }
+}
+
 /* --- attention --- */
 
 static void
@@ -411,6 +468,158 @@ test_attention (gconstpointer data)
       }
     release ();
   }
+}
+
+/* Whether the device runs a table op; where it does not, that it refuses
+ * it naming the op (a Vulkan device, whose buffers have no one table of
+ * addresses). */
+static gboolean
+runs_table_op (DflDevice *dev, DflOp op)
+{
+  if (dfl_device_supports (dev, op, DFL_DTYPE_F32))
+    return TRUE;
+  {
+    g_autoptr (GError) error = NULL;
+    DflTensor src = put (dev, DFL_DTYPE_F32, 4, 1, 1, NULL), dst = put (dev, DFL_DTYPE_F32, 4, 2, 1, NULL);
+    gint32 zero = 0;
+    gint64 zero64 = 0;
+    DflTensor which = put (dev, DFL_DTYPE_I32, 1, 1, 1, &zero);
+    DflTensor row = put (dev, DFL_DTYPE_I64, 1, 1, 1, &zero64);
+    gboolean ok = op == DFL_OP_COPY_ROWS_TABLE
+        ? dfl_op_copy_rows_table (dev, &src, &dst, 1, &which, &row, &error)
+        : dfl_op_attention_table (dev, &src, &dst, &dst, 1, &which, &which, &which, &src, 1.0f,
+                                  &error);
+    assert_refused (ok, &error, DFL_ERROR_UNSUPPORTED, dfl_op_name (op),
+                    dfl_backend_name (dfl_device_backend (dev)));
+  }
+  release ();
+  return FALSE;
+}
+
+/* Attention over a table of key sets (several sequences' caches): against
+ * float64, and where attention is row-invariant each row bitwise
+ * dfl_op_attention's over its entry alone. */
+static void
+test_attention_table (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  enum { N_KV = 3, ROWS = 7 };
+  const int heads = 4, kv_heads = 2, hd = 16, keys[N_KV] = { 20, 7, 70 };
+  const gint32 which[ROWS] = { 2, 0, 1, 2, 0, 2, 1 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (470);
+  gsize qn = (gsize) ROWS * heads * hd, row_n = (gsize) heads * hd;
+  g_autofree float *q = random_floats (r, qn, 1.0f);
+  g_autofree float *out = g_new (float, qn), *alone = g_new (float, row_n);
+  float *k[N_KV], *v[N_KV];
+  DflTensor tk[N_KV], tv[N_KV], tq, to, tw, tlo, thi;
+  gint32 lo[ROWS], hi[ROWS];
+  float scale = 1.0f / sqrtf (hd);
+  gboolean invariant;
+
+  if (!dev || !runs_table_op (dev, DFL_OP_ATTENTION_TABLE))
+    return;
+  invariant = (dfl_device_op_caps (dev, DFL_OP_ATTENTION, DFL_DTYPE_F32)
+               & dfl_device_op_caps (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_F32)
+               & DFL_OP_CAP_ROW_INVARIANT) != 0;
+  for (int e = 0; e < N_KV; e++) {
+    k[e] = random_floats (r, (gsize) keys[e] * kv_heads * hd, 1.0f);
+    v[e] = random_floats (r, (gsize) keys[e] * kv_heads * hd, 1.0f);
+    tk[e] = put (dev, DFL_DTYPE_F32, hd, kv_heads, keys[e], k[e]);
+    tv[e] = put (dev, DFL_DTYPE_F32, hd, kv_heads, keys[e], v[e]);
+  }
+  for (int i = 0; i < ROWS; i++) {
+    lo[i] = g_rand_int_range (r, 0, keys[which[i]]);
+    hi[i] = g_rand_int_range (r, lo[i] + 1, keys[which[i]] + 1);
+  }
+  /* causal over a whole cache, and an empty range (zeros) */
+  lo[0] = 0;
+  hi[0] = keys[which[0]];
+  hi[4] = lo[4];
+  tq = put (dev, DFL_DTYPE_F32, hd, heads, ROWS, q);
+  to = put (dev, DFL_DTYPE_F32, hd, heads, ROWS, NULL);
+  tw = put_index (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_I32, ROWS, which);
+  tlo = put_index (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_I32, ROWS, lo);
+  thi = put_index (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_I32, ROWS, hi);
+  OK (dfl_op_attention_table (dev, &tq, tk, tv, N_KV, &tw, &tlo, &thi, &to, scale, &op_error));
+  get (dev, &to, out);
+
+  for (int i = 0; i < ROWS; i++) {
+    const float *ke = k[which[i]], *ve = v[which[i]];
+    for (int h = 0; h < heads; h++) {
+      int g = h / (heads / kv_heads);
+      const float *qr = q + ((gsize) i * heads + h) * hd;
+      double s[70], top = -INFINITY, sum = 0.0;
+      for (int j = lo[i]; j < hi[i]; j++) {
+        s[j] = 0.0;
+        for (int c = 0; c < hd; c++)
+          s[j] += (double) qr[c] * ke[((gsize) j * kv_heads + g) * hd + c];
+        s[j] *= scale;
+        top = MAX (top, s[j]);
+      }
+      for (int j = lo[i]; j < hi[i]; j++)
+        sum += s[j] = exp (s[j] - top);
+      for (int c = 0; c < hd; c++) {
+        double want = 0.0;
+        gsize at = ((gsize) i * heads + h) * hd + c;
+        for (int j = lo[i]; j < hi[i]; j++)
+          want += s[j] / sum * ve[((gsize) j * kv_heads + g) * hd + c];
+        assert_close ("attention_table", at, out[at], want, 2e-5);
+      }
+    }
+    if (invariant) {
+      DflTensor q1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, q + i * row_n);
+      DflTensor o1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, NULL);
+      DflTensor l1 = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, 1, &lo[i]);
+      DflTensor h1 = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, 1, &hi[i]);
+      OK (dfl_op_attention (dev, &q1, &tk[which[i]], &tv[which[i]], &l1, &h1, &o1, scale,
+                            &op_error));
+      get (dev, &o1, alone);
+      g_assert_cmpmem (out + i * row_n, sizeof (float) * row_n, alone, sizeof (float) * row_n);
+    }
+  }
+
+  /* a table of none, or of more than the limit; entries of other heads */
+  {
+    g_autoptr (GError) e1 = NULL, e2 = NULL, e3 = NULL;
+    DflTensor one_head = put (dev, DFL_DTYPE_F32, hd, 1, 4, NULL);
+    DflTensor odd_k[2] = { tk[0], one_head }, odd_v[2] = { tv[0], one_head };
+    DflTensor many[DFL_OP_TABLE_MAX + 1];
+    for (int e = 0; e <= DFL_OP_TABLE_MAX; e++)
+      many[e] = tk[0];
+    assert_refused (dfl_op_attention_table (dev, &tq, tk, tv, 0, &tw, &tlo, &thi, &to, scale,
+                                            &e1), &e1, DFL_ERROR_INVALID, "attention_table",
+                    "holds 0 tensors");
+    assert_refused (dfl_op_attention_table (dev, &tq, many, many, DFL_OP_TABLE_MAX + 1, &tw, &tlo,
+                                            &thi, &to, scale, &e2), &e2, DFL_ERROR_INVALID,
+                    "attention_table", "holds 65 tensors");
+    assert_refused (dfl_op_attention_table (dev, &tq, odd_k, odd_v, 2, &tw, &tlo, &thi, &to,
+                                            scale, &e3), &e3, DFL_ERROR_MISMATCH,
+                    "ks[1]'s kv heads is 1", "ks[0]'s is 2");
+  }
+  /* on the CPU, an entry or a range outside its entry's keys */
+  if (dfl_device_op_caps (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_F32) & DFL_OP_CAP_HOST_INDICES) {
+    g_autoptr (GError) e1 = NULL, e2 = NULL;
+    gint32 bad_which[ROWS], bad_hi[ROWS];
+    DflTensor tbw, tbh;
+    memcpy (bad_which, which, sizeof which);
+    memcpy (bad_hi, hi, sizeof hi);
+    bad_which[3] = N_KV;
+    /* row 2 reads entry 1, of 7 keys */
+    bad_hi[2] = 8;
+    tbw = put_index (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_I32, ROWS, bad_which);
+    tbh = put_index (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_I32, ROWS, bad_hi);
+    assert_refused (dfl_op_attention_table (dev, &tq, tk, tv, N_KV, &tbw, &tlo, &thi, &to, scale,
+                                            &e1), &e1, DFL_ERROR_INVALID, "which[3] = 3",
+                    "attention_table");
+    assert_refused (dfl_op_attention_table (dev, &tq, tk, tv, N_KV, &tw, &tlo, &tbh, &to, scale,
+                                            &e2), &e2, DFL_ERROR_INVALID, "row 2's keys [",
+                    "outside the 7 of its entry 1");
+  }
+  for (int e = 0; e < N_KV; e++) {
+    g_free (k[e]);
+    g_free (v[e]);
+  }
+  release ();
 }
 
 /* On the CPU, the ranges lo = 0, hi = pos0 + r + 1 are dfl_attention_causal,
@@ -548,6 +757,65 @@ test_copy_rows (gconstpointer data)
     assert_refused (dfl_op_copy_rows (dev, &ts, &tl, &td, &error), &error, DFL_ERROR_INVALID,
                     "start row 8", "copy_rows");
   }
+  release ();
+}
+
+/* Rows into a table of tensors (several sequences' caches), each to its
+ * entry and row. */
+static void
+test_copy_rows_table (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  enum { N_DST = 3, ROWS = 5 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (710);
+  const int width = 6, n[N_DST] = { 10, 4, 7 };
+  const gint32 which[ROWS] = { 1, 0, 2, 0, 1 };
+  const gint64 row[ROWS] = { 3, 9, 0, 2, 0 };
+  g_autofree float *src = random_floats (r, (gsize) ROWS * width, 1.0f);
+  float *dst[N_DST], got[10 * 6];
+  DflTensor td[N_DST], ts, tw, tr;
+
+  if (!dev || !runs_table_op (dev, DFL_OP_COPY_ROWS_TABLE))
+    return;
+  for (int e = 0; e < N_DST; e++) {
+    dst[e] = random_floats (r, (gsize) n[e] * width, 1.0f);
+    td[e] = put (dev, DFL_DTYPE_F32, width, n[e], 1, dst[e]);
+  }
+  ts = put (dev, DFL_DTYPE_F32, width, ROWS, 1, src);
+  tw = put_index (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_I32, ROWS, which);
+  tr = put_index (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_I64, ROWS, row);
+  OK (dfl_op_copy_rows_table (dev, &ts, td, N_DST, &tw, &tr, &op_error));
+  for (int i = 0; i < ROWS; i++)
+    memcpy (dst[which[i]] + row[i] * width, src + i * width, sizeof (float) * width);
+  for (int e = 0; e < N_DST; e++) {
+    get (dev, &td[e], got);
+    g_assert_cmpmem (got, sizeof (float) * n[e] * width, dst[e], sizeof (float) * n[e] * width);
+  }
+  if (dfl_device_op_caps (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_F32) & DFL_OP_CAP_HOST_INDICES) {
+    g_autoptr (GError) e1 = NULL, e2 = NULL;
+    /* entry 1 has 4 rows; entry 3 is none */
+    const gint64 late[ROWS] = { 4, 0, 0, 0, 0 };
+    const gint32 none[ROWS] = { 0, 0, 0, 3, 0 };
+    DflTensor tl = put_index (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_I64, ROWS, late);
+    DflTensor tn = put_index (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_I32, ROWS, none);
+    assert_refused (dfl_op_copy_rows_table (dev, &ts, td, N_DST, &tw, &tl, &e1), &e1,
+                    DFL_ERROR_INVALID, "row 4 is outside the 4 rows", "entry 1");
+    assert_refused (dfl_op_copy_rows_table (dev, &ts, td, N_DST, &tn, &tr, &e2), &e2,
+                    DFL_ERROR_INVALID, "which[3] = 3", "copy_rows_table");
+    /* nothing was written by the refused calls */
+    for (int e = 0; e < N_DST; e++) {
+      get (dev, &td[e], got);
+      g_assert_cmpmem (got, sizeof (float) * n[e] * width, dst[e], sizeof (float) * n[e] * width);
+    }
+  }
+  {
+    g_autoptr (GError) error = NULL;
+    DflTensor wide = put (dev, DFL_DTYPE_F32, width + 1, 4, 1, NULL), mixed[2] = { td[0], wide };
+    assert_refused (dfl_op_copy_rows_table (dev, &ts, mixed, 2, &tw, &tr, &error), &error,
+                    DFL_ERROR_MISMATCH, "dsts[1]", "columns");
+  }
+  for (int e = 0; e < N_DST; e++)
+    g_free (dst[e]);
   release ();
 }
 
@@ -952,6 +1220,8 @@ main (int argc, char **argv)
     { "convert", test_convert }, { "argmax", test_argmax }, { "top_k", test_top_k },
     { "select_rescore", test_select_rescore }, { "refusals", test_refusals },
     { "graph", test_graph }, { "fill_random", test_fill_random },
+    { "rope_rows", test_rope_rows }, { "copy_rows_table", test_copy_rows_table },
+    { "attention_table", test_attention_table },
   };
   g_autoptr (GError) error = NULL;
   int status;

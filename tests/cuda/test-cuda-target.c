@@ -784,10 +784,10 @@ batch_graph_run (DflTarget *t, Fixture *f, GByteArray *all)
         g_autofree float *tap_rows = download_f32 (d_taps[q], (gsize) n * 2 * f->hidden);
         g_byte_array_append (all, (guint8 *) tap_rows, n * 2 * f->hidden * sizeof (float));
       }
-      g_byte_array_append (all, (guint8 *) got[q].logits, given * f->vocab * sizeof (float));
-      g_byte_array_append (all, (guint8 *) got[q].hidden, given * f->hidden * sizeof (float));
-      g_byte_array_append (all, (guint8 *) got[q].argmax, given * sizeof (int32_t));
-      step_out_clear (&got[q]);
+      g_byte_array_append (all, (guint8 *) got[q].host.logits, given * f->vocab * sizeof (float));
+      g_byte_array_append (all, (guint8 *) got[q].host.hidden, given * f->hidden * sizeof (float));
+      g_byte_array_append (all, (guint8 *) got[q].host.argmax, given * sizeof (int32_t));
+      result_clear (&got[q].host);
       /* a verify step keeps the anchor and some drafts */
       if (n > 1)
         dfl_target_seq_truncate (seqs[q], len[q] + 1 + (i + q) % n);

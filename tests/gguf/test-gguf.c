@@ -312,15 +312,25 @@ bad_array_length (Builder *w)
   put (w, 0, 8);
 }
 
+/* A file of one tensor, "t": `n_dims` sizes `ne` (innermost first), GGUF
+ * type `type` (0 F32) at data offset `offset`, then `data_bytes` zero bytes
+ * of data. */
+static void
+one_tensor_file (Builder *w, guint n_dims, const guint64 *ne, guint32 type, guint64 offset,
+                 guint data_bytes)
+{
+  header (w, 3, 1, 0);
+  tensor_info (w, "t", n_dims, ne, type, offset);
+  pad_zeros (w, 32);
+  put (w, 0, data_bytes);
+}
+
 static void
 bad_misaligned (Builder *w)
 {
   const guint64 ne[1] = { 4 };
 
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 1, ne, 0, 8);
-  pad_zeros (w, 32);
-  put (w, 0, 32);
+  one_tensor_file (w, 1, ne, 0, 8, 32);
 }
 
 static void
@@ -342,10 +352,7 @@ bad_type_size (Builder *w)
   const guint64 ne[2] = { 8, 4 };
 
   /* [4][8] F32 needs 128 bytes; the data section has 64 */
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 2, ne, 0, 0);
-  pad_zeros (w, 32);
-  put (w, 0, 64);
+  one_tensor_file (w, 2, ne, 0, 0, 64);
 }
 
 static void
@@ -366,10 +373,7 @@ bad_bytes_overflow (Builder *w)
 
   /* 2^62 + 8 F32 elements: 2^64 + 32 bytes, which wrap to the 32 the data
    * section holds */
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 1, ne, 0, 0);
-  pad_zeros (w, 32);
-  put (w, 0, 32);
+  one_tensor_file (w, 1, ne, 0, 0, 32);
 }
 
 static void
@@ -377,10 +381,7 @@ bad_unknown_type (Builder *w)
 {
   const guint64 ne[1] = { 4 };
 
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 1, ne, 99, 0);
-  pad_zeros (w, 32);
-  put (w, 0, 32);
+  one_tensor_file (w, 1, ne, 99, 0, 32);
 }
 
 static void
@@ -388,10 +389,7 @@ bad_unread_type (Builder *w)
 {
   const guint64 ne[1] = { 256 };
 
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 1, ne, 13, 0);
-  pad_zeros (w, 32);
-  put (w, 0, 256);
+  one_tensor_file (w, 1, ne, 13, 0, 256);
 }
 
 static void

@@ -15,7 +15,8 @@ the drafter was not made for, as folders (F32) and Q8_0 files: rand (random
 weights of the model's shapes and scales, another seed), perm (the same
 weights with the tokenizer's ordinary tokens numbered in reverse, the
 embedding's rows moved with them) and cut (the same model's first 6 of its 8
-layers). It checks `dflash inspect` on go-bf16.gguf and `dflash generate`
+layers), and two copies of the Q8_0 sidecar with a malformed sample
+(bad-sample-short, bad-sample-hex). It checks `dflash inspect` on go-bf16.gguf and `dflash generate`
 on the files (the folder's text; the drafter found beside go-f16.gguf; on
 the quantized files the drafter's output is the same file's plain decoding,
 with τ > 1), then runs the test program with DFL_GGUF_DIR and
@@ -216,6 +217,27 @@ def check_refused(dflash, tmp):
         print(f"# the Q8_0 sidecar on other-{name}-q8_0.gguf:", lines[0])
 
 
+def write_bad_samples(tmp):
+    """Copies of the Q8_0 sidecar whose trunk_sample is not 256 values of 8
+    hex digits: bad-sample-short (255 values) and bad-sample-hex (a value
+    with a letter past f)."""
+    import struct
+
+    src = os.path.join(tmp, "go-q8_0.dflash.safetensors")
+    with open(src, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    binding = json.loads(header["__metadata__"]["base_binding"])
+    sample = binding["trunk_sample"]
+    for name, bad in (("short", sample[:-8]), ("hex", "0000000g" + sample[8:])):
+        header["__metadata__"]["base_binding"] = json.dumps(dict(binding, trunk_sample=bad))
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        with open(os.path.join(tmp, f"bad-sample-{name}.dflash.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + data)
+
+
 def write_dequantized(model, hf_to_gguf, qtype, out_dir):
     """model's weights quantized to qtype as the converter quantizes them,
     then dequantized, as an F32 folder: the weights a quantized file's
@@ -263,6 +285,7 @@ def main():
                                   os.path.join(tmp, "go-other.gguf"))
         check_inspect(args.dflash, os.path.join(tmp, "go-bf16.gguf"))
         write_other_models(args.model, args.converter, tmp)
+        write_bad_samples(tmp)
         check_generate(args.dflash, args.model, tmp)
         check_lossless(args.dflash, tmp)
         check_refused(args.dflash, tmp)

@@ -914,6 +914,28 @@ test_binding_quantized (void)
   g_assert_nonnull (strstr (error->message, q8));
 }
 
+/* A sidecar whose trunk_sample is not 256 values of 8 hex digits is
+ * refused when opened, naming the file and the field. */
+static void
+test_binding_bad_sample (void)
+{
+  const char *names[] = { "short", "hex" };
+
+  if (!gguf_dir ())
+    return;
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
+    g_autofree char *path = g_strdup_printf ("%s/bad-sample-%s.dflash.safetensors",
+                                             g_getenv ("DFL_GGUF_DIR"), names[i]);
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DflDrafterWeights) d = dfl_drafter_weights_open (path, &error);
+
+    g_assert_null (d);
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_FORMAT);
+    g_assert_nonnull (strstr (error->message, path));
+    g_assert_nonnull (strstr (error->message, "\"trunk_sample\" (256 or 512 values, 8 hex digits"));
+  }
+}
+
 /* `values` (n, a whole number of rows of 256) quantized to `type` by our
  * quantizer, as a stored tensor of those rows (its blocks g_free()d with
  * `*blocks`). */
@@ -1271,6 +1293,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/binding/signs", test_binding_signs);
   g_test_add_func ("/gguf/binding/quantized", test_binding_quantized);
   g_test_add_func ("/gguf/binding/tolerance", test_binding_tolerance);
+  g_test_add_func ("/gguf/binding/bad-sample", test_binding_bad_sample);
   g_test_add_func ("/gguf/drafter/gpu-quantized", test_drafter_gpu_quantized);
   return g_test_run ();
 }

@@ -45,6 +45,7 @@
 #include "quant-layout.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FNV_OFFSET G_GUINT64_CONSTANT (0xcbf29ce484222325)

@@ -15,8 +15,9 @@ the drafter was not made for, as folders (F32) and Q8_0 files: rand (random
 weights of the model's shapes and scales, another seed), perm (the same
 weights with the tokenizer's ordinary tokens numbered in reverse, the
 embedding's rows moved with them) and cut (the same model's first 6 of its 8
-layers), and two copies of the Q8_0 sidecar with a malformed sample
-(bad-sample-short, bad-sample-hex). It checks `dflash inspect` on go-bf16.gguf and `dflash generate`
+layers), and copies of the Q8_0 sidecar bound by the sample alone
+(sample-only) and with a malformed sample (bad-sample-short,
+bad-sample-hex). It checks `dflash inspect` on go-bf16.gguf and `dflash generate`
 on the files (the folder's text; the drafter found beside go-f16.gguf; on
 the quantized files the drafter's output is the same file's plain decoding,
 with τ > 1), then runs the test program with DFL_GGUF_DIR and
@@ -217,10 +218,11 @@ def check_refused(dflash, tmp):
         print(f"# the Q8_0 sidecar on other-{name}-q8_0.gguf:", lines[0])
 
 
-def write_bad_samples(tmp):
-    """Copies of the Q8_0 sidecar whose trunk_sample is not 256 values of 8
-    hex digits: bad-sample-short (255 values) and bad-sample-hex (a value
-    with a letter past f)."""
+def write_sample_copies(tmp):
+    """Copies of the Q8_0 sidecar whose base_binding holds the sample alone
+    (sample-only), and whose trunk_sample is not 256 values of 8 hex digits:
+    bad-sample-short (255 values) and bad-sample-hex (a value with a letter
+    past f)."""
     import struct
 
     src = os.path.join(tmp, "go-q8_0.dflash.safetensors")
@@ -230,11 +232,13 @@ def write_bad_samples(tmp):
         data = f.read()
     binding = json.loads(header["__metadata__"]["base_binding"])
     sample = binding["trunk_sample"]
-    for name, bad in (("short", sample[:-8]), ("hex", "0000000g" + sample[8:])):
-        header["__metadata__"]["base_binding"] = json.dumps(dict(binding, trunk_sample=bad))
+    for name, b in (("sample-only", {"trunk_sample": sample}),
+                    ("bad-sample-short", dict(binding, trunk_sample=sample[:-8])),
+                    ("bad-sample-hex", dict(binding, trunk_sample="0000000g" + sample[8:]))):
+        header["__metadata__"]["base_binding"] = json.dumps(b)
         text = json.dumps(header, separators=(",", ":")).encode()
         text += b" " * (-len(text) % 8)
-        with open(os.path.join(tmp, f"bad-sample-{name}.dflash.safetensors"), "wb") as f:
+        with open(os.path.join(tmp, f"{name}.dflash.safetensors"), "wb") as f:
             f.write(struct.pack("<Q", len(text)) + text + data)
 
 
@@ -285,7 +289,7 @@ def main():
                                   os.path.join(tmp, "go-other.gguf"))
         check_inspect(args.dflash, os.path.join(tmp, "go-bf16.gguf"))
         write_other_models(args.model, args.converter, tmp)
-        write_bad_samples(tmp)
+        write_sample_copies(tmp)
         check_generate(args.dflash, args.model, tmp)
         check_lossless(args.dflash, tmp)
         check_refused(args.dflash, tmp)

@@ -914,6 +914,34 @@ test_binding_quantized (void)
   g_assert_nonnull (strstr (error->message, q8));
 }
 
+/* A sidecar bound by the sample alone binds to float targets too, within
+ * their rounding (the folder, its F16 and F32 conversions, and the Q8_0
+ * file), and refuses the random model's F32 folder. */
+static void
+test_binding_sample_only (void)
+{
+  const char *bind[] = { "q8_0", "f16", "f32" };
+  g_autofree char *sidecar = NULL, *rand_dir = NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (!gguf_dir ())
+    return;
+  sidecar = g_strdup_printf ("%s/sample-only.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
+  g_assert_true (binds_sidecar (sidecar, g_getenv ("DFL_GGUF_MODEL"), &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (bind); i++) {
+    g_autofree char *path = converted (bind[i]);
+
+    g_assert_true (binds_sidecar (sidecar, path, &error));
+    g_assert_no_error (error);
+  }
+  rand_dir = g_strdup_printf ("%s/other-rand", g_getenv ("DFL_GGUF_DIR"));
+  g_assert_false (binds_sidecar (sidecar, rand_dir, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+  g_assert_nonnull (strstr (error->message, "was made for another target than"));
+  g_assert_nonnull (strstr (error->message, "further than F32's rounding"));
+}
+
 /* A sidecar whose trunk_sample is not 256 values of 8 hex digits is
  * refused when opened, naming the file and the field. */
 static void
@@ -1293,6 +1321,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/binding/signs", test_binding_signs);
   g_test_add_func ("/gguf/binding/quantized", test_binding_quantized);
   g_test_add_func ("/gguf/binding/tolerance", test_binding_tolerance);
+  g_test_add_func ("/gguf/binding/sample-only", test_binding_sample_only);
   g_test_add_func ("/gguf/binding/bad-sample", test_binding_bad_sample);
   g_test_add_func ("/gguf/drafter/gpu-quantized", test_drafter_gpu_quantized);
   return g_test_run ();

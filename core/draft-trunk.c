@@ -6,23 +6,36 @@
 #include "dfl-error.h"
 
 /* A trunk matrix of the drafter's hidden width, at least `min_rows` rows,
- * packed, in a float type. */
+ * packed, in a float type; or in a block-quantized type where the drafter
+ * runs on the CPU (`gpu` FALSE), whose embed and matmul take the blocks in
+ * place (a GPU back end multiplies no quantized matrix). */
 static gboolean
 check_table (const DflTensor *t, const char *name, const DflDrafterGeometry *g, const char *what,
-             int min_rows, GError **error)
+             int min_rows, gboolean gpu, GError **error)
 {
+  gboolean quantized = dfl_dtype_is_quantized (t->dtype);
+
   if (t->ne[0] != g->hidden || t->ne[1] < min_rows || t->ne[2] * t->ne[3] != 1) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
                  "%s: the target's %s is [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]; the drafter"
                  " needs [≥ %d, %d]", name, what, t->ne[1], t->ne[0], min_rows, g->hidden);
     return FALSE;
   }
-  if ((t->dtype != DFL_DTYPE_F32 && t->dtype != DFL_DTYPE_F16 && t->dtype != DFL_DTYPE_BF16)
+  if (quantized && gpu) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "%s: the target's %s is %s; a drafter reads a block-quantized embedding and "
+                 "head on the CPU only (a GPU back end reads F32, F16 or BF16)", name, what,
+                 dfl_dtype_name (t->dtype));
+    return FALSE;
+  }
+  if ((t->dtype != DFL_DTYPE_F32 && t->dtype != DFL_DTYPE_F16 && t->dtype != DFL_DTYPE_BF16
+       && !quantized)
       || !dfl_tensor_is_contiguous (t) || (!t->handle && !(t->device
           && dfl_device_backend (t->device) == DFL_BACKEND_VULKAN))) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: the target's %s is %s%s; the drafter reads a packed F32, F16 or BF16 matrix",
-                 name, what, dfl_dtype_name (t->dtype),
+                 "%s: the target's %s is %s%s; the drafter reads a packed F32, F16 or BF16 "
+                 "matrix, or on the CPU a block-quantized one", name, what,
+                 dfl_dtype_name (t->dtype),
                  dfl_tensor_is_contiguous (t) ? "" : " with gaps between its rows");
     return FALSE;
   }
@@ -59,22 +72,27 @@ gboolean
 dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, const char *name,
                        const DflDrafterGeometry *g, gboolean selector, GError **error)
 {
-  return check_table (&trunk->embed, name, g, "embedding", g->vocab, error)
-         && check_table (&trunk->head, name, g, "LM head", selector ? g->selector_top : 1, error)
+  gboolean gpu = device && dfl_device_backend (device) != DFL_BACKEND_CPU;
+
+  return check_table (&trunk->embed, name, g, "embedding", g->vocab, gpu, error)
+         && check_table (&trunk->head, name, g, "LM head", selector ? g->selector_top : 1, gpu,
+                         error)
          && check_place (trunk, name, device, error);
 }
 
-/* A matrix of the target as stored in its mapping, as a host tensor. */
+/* A matrix of the target as stored in its mapping (a quantized one as its
+ * blocks, row after row), as a host tensor. */
 static gboolean
 target_matrix (const DflTarget *t, const char *name, DflTensor *out, GError **error)
 {
   const DflStoredTensor *x = dfl_safetensors_find (dfl_target_tensors (t), name);
 
   if (!x || x->n_dims != 2
-      || (x->dtype != DFL_DTYPE_F32 && x->dtype != DFL_DTYPE_F16 && x->dtype != DFL_DTYPE_BF16)) {
+      || (x->dtype != DFL_DTYPE_F32 && x->dtype != DFL_DTYPE_F16 && x->dtype != DFL_DTYPE_BF16
+          && !dfl_dtype_is_quantized (x->dtype))) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: %s is missing or not a 2-D F32, F16 or BF16 matrix", dfl_target_dir (t),
-                 name);
+                 "%s: %s is missing or not a 2-D F32, F16, BF16 or block-quantized matrix",
+                 dfl_target_dir (t), name);
     return FALSE;
   }
   *out = dfl_tensor_2d (NULL, (gpointer) x->data, 0, x->dtype, x->shape[0], x->shape[1]);

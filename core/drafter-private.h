@@ -61,6 +61,8 @@ struct _DflDrafterWeights {
   gboolean has_binding;
   char binding_signs[17];   /* base_binding.trunk_signs64 (trunk-hash.c) */
   gboolean has_binding_signs;
+  float *binding_sample;    /* base_binding.trunk_sample: the values (trunk-hash.c) */
+  guint n_binding_sample;
 
   /* the weights in host memory (none for weights made on a device) */
   DflSafetensors *st;   /* kept open: weights may point into its mapping */
@@ -105,10 +107,23 @@ DflDrafterWeights *dfl_drafter_weights_new_bound (DflDrafterWeights *host,
 DflRoute *dfl_route_parse (const char *json, int hidden, const char *origin, GError **error);
 void dfl_route_free (DflRoute *r);
 
+/* trunk-hash.c */
+/* Values of the embedding (and of an untied head) a sidecar's trunk_sample
+ * holds: DFL_TRUNK_SAMPLE of each tensor. */
+#define DFL_TRUNK_SAMPLE 256
+/* The k-th sampled element (k < DFL_TRUNK_SAMPLE) of tensor `which` (0 the
+ * embedding, 1 an untied head) of n elements. */
+gint64 dfl_trunk_sample_position (int which, int k, gint64 n);
+/* Target tensor t's value at element e dequantized into `have`, and how
+ * far it may be from the value `want` the drafter's target held there and
+ * still be that value stored in t's type (its worst-case rounding). */
+double dfl_trunk_value_tolerance (const DflStoredTensor *t, gint64 e, float want, float *have);
+
 /* draft-trunk.c */
 /* Refuse a trunk the drafter cannot read: matrices of its hidden width,
  * the embedding at least vocab rows and the head at least selector_top,
- * packed, F32, F16 or BF16, in host memory or on `device` (a GPU; NULL or
+ * packed, F32, F16 or BF16 (or block-quantized where `device` is NULL or
+ * the CPU), in host memory or on `device` (a GPU; NULL or
  * the CPU: host memory only). Messages name `name`. */
 gboolean dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, const char *name,
                                 const DflDrafterGeometry *g, gboolean selector, GError **error);

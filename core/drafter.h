@@ -172,7 +172,9 @@ const char *dfl_drafter_weights_binding (const DflDrafterWeights *w);
 /* Refuse a drafter made for another target: its target_layers, hidden and
  * vocab must be the target's, and a sidecar's binding must be the target's
  * (trunk-hash.c: the trunk hash, also of the values as F32, F16 or BF16, or
- * the hash of their signs). A v1 drafter is checked on the sizes alone. */
+ * the hash of their signs; for a block-quantized embedding or head, a sample
+ * of the values within the type's rounding). A v1 drafter is checked on the
+ * sizes alone. */
 gboolean dfl_drafter_weights_check_target (const DflDrafterWeights *w,
                                            const DflSafetensors *target, gboolean tied,
                                            int target_layers, int hidden, int vocab,
@@ -180,7 +182,8 @@ gboolean dfl_drafter_weights_check_target (const DflDrafterWeights *w,
 
 /* What a block reads of the target: its token embedding ([vocab][hidden])
  * and its LM head ([rows][hidden], rows at least the widest shortlist
- * asked for), F32, F16 or BF16, packed; the same matrix twice when tied. */
+ * asked for), F32, F16 or BF16, packed, or block-quantized (Q8_0, Q4_0,
+ * Q4_K, Q6_K) for a drafter on the CPU; the same matrix twice when tied. */
 typedef struct {
   DflTensor embed;
   DflTensor head;

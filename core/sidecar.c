@@ -329,6 +329,7 @@ dfl_drafter_weights_unref (DflDrafterWeights *d)
   g_array_unref (d->weights);
   g_free (d->layers);
   g_free (d->inv_freq);
+  g_free (d->binding_sample);
   g_clear_pointer (&d->route, dfl_route_free);
   g_clear_pointer (&d->st, dfl_safetensors_free);
   dfl_drafter_geometry_clear (&d->g);
@@ -354,9 +355,41 @@ binding_hex (const cJSON *b, const char *key, char hex[17], gboolean *present)
   return ok || !*present;
 }
 
+/* base_binding's trunk_sample into d: DFL_TRUNK_SAMPLE values of the
+ * embedding, then as many of an untied head, each the 8 hex digits of its
+ * F32 bits; FALSE where it is there but not that. */
+static gboolean
+binding_sample (DflDrafterWeights *d, const cJSON *b)
+{
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive (b, "trunk_sample");
+  gsize len;
+  guint n;
+
+  if (!h)
+    return TRUE;
+  if (!cJSON_IsString (h))
+    return FALSE;
+  len = strlen (h->valuestring);
+  n = (guint) (len / 8);
+  if (len % 8 || (n != DFL_TRUNK_SAMPLE && n != 2 * DFL_TRUNK_SAMPLE))
+    return FALSE;
+  for (gsize i = 0; i < len; i++)
+    if (!g_ascii_isxdigit (h->valuestring[i]))
+      return FALSE;
+  d->binding_sample = g_new (float, n);
+  d->n_binding_sample = n;
+  for (guint k = 0; k < n; k++) {
+    guint32 bits = 0;
+    for (int i = 0; i < 8; i++)
+      bits = bits << 4 | (guint32) g_ascii_xdigit_value (h->valuestring[8 * k + i]);
+    memcpy (&d->binding_sample[k], &bits, 4);
+  }
+  return TRUE;
+}
+
 /* base_binding = {"trunk_hash64": "<16 hex>"}, and, where the drafter binds
- * to conversions of its target too, "trunk_signs64" (trunk-hash.c); either
- * or both; kept lowercase. */
+ * to conversions of its target too, "trunk_signs64" and "trunk_sample"
+ * (trunk-hash.c); any of them; the hashes kept lowercase. */
 static gboolean
 parse_binding (DflDrafterWeights *d, const char *json, GError **error)
 {
@@ -364,13 +397,18 @@ parse_binding (DflDrafterWeights *d, const char *json, GError **error)
   gboolean ok = cJSON_IsObject (b)
       && binding_hex (b, "trunk_hash64", d->binding, &d->has_binding)
       && binding_hex (b, "trunk_signs64", d->binding_signs, &d->has_binding_signs)
-      && (d->has_binding || d->has_binding_signs);
+      && binding_sample (d, b)
+      && (d->has_binding || d->has_binding_signs || d->binding_sample);
 
   if (!ok) {
     d->has_binding = d->has_binding_signs = FALSE;
+    g_clear_pointer (&d->binding_sample, g_free);
+    d->n_binding_sample = 0;
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
-                 "%s: base_binding is %s; expected {\"trunk_hash64\": \"<16 hex digits>\"} "
-                 "and/or \"trunk_signs64\"", d->path, json);
+                 "%s: base_binding is %.200s%s; expected {\"trunk_hash64\": \"<16 hex digits>\"}"
+                 ", \"trunk_signs64\" and/or \"trunk_sample\" (%d or %d values, 8 hex digits "
+                 "each)", d->path, json, strlen (json) > 200 ? "…" : "", DFL_TRUNK_SAMPLE,
+                 2 * DFL_TRUNK_SAMPLE);
   }
   cJSON_Delete (b);
   return ok;

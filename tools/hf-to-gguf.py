@@ -14,9 +14,12 @@ halves, which GGUF's NEOX RoPE also does).
 
 With --sidecar, a DFlash sidecar bound to MODEL_DIR (its base_binding's
 trunk_hash64 is the folder's) is copied to OUT.dflash.safetensors (OUT
-without .gguf) with base_binding's trunk_signs64 added: the hash of the
-embedding's signs, which every F32/F16/BF16 conversion keeps, so the copy
-binds to the .gguf (core/trunk-hash.c says how both hashes are made).
+without .gguf) with base_binding's trunk_signs64 and trunk_sample added:
+the hash of the embedding's signs, which every F32/F16/BF16 conversion
+keeps, and 256 of the embedding's values (as many of an untied head's) at
+fixed positions, which a Q8_0 or Q4_0 conversion keeps within its
+rounding; so the copy binds to the .gguf (core/trunk-hash.c says how each
+is made and checked).
 
 Reads model.safetensors or its shards (model.safetensors.index.json),
 config.json, generation_config.json where present, and tokenizer.json.
@@ -158,6 +161,29 @@ def trunk_signs64(tensors, tied):
     return f"{h:016x}"
 
 
+TRUNK_SAMPLE = 256
+
+
+def sample_position(which, k, n):
+    """The k-th sampled element of tensor `which` (0 the embedding, 1 an
+    untied head) of n elements: splitmix64's output mix of the number."""
+    z = ((which * TRUNK_SAMPLE + k + 1) * 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return (z ^ (z >> 31)) % n
+
+
+def trunk_sample(tensors, tied):
+    """The values at the sampled positions, each the 8 hex digits of its F32 bits."""
+    out = []
+    for which, (dtype, shape, raw) in enumerate(binding_tensors(tensors, tied)):
+        flat = as_f32(dtype, shape, raw).reshape(-1)
+        for k in range(TRUNK_SAMPLE):
+            bits = flat[sample_position(which, k, flat.size)].astype(np.float32).view(np.uint32)
+            out.append(f"{int(bits):08x}")
+    return "".join(out)
+
+
 def copy_sidecar(sidecar, out, tensors, tied):
     with open(sidecar, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
@@ -170,6 +196,7 @@ def copy_sidecar(sidecar, out, tensors, tied):
         raise SystemExit(f"hf-to-gguf.py: {sidecar} is bound to {binding.get('trunk_hash64')}, "
                          f"the model folder's trunk hash is {want}")
     binding["trunk_signs64"] = trunk_signs64(tensors, tied)
+    binding["trunk_sample"] = trunk_sample(tensors, tied)
     meta["base_binding"] = json.dumps(binding)
     header["__metadata__"] = meta
     text = json.dumps(header, separators=(",", ":")).encode()

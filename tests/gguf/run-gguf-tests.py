@@ -6,14 +6,22 @@
 
 Writes go-f32.gguf, go-bf16.gguf and go-f16.gguf (tools/hf-to-gguf.py; the
 last with go-f16.dflash.safetensors, the model's sidecar bound by signs too),
-go-q8_0.gguf and go-q4_0.gguf with the folders go-q8_0-deq and go-q4_0-deq
-(the same quantized weights dequantized, as F32 safetensors), and
-go-other.gguf (go-f32.gguf with the sign of its first embedding value
-flipped: a model of the same sizes and other weights) to a scratch folder,
-checks `dflash inspect` on go-bf16.gguf and `dflash generate` on the files
-(the folder's text; the drafter found beside go-f16.gguf), then runs the
-test program with DFL_GGUF_DIR and DFL_GGUF_MODEL set; its exit status is
-this script's.
+go-q8_0.gguf and go-q4_0.gguf, each with its sidecar copy (bound by a sample
+of values too) and the folders go-q8_0-deq and go-q4_0-deq (the same
+quantized weights dequantized, as F32 safetensors), and go-other.gguf
+(go-f32.gguf with the sign of its first embedding value flipped: a model of
+the same sizes and other weights) to a scratch folder; then three models
+the drafter was not made for, as folders (F32) and Q8_0 files: rand (random
+weights of the model's shapes and scales, another seed), perm (the same
+weights with the tokenizer's ordinary tokens numbered in reverse, the
+embedding's rows moved with them) and cut (the same model's first 6 of its 8
+layers), and copies of the Q8_0 sidecar bound by the sample alone
+(sample-only) and with a malformed sample (bad-sample-short,
+bad-sample-hex). It checks `dflash inspect` on go-bf16.gguf and `dflash generate`
+on the files (the folder's text; the drafter found beside go-f16.gguf; on
+the quantized files the drafter's output is the same file's plain decoding,
+with τ > 1), then runs the test program with DFL_GGUF_DIR and
+DFL_GGUF_MODEL set; its exit status is this script's.
 """
 import argparse
 import json
@@ -23,6 +31,16 @@ import sys
 import tempfile
 
 import gguf
+import numpy as np
+
+# greedy prompts for the lossless runs on the quantized files (not the
+# drafter's training data: held-out style Go signatures, and one that
+# prompt lookup cannot help)
+LOSSLESS_PROMPTS = (
+    "func (c *conn) Close() error {",
+    "func parseHeader(line string) (key, value string, ok bool) {",
+    "// Package cache keeps the most recently used entries",
+)
 
 
 def flip_first_embedding_sign(src, dst):
@@ -84,6 +102,146 @@ def check_generate(dflash, model, tmp):
     print("# dflash generate on a cut .gguf:", lines[0])
 
 
+def check_lossless(dflash, tmp):
+    """The drafter on Q8_0 and Q4_0 files (its sidecar copy found beside
+    each): greedy output identical to the same file's plain decoding, by
+    the block alone and by the default route; τ (tokens a block round
+    gives) above 1."""
+    for t in ("q8_0", "q4_0"):
+        path = os.path.join(tmp, f"go-{t}.gguf")
+        accepted = rounds = 0
+        for prompt in LOSSLESS_PROMPTS:
+            args = ["--prompt", prompt, "--max-new", "48"]
+            plain = generate(dflash, path, "--no-draft", *args)
+            for route in ("block", "cost"):
+                got = generate(dflash, path, "--route", route, *args)
+                if got["new_tokens"] != plain["new_tokens"]:
+                    sys.exit(f"dflash generate --route {route} on go-{t}.gguf, prompt {prompt!r}: "
+                             f"{got['text']!r}; --no-draft: {plain['text']!r}")
+                if route == "block":
+                    if got["block_rounds"] != got["rounds"]:
+                        sys.exit(f"go-{t}.gguf --route block: {got['block_rounds']} block rounds "
+                                 f"of {got['rounds']}")
+                    accepted += got["mean_accepted"] * got["rounds"]
+                    rounds += got["rounds"]
+        tau = accepted / rounds
+        print(f"# {t}: the drafter's output is the file's plain decoding ({len(LOSSLESS_PROMPTS)} "
+              f"prompts, --route block and cost); tau {tau:.2f} over {rounds} block rounds")
+        if tau <= 1.0:
+            sys.exit(f"go-{t}.gguf: the drafter gives tau {tau:.2f}, not above 1")
+
+
+def read_model(model, hf_to_gguf):
+    """The folder's config and tensors as F32 arrays, through the converter's reader."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hf_to_gguf", hf_to_gguf)
+    conv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conv)
+    with open(os.path.join(model, "config.json")) as f:
+        cfg = json.load(f)
+    tensors = {name: conv.as_f32(dtype, shape, raw).reshape(shape)
+               for name, (dtype, shape, raw) in conv.read_checkpoint(model).items()}
+    return cfg, tensors
+
+
+def write_folder(out_dir, cfg, tensors, tokenizer):
+    from safetensors.numpy import save_file
+
+    os.makedirs(out_dir)
+    save_file({n: np.ascontiguousarray(x, dtype=np.float32) for n, x in tensors.items()},
+              os.path.join(out_dir, "model.safetensors"))
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tokenizer, f, ensure_ascii=False)
+
+
+def write_other_models(model, hf_to_gguf, tmp):
+    """rand, perm and cut (the module's doc), each a folder other-NAME and
+    a file other-NAME-q8_0.gguf."""
+    cfg, tensors = read_model(model, hf_to_gguf)
+    with open(os.path.join(model, "tokenizer.json"), encoding="utf-8") as f:
+        tokenizer = json.load(f)
+
+    # random weights of each tensor's shape, mean and spread
+    rng = np.random.default_rng(20260)
+    rand = {n: (rng.standard_normal(x.shape) * x.std() + x.mean()).astype(np.float32)
+            for n, x in tensors.items()}
+
+    # the ordinary tokens (not the added ones) numbered in reverse
+    added = {a["id"] for a in tokenizer.get("added_tokens", [])}
+    ordinary = sorted(i for i in tokenizer["model"]["vocab"].values() if i not in added)
+    new_id = dict(zip(ordinary, reversed(ordinary)))
+    perm_tok = json.loads(json.dumps(tokenizer))
+    perm_tok["model"]["vocab"] = {t: new_id.get(i, i) for t, i in tokenizer["model"]["vocab"].items()}
+    rows = np.arange(cfg["vocab_size"])
+    for old, new in new_id.items():
+        rows[new] = old
+    perm = dict(tensors)
+    perm["model.embed_tokens.weight"] = tensors["model.embed_tokens.weight"][rows]
+    if "lm_head.weight" in tensors:
+        perm["lm_head.weight"] = tensors["lm_head.weight"][rows]
+
+    # the first 6 layers
+    cut_cfg = dict(cfg, num_hidden_layers=6)
+    if "layer_types" in cut_cfg:
+        cut_cfg["layer_types"] = cfg["layer_types"][:6]
+    cut = {n: x for n, x in tensors.items()
+           if not n.startswith("model.layers.") or int(n.split(".")[2]) < 6}
+
+    for name, (c, t, tok) in {"rand": (cfg, rand, tokenizer), "perm": (cfg, perm, perm_tok),
+                              "cut": (cut_cfg, cut, tokenizer)}.items():
+        folder = os.path.join(tmp, f"other-{name}")
+        write_folder(folder, c, t, tok)
+        subprocess.run([sys.executable, hf_to_gguf, folder,
+                        os.path.join(tmp, f"other-{name}-q8_0.gguf"), "--outtype", "q8_0"],
+                       check=True)
+
+
+def check_refused(dflash, tmp):
+    """`dflash generate` with the Q8_0 sidecar copy on a model it was not
+    made for: exit status 1, one line naming the sidecar, the file and what
+    differs."""
+    sidecar = os.path.join(tmp, "go-q8_0.dflash.safetensors")
+    for name, want in (("rand", "was made for another target than"),
+                       ("perm", "was made for another target than"),
+                       ("cut", "drafts for a target of 8 layers")):
+        target = os.path.join(tmp, f"other-{name}-q8_0.gguf")
+        out = subprocess.run([dflash, "generate", "--target", target, "--drafter", sidecar,
+                              "--prompt", "x", "--max-new", "1"], capture_output=True, text=True)
+        lines = out.stderr.strip().splitlines()
+        if out.returncode != 1 or len(lines) != 1 or want not in lines[0] \
+                or sidecar not in lines[0] or target not in lines[0]:
+            sys.exit(f"dflash generate --drafter {sidecar} on {target}: status {out.returncode}, "
+                     f"{out.stderr!r}")
+        print(f"# the Q8_0 sidecar on other-{name}-q8_0.gguf:", lines[0])
+
+
+def write_sample_copies(tmp):
+    """Copies of the Q8_0 sidecar whose base_binding holds the sample alone
+    (sample-only), and whose trunk_sample is not 256 values of 8 hex digits:
+    bad-sample-short (255 values) and bad-sample-hex (a value with a letter
+    past f)."""
+    import struct
+
+    src = os.path.join(tmp, "go-q8_0.dflash.safetensors")
+    with open(src, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    binding = json.loads(header["__metadata__"]["base_binding"])
+    sample = binding["trunk_sample"]
+    for name, b in (("sample-only", {"trunk_sample": sample}),
+                    ("bad-sample-short", dict(binding, trunk_sample=sample[:-8])),
+                    ("bad-sample-hex", dict(binding, trunk_sample="0000000g" + sample[8:]))):
+        header["__metadata__"]["base_binding"] = json.dumps(b)
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        with open(os.path.join(tmp, f"{name}.dflash.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + data)
+
+
 def write_dequantized(model, hf_to_gguf, qtype, out_dir):
     """model's weights quantized to qtype as the converter quantizes them,
     then dequantized, as an F32 folder: the weights a quantized file's
@@ -118,8 +276,10 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="dfl-gguf-") as tmp:
         for t in ("f32", "bf16", "f16", "q8_0", "q4_0"):
-            # the f16 conversion carries the sidecar along, bound by signs
-            extra = ["--sidecar", os.path.join(args.model, "dflash.safetensors")] if t == "f16" else []
+            # the f16 conversion carries the sidecar along, bound by signs;
+            # the quantized ones by the sample of values
+            extra = (["--sidecar", os.path.join(args.model, "dflash.safetensors")]
+                     if t in ("f16", "q8_0", "q4_0") else [])
             subprocess.run([sys.executable, args.converter, args.model,
                             os.path.join(tmp, f"go-{t}.gguf"), "--outtype", t] + extra, check=True)
         for t, q in (("q8_0", gguf.GGMLQuantizationType.Q8_0),
@@ -128,7 +288,11 @@ def main():
         flip_first_embedding_sign(os.path.join(tmp, "go-f32.gguf"),
                                   os.path.join(tmp, "go-other.gguf"))
         check_inspect(args.dflash, os.path.join(tmp, "go-bf16.gguf"))
+        write_other_models(args.model, args.converter, tmp)
+        write_sample_copies(tmp)
         check_generate(args.dflash, args.model, tmp)
+        check_lossless(args.dflash, tmp)
+        check_refused(args.dflash, tmp)
         env = dict(os.environ, DFL_GGUF_DIR=tmp, DFL_GGUF_MODEL=os.path.abspath(args.model))
         sys.exit(subprocess.run(test, env=env).returncode)
 

@@ -5,8 +5,11 @@
  * The model tests read DFL_GGUF_DIR, where run-gguf-tests.py has put
  * models/qwen3-go converted by tools/hf-to-gguf.py (go-f32.gguf,
  * go-bf16.gguf, go-f16.gguf with go-f16.dflash.safetensors, the sidecar
- * bound by signs too, and go-other.gguf: go-f32.gguf with one embedding
- * value's sign flipped), and DFL_GGUF_MODEL, the folder.
+ * bound by signs too, go-q8_0.gguf and go-q4_0.gguf with their sidecar
+ * copies, bound by a sample of values too, go-other.gguf: go-f32.gguf with
+ * one embedding value's sign flipped, and other-rand, other-perm and
+ * other-cut, models the drafter was not made for, as F32 folders and Q8_0
+ * files), and DFL_GGUF_MODEL, the folder.
  */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -15,7 +18,8 @@
 
 #include "dfl-backend.h"
 #include "dfl-error.h"
-#include "drafter.h"
+#include "dfl-kernels.h"
+#include "drafter-private.h"
 #include "gguf.h"
 #include "qwen3-gguf.h"
 #include "qwen3-weights.h"
@@ -312,15 +316,25 @@ bad_array_length (Builder *w)
   put (w, 0, 8);
 }
 
+/* A file of one tensor, "t": `n_dims` sizes `ne` (innermost first), GGUF
+ * type `type` (0 F32) at data offset `offset`, then `data_bytes` zero bytes
+ * of data. */
+static void
+one_tensor_file (Builder *w, guint n_dims, const guint64 *ne, guint32 type, guint64 offset,
+                 guint data_bytes)
+{
+  header (w, 3, 1, 0);
+  tensor_info (w, "t", n_dims, ne, type, offset);
+  pad_zeros (w, 32);
+  put (w, 0, data_bytes);
+}
+
 static void
 bad_misaligned (Builder *w)
 {
   const guint64 ne[1] = { 4 };
 
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 1, ne, 0, 8);
-  pad_zeros (w, 32);
-  put (w, 0, 32);
+  one_tensor_file (w, 1, ne, 0, 8, 32);
 }
 
 static void
@@ -342,10 +356,7 @@ bad_type_size (Builder *w)
   const guint64 ne[2] = { 8, 4 };
 
   /* [4][8] F32 needs 128 bytes; the data section has 64 */
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 2, ne, 0, 0);
-  pad_zeros (w, 32);
-  put (w, 0, 64);
+  one_tensor_file (w, 2, ne, 0, 0, 64);
 }
 
 static void
@@ -366,10 +377,7 @@ bad_bytes_overflow (Builder *w)
 
   /* 2^62 + 8 F32 elements: 2^64 + 32 bytes, which wrap to the 32 the data
    * section holds */
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 1, ne, 0, 0);
-  pad_zeros (w, 32);
-  put (w, 0, 32);
+  one_tensor_file (w, 1, ne, 0, 0, 32);
 }
 
 static void
@@ -377,10 +385,7 @@ bad_unknown_type (Builder *w)
 {
   const guint64 ne[1] = { 4 };
 
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 1, ne, 99, 0);
-  pad_zeros (w, 32);
-  put (w, 0, 32);
+  one_tensor_file (w, 1, ne, 99, 0, 32);
 }
 
 static void
@@ -388,10 +393,7 @@ bad_unread_type (Builder *w)
 {
   const guint64 ne[1] = { 256 };
 
-  header (w, 3, 1, 0);
-  tensor_info (w, "t", 1, ne, 13, 0);
-  pad_zeros (w, 32);
-  put (w, 0, 256);
+  one_tensor_file (w, 1, ne, 13, 0, 256);
 }
 
 static void
@@ -862,6 +864,272 @@ test_binding_signs (void)
   g_assert_nonnull (strstr (error->message, other));
 }
 
+/* The sidecar copy that carries a sample of values (hf-to-gguf.py --sidecar
+ * with a quantized --outtype) binds to the Q8_0 and Q4_0 conversions, to
+ * the folder and to its float conversions; it refuses a random model of the
+ * same shapes, the same weights with the tokenizer numbering the tokens
+ * otherwise, and the same model cut to fewer layers, naming what differs.
+ * The model's own sidecar (hashes only) refuses a quantized file, saying
+ * what it lacks. */
+static void
+test_binding_quantized (void)
+{
+  const char *bind[] = { "q8_0", "q4_0", "f32", "bf16", "f16" };
+  const struct { const char *name, *message; } refuse[] = {
+    { "rand", "was made for another target than" },
+    { "perm", "was made for another target than" },
+    { "cut", "drafts for a target of 8 layers, hidden 384, vocab 8192" },
+  };
+  g_autofree char *sidecar = NULL, *q8 = NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (!gguf_dir ())
+    return;
+  sidecar = g_strdup_printf ("%s/go-q8_0.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
+  g_assert_true (binds_sidecar (sidecar, g_getenv ("DFL_GGUF_MODEL"), &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (bind); i++) {
+    g_autofree char *path = converted (bind[i]);
+
+    g_assert_true (binds_sidecar (sidecar, path, &error));
+    g_assert_no_error (error);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (refuse); i++) {
+    g_autofree char *path = g_strdup_printf ("%s/other-%s-q8_0.gguf", g_getenv ("DFL_GGUF_DIR"),
+                                             refuse[i].name);
+
+    g_assert_false (binds_sidecar (sidecar, path, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+    g_test_message ("other-%s: %s", refuse[i].name, error->message);
+    if (!strstr (error->message, refuse[i].message) || !strstr (error->message, path)
+        || !strstr (error->message, sidecar))
+      g_error ("message '%s' does not name the files and say '%s'", error->message,
+               refuse[i].message);
+    g_clear_error (&error);
+  }
+  q8 = converted ("q8_0");
+  g_assert_false (binds (q8, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+  g_assert_nonnull (strstr (error->message, "has no trunk_sample"));
+  g_assert_nonnull (strstr (error->message, q8));
+}
+
+/* A sidecar bound by the sample alone binds to float targets too, within
+ * their rounding (the folder, its F16 and F32 conversions, and the Q8_0
+ * file), and refuses the random model's F32 folder. */
+static void
+test_binding_sample_only (void)
+{
+  const char *bind[] = { "q8_0", "f16", "f32" };
+  g_autofree char *sidecar = NULL, *rand_dir = NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (!gguf_dir ())
+    return;
+  sidecar = g_strdup_printf ("%s/sample-only.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
+  g_assert_true (binds_sidecar (sidecar, g_getenv ("DFL_GGUF_MODEL"), &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (bind); i++) {
+    g_autofree char *path = converted (bind[i]);
+
+    g_assert_true (binds_sidecar (sidecar, path, &error));
+    g_assert_no_error (error);
+  }
+  rand_dir = g_strdup_printf ("%s/other-rand", g_getenv ("DFL_GGUF_DIR"));
+  g_assert_false (binds_sidecar (sidecar, rand_dir, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+  g_assert_nonnull (strstr (error->message, "was made for another target than"));
+  g_assert_nonnull (strstr (error->message, "further than F32's rounding"));
+}
+
+/* A sidecar whose trunk_sample is not 256 values of 8 hex digits is
+ * refused when opened, naming the file and the field. */
+static void
+test_binding_bad_sample (void)
+{
+  const char *names[] = { "short", "hex" };
+
+  if (!gguf_dir ())
+    return;
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
+    g_autofree char *path = g_strdup_printf ("%s/bad-sample-%s.dflash.safetensors",
+                                             g_getenv ("DFL_GGUF_DIR"), names[i]);
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DflDrafterWeights) d = dfl_drafter_weights_open (path, &error);
+
+    g_assert_null (d);
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_FORMAT);
+    g_assert_nonnull (strstr (error->message, path));
+    g_assert_nonnull (strstr (error->message, "\"trunk_sample\" (256 or 512 values, 8 hex digits"));
+  }
+}
+
+/* `values` (n, a whole number of rows of 256) quantized to `type` by our
+ * quantizer, as a stored tensor of those rows (its blocks g_free()d with
+ * `*blocks`). */
+static DflStoredTensor
+quantized_tensor (const float *values, gint64 n, DflDtype type, guint8 **blocks)
+{
+  DflStoredTensor t = { "model.embed_tokens.weight", type, 2, { n / 256, 256 }, n };
+
+  t.n_bytes = (gsize) (n / (gint64) dfl_dtype_block_elems (type)) * dfl_dtype_block_bytes (type);
+  *blocks = g_malloc (t.n_bytes);
+  g_assert_true (dfl_quantize_row (type, values, *blocks, n));
+  t.data = *blocks;
+  return t;
+}
+
+/* Of every element of `t`, the largest |value − want| over its tolerance;
+ * and the share of elements within it. */
+static double
+worst_ratio (const DflStoredTensor *t, const float *want, double *within)
+{
+  double worst = 0.0;
+  gint64 in = 0;
+
+  for (gint64 e = 0; e < t->n_elements; e++) {
+    float have;
+    double tol = dfl_trunk_value_tolerance (t, e, want[e], &have);
+    double r = fabs ((double) have - want[e]) / tol;
+
+    worst = MAX (worst, r);
+    in += r <= 1.0;
+  }
+  *within = (double) in / (double) t->n_elements;
+  return worst;
+}
+
+/* The tolerances hold for every element of the model's embedding, not only
+ * the sampled ones: quantized by the gguf package (the Q8_0 and Q4_0
+ * files) and by our quantizers (Q8_0, Q4_0, Q4_K, Q6_K; the K types over
+ * rows of 256, which the embedding's 384 columns are not, so no file of
+ * this model holds them). Another model's value falls within them by
+ * chance at a rate that all 256 samples together do about never. A
+ * target whose embedding is Q4_K or Q6_K binds by the sample, a random one
+ * of the same shapes does not. */
+static void
+test_binding_tolerance (void)
+{
+  const DflDtype types[] = { DFL_DTYPE_Q8_0, DFL_DTYPE_Q4_0, DFL_DTYPE_Q4_K, DFL_DTYPE_Q6_K };
+  const char *files[] = { "q8_0", "q4_0" };
+  g_autofree char *sidecar = NULL, *rand_path = NULL;
+  g_autofree float *want = NULL, *other = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) ref = NULL;
+  g_autoptr (DflSafetensors) rand_st = NULL;
+  g_autoptr (DflDrafterWeights) d = NULL;
+  const DflStoredTensor *embed;
+  gint64 n;
+
+  if (!gguf_dir ())
+    return;
+  ref = dfl_target_load (g_getenv ("DFL_GGUF_MODEL"), &error);
+  g_assert_no_error (error);
+  embed = dfl_safetensors_find (dfl_target_tensors (ref), "model.embed_tokens.weight");
+  want = dfl_tensor_dup_f32 (embed);
+  n = embed->n_elements;
+  rand_path = g_strdup_printf ("%s/other-rand/model.safetensors", g_getenv ("DFL_GGUF_DIR"));
+  rand_st = dfl_safetensors_open (rand_path, &error);
+  g_assert_no_error (error);
+  other = dfl_tensor_dup_f32 (dfl_safetensors_find (rand_st, "model.embed_tokens.weight"));
+  sidecar = g_strdup_printf ("%s/go-q8_0.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
+  d = dfl_drafter_weights_open (sidecar, &error);
+  g_assert_no_error (error);
+
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++) {
+    g_autofree char *path = converted (files[i]);
+    g_autoptr (DflTarget) t = dfl_target_load (path, &error);
+    const DflStoredTensor *q;
+    double within, worst;
+
+    g_assert_no_error (error);
+    q = dfl_safetensors_find (dfl_target_tensors (t), "model.embed_tokens.weight");
+    g_assert_true (dfl_dtype_is_quantized (q->dtype));
+    worst = worst_ratio (q, want, &within);
+    g_test_message ("%s (the gguf package's): every error within %.2f of its tolerance", files[i],
+                    worst);
+    g_assert_cmpfloat (worst, <=, 1.0);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++) {
+    g_autofree guint8 *mine = NULL, *theirs = NULL;
+    DflStoredTensor q = quantized_tensor (want, n, types[i], &mine);
+    DflStoredTensor r = quantized_tensor (other, n, types[i], &theirs);
+    double within, chance, worst = worst_ratio (&q, want, &within);
+
+    worst_ratio (&r, want, &chance);
+    g_test_message ("%s (ours): every error within %.2f of its tolerance; another model's value "
+                    "within it at a rate of %.3f, all %d samples at 10^%.0f", dfl_dtype_name (types[i]),
+                    worst, chance, DFL_TRUNK_SAMPLE, DFL_TRUNK_SAMPLE * log10 (chance));
+    g_assert_cmpfloat (worst, <=, 1.0);
+    g_assert_cmpfloat (within, ==, 1.0);
+    g_assert_cmpfloat (chance, <, 0.5);
+    if (types[i] == DFL_DTYPE_Q4_K || types[i] == DFL_DTYPE_Q6_K) {
+      /* a trunk of these blocks, bound through the sample: the positions
+       * are the elements' order, whatever the rows */
+      for (int which = 0; which < 2; which++) {
+        g_autoptr (DflSafetensors) view = dfl_safetensors_new_view ("k-quant.gguf", NULL, NULL);
+        gboolean ok;
+
+        g_assert_true (dfl_safetensors_view_add (view, "model.embed_tokens.weight",
+                                                 which ? &r : &q, &error));
+        ok = dfl_drafter_weights_check_target (d, view, TRUE, 8, 384, 8192, &error);
+        if (which == 0) {
+          g_assert_no_error (error);
+          g_assert_true (ok);
+        } else {
+          g_assert_false (ok);
+          g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);
+          g_assert_nonnull (strstr (error->message, dfl_dtype_name (types[i])));
+          g_assert_nonnull (strstr (error->message, "k-quant.gguf"));
+          g_clear_error (&error);
+        }
+      }
+    }
+  }
+}
+
+/* A drafter on a GPU (where there is one) refuses a quantized trunk, naming
+ * its type: the GPU back ends multiply no block-quantized matrix. */
+static void
+test_drafter_gpu_quantized (void)
+{
+  const DflBackendId gpus[] = { DFL_BACKEND_CUDA, DFL_BACKEND_VULKAN };
+  g_autofree char *path = NULL, *sidecar = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) t = NULL;
+  g_autoptr (DflDrafterWeights) d = NULL;
+  DflDraftTrunk trunk;
+  gboolean ran = FALSE;
+
+  if (!gguf_dir ())
+    return;
+  path = converted ("q8_0");
+  sidecar = g_strdup_printf ("%s/go-q8_0.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
+  t = dfl_target_load (path, &error);
+  g_assert_no_error (error);
+  d = dfl_drafter_weights_open (sidecar, &error);
+  g_assert_no_error (error);
+  g_assert_true (dfl_draft_trunk_of_target (&trunk, t, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (trunk.embed.dtype, ==, DFL_DTYPE_Q8_0);
+  for (guint i = 0; i < G_N_ELEMENTS (gpus); i++) {
+    g_autoptr (DflDevice) dev = dfl_device_open (gpus[i], 0, NULL);
+    g_autoptr (DflDrafterWeights) bound = NULL;
+
+    if (!dev)
+      continue;
+    ran = TRUE;
+    bound = dfl_drafter_weights_bind (d, dev, &trunk, DFL_DTYPE_F32, &error);
+    g_assert_null (bound);
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+    g_assert_nonnull (strstr (error->message, "embedding is Q8_0; a drafter reads a "
+                                              "block-quantized embedding and head on the CPU only"));
+    g_clear_error (&error);
+  }
+  if (!ran)
+    g_test_skip ("no GPU device");
+}
+
 /* A one-layer qwen3 file of hidden 64: its matrices of GGUF type
  * `matrix_type` (0 F32, 8 Q8_0), `arch` its architecture, `skip_key` a
  * sizes key left out, `extra` a tensor beyond a Qwen3 checkpoint's (NULL:
@@ -1051,5 +1319,10 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/tokenizer", test_tokenizer);
   g_test_add_func ("/gguf/binding/trunk-hash", test_binding);
   g_test_add_func ("/gguf/binding/signs", test_binding_signs);
+  g_test_add_func ("/gguf/binding/quantized", test_binding_quantized);
+  g_test_add_func ("/gguf/binding/tolerance", test_binding_tolerance);
+  g_test_add_func ("/gguf/binding/sample-only", test_binding_sample_only);
+  g_test_add_func ("/gguf/binding/bad-sample", test_binding_bad_sample);
+  g_test_add_func ("/gguf/drafter/gpu-quantized", test_drafter_gpu_quantized);
   return g_test_run ();
 }

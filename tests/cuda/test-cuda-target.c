@@ -758,7 +758,7 @@ batch_graph_run (DflTarget *t, Fixture *f, GByteArray *all)
     int n = steps[i % G_N_ELEMENTS (steps)], len[SEQS];
     DflTargetBatchItem items[SEQS];
     DflForwardOut outs[SEQS];
-    StepOut got[SEQS];
+    StepOut got[SEQS] = { 0 };
 
     for (int q = 0; q < SEQS; q++) {
       len[q] = dfl_target_seq_length (seqs[q]);

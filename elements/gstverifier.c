@@ -897,7 +897,11 @@ pass_done (GstVerifier *self, GstFlowReturn ret)
   self->busy = FALSE;
   if (ret != GST_FLOW_OK)
     self->flow = ret;
-  g_cond_signal (&self->cond);
+  /* the task waits for a round or event while none is busy: wake it only
+   * for one (waking it after every pass of a sequence decoding alone would
+   * cost the hand-off the shortcut saves) */
+  if (!g_queue_is_empty (&self->queue))
+    g_cond_signal (&self->cond);
   g_mutex_unlock (&self->lock);
 }
 

@@ -400,6 +400,30 @@ test_rope_rows (gconstpointer data)
   }
 }
 
+/* One query head's attention in float64: q · k over keys [lo, hi) of the
+ * key/value head g (k, v [keys][kv_heads][hd]), scaled, softmaxed, over v. */
+static void
+attention_reference (const float *qr, const float *k, const float *v, int kv_heads, int hd, int g,
+                     int lo, int hi, double scale, double *want)
+{
+  double s[hi > 0 ? hi : 1], top = -INFINITY, sum = 0.0;
+
+  for (int j = lo; j < hi; j++) {
+    s[j] = 0.0;
+    for (int c = 0; c < hd; c++)
+      s[j] += (double) qr[c] * k[((gsize) j * kv_heads + g) * hd + c];
+    s[j] *= scale;
+    top = MAX (top, s[j]);
+  }
+  for (int j = lo; j < hi; j++)
+    sum += s[j] = exp (s[j] - top);
+  for (int c = 0; c < hd; c++) {
+    want[c] = 0.0;
+    for (int j = lo; j < hi; j++)
+      want[c] += s[j] / sum * v[((gsize) j * kv_heads + g) * hd + c];
+  }
+}
+
 /* --- attention --- */
 
 static void
@@ -446,25 +470,13 @@ test_attention (gconstpointer data)
     run_attention (dev, q, rows, heads, kv_heads, hd, k, v, keys, lo, hi, scale, out);
     for (int i = 0; i < rows; i++)
       for (int h = 0; h < heads; h++) {
-        int g = h / (heads / kv_heads);
-        const float *qr = q + ((gsize) i * heads + h) * hd;
-        double s[keys], top = -INFINITY, sum = 0.0;
-        for (int j = lo[i]; j < hi[i]; j++) {
-          s[j] = 0.0;
-          for (int c = 0; c < hd; c++)
-            s[j] += (double) qr[c] * k[((gsize) j * kv_heads + g) * hd + c];
-          s[j] *= scale;
-          top = MAX (top, s[j]);
-        }
-        for (int j = lo[i]; j < hi[i]; j++)
-          sum += s[j] = exp (s[j] - top);
-        for (int c = 0; c < hd; c++) {
-          double want = 0.0;
-          gsize at = ((gsize) i * heads + h) * hd + c;
-          for (int j = lo[i]; j < hi[i]; j++)
-            want += s[j] / sum * v[((gsize) j * kv_heads + g) * hd + c];
-          assert_close ("attention", at, out[at], want, 2e-5);
-        }
+        double want[hd];
+        gsize at = ((gsize) i * heads + h) * hd;
+
+        attention_reference (q + at, k, v, kv_heads, hd, h / (heads / kv_heads), lo[i], hi[i],
+                             scale, want);
+        for (int c = 0; c < hd; c++)
+          assert_close ("attention", at + c, out[at + c], want[c], 2e-5);
       }
     release ();
   }
@@ -546,25 +558,13 @@ test_attention_table (gconstpointer data)
   for (int i = 0; i < ROWS; i++) {
     const float *ke = k[which[i]], *ve = v[which[i]];
     for (int h = 0; h < heads; h++) {
-      int g = h / (heads / kv_heads);
-      const float *qr = q + ((gsize) i * heads + h) * hd;
-      double s[70], top = -INFINITY, sum = 0.0;
-      for (int j = lo[i]; j < hi[i]; j++) {
-        s[j] = 0.0;
-        for (int c = 0; c < hd; c++)
-          s[j] += (double) qr[c] * ke[((gsize) j * kv_heads + g) * hd + c];
-        s[j] *= scale;
-        top = MAX (top, s[j]);
-      }
-      for (int j = lo[i]; j < hi[i]; j++)
-        sum += s[j] = exp (s[j] - top);
-      for (int c = 0; c < hd; c++) {
-        double want = 0.0;
-        gsize at = ((gsize) i * heads + h) * hd + c;
-        for (int j = lo[i]; j < hi[i]; j++)
-          want += s[j] / sum * ve[((gsize) j * kv_heads + g) * hd + c];
-        assert_close ("attention_table", at, out[at], want, 2e-5);
-      }
+      double want[hd];
+      gsize at = ((gsize) i * heads + h) * hd;
+
+      attention_reference (q + at, ke, ve, kv_heads, hd, h / (heads / kv_heads), lo[i], hi[i],
+                           scale, want);
+      for (int c = 0; c < hd; c++)
+        assert_close ("attention_table", at + c, out[at + c], want[c], 2e-5);
     }
     if (invariant) {
       DflTensor q1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, q + i * row_n);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dfl-backend.h"
+#include "op-assert.h"
 
 enum { SEQS = 40, HEADS = 32, KV_HEADS = 8, HD = 128 };
 #define KV_ROW (KV_HEADS * HD)
@@ -90,14 +91,6 @@ get (const DflTensor *t, void *dst)
                                       dfl_tensor_bytes (t), &error));
   g_assert_no_error (error);
 }
-
-#define OK(call) \
-  G_STMT_START { \
-    g_autoptr (GError) op_error = NULL; \
-    gboolean op_ok = call; \
-    g_assert_no_error (op_error); \
-    g_assert_true (op_ok); \
-  } G_STMT_END
 
 static float *
 random_floats (GRand *r, gsize n)

@@ -468,10 +468,10 @@ out:
   dfl_cuda_free (device, d_taps);
 }
 
-/* Decode and verify steps replayed from captured graphs give the bits of
- * the same steps launched directly. */
+/* The outputs `run` gathers from a target replaying captured graphs are
+ * bitwise those of a target launching every op directly. */
 static void
-test_graph (gconstpointer data)
+assert_graph_is_direct (gconstpointer data, void (*run) (DflTarget *, Fixture *, GByteArray *))
 {
   Fixture f;
   g_autoptr (DflTarget) graphed = NULL, direct = NULL;
@@ -481,13 +481,21 @@ test_graph (gconstpointer data)
   graphed = card_target (&f, DFL_TARGET_AS_STORED);
   direct = card_target (&f, DFL_TARGET_AS_STORED);
   dfl_target_set_use_graph (direct, FALSE);
-  graph_run (graphed, &f, a);
-  graph_run (direct, &f, b);
+  run (graphed, &f, a);
+  run (direct, &f, b);
   g_test_message ("%u bytes of outputs compared", a->len);
   g_assert_cmpuint (a->len, ==, b->len);
   g_assert_cmpuint (a->len, >, 100000);
   g_assert_true (memcmp (a->data, b->data, a->len) == 0);
   fixture_close (&f);
+}
+
+/* Decode and verify steps replayed from captured graphs give the bits of
+ * the same steps launched directly. */
+static void
+test_graph (gconstpointer data)
+{
+  assert_graph_is_direct (data, graph_run);
 }
 
 /* 150 tokens (more than one head block) in chunks of 7 rows against one
@@ -805,21 +813,7 @@ out:
 static void
 test_batch_graph (gconstpointer data)
 {
-  Fixture f;
-  g_autoptr (DflTarget) graphed = NULL, direct = NULL;
-  g_autoptr (GByteArray) a = g_byte_array_new (), b = g_byte_array_new ();
-
-  fixture_open (&f, data);
-  graphed = card_target (&f, DFL_TARGET_AS_STORED);
-  direct = card_target (&f, DFL_TARGET_AS_STORED);
-  dfl_target_set_use_graph (direct, FALSE);
-  batch_graph_run (graphed, &f, a);
-  batch_graph_run (direct, &f, b);
-  g_test_message ("%u bytes of outputs compared", a->len);
-  g_assert_cmpuint (a->len, ==, b->len);
-  g_assert_cmpuint (a->len, >, 100000);
-  g_assert_true (memcmp (a->data, b->data, a->len) == 0);
-  fixture_close (&f);
+  assert_graph_is_direct (data, batch_graph_run);
 }
 
 /* Bad input: an error naming the value, the cache as it was (the next

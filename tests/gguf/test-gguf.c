@@ -864,6 +864,23 @@ test_binding_signs (void)
   g_assert_nonnull (strstr (error->message, other));
 }
 
+/* The sidecar binds the model's folder and each of its conversions to
+ * `types` (converted ()). */
+static void
+assert_binds_model (const char *sidecar, const char *const *types, guint n)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (binds_sidecar (sidecar, g_getenv ("DFL_GGUF_MODEL"), &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < n; i++) {
+    g_autofree char *path = converted (types[i]);
+
+    g_assert_true (binds_sidecar (sidecar, path, &error));
+    g_assert_no_error (error);
+  }
+}
+
 /* The sidecar copy that carries a sample of values (hf-to-gguf.py --sidecar
  * with a quantized --outtype) binds to the Q8_0 and Q4_0 conversions, to
  * the folder and to its float conversions; it refuses a random model of the
@@ -886,14 +903,7 @@ test_binding_quantized (void)
   if (!gguf_dir ())
     return;
   sidecar = g_strdup_printf ("%s/go-q8_0.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
-  g_assert_true (binds_sidecar (sidecar, g_getenv ("DFL_GGUF_MODEL"), &error));
-  g_assert_no_error (error);
-  for (guint i = 0; i < G_N_ELEMENTS (bind); i++) {
-    g_autofree char *path = converted (bind[i]);
-
-    g_assert_true (binds_sidecar (sidecar, path, &error));
-    g_assert_no_error (error);
-  }
+  assert_binds_model (sidecar, bind, G_N_ELEMENTS (bind));
   for (guint i = 0; i < G_N_ELEMENTS (refuse); i++) {
     g_autofree char *path = g_strdup_printf ("%s/other-%s-q8_0.gguf", g_getenv ("DFL_GGUF_DIR"),
                                              refuse[i].name);
@@ -927,14 +937,7 @@ test_binding_sample_only (void)
   if (!gguf_dir ())
     return;
   sidecar = g_strdup_printf ("%s/sample-only.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
-  g_assert_true (binds_sidecar (sidecar, g_getenv ("DFL_GGUF_MODEL"), &error));
-  g_assert_no_error (error);
-  for (guint i = 0; i < G_N_ELEMENTS (bind); i++) {
-    g_autofree char *path = converted (bind[i]);
-
-    g_assert_true (binds_sidecar (sidecar, path, &error));
-    g_assert_no_error (error);
-  }
+  assert_binds_model (sidecar, bind, G_N_ELEMENTS (bind));
   rand_dir = g_strdup_printf ("%s/other-rand", g_getenv ("DFL_GGUF_DIR"));
   g_assert_false (binds_sidecar (sidecar, rand_dir, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_MISMATCH);

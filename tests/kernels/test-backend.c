@@ -12,6 +12,7 @@
 #include "drafter-private.h"
 #include "safetensors.h"
 #include "hold-vulkan-driver.h"
+#include "op-assert.h"
 
 #include <math.h>
 #include <string.h>
@@ -135,15 +136,6 @@ assert_close (const char *what, gsize i, double got, double want, double tol)
   if (!(fabs (got - want) <= tol))
     g_error ("%s[%" G_GSIZE_FORMAT "]: %.9g, expected %.9g (±%.3g)", what, i, got, want, tol);
 }
-
-/* The op ran: no error. */
-#define OK(call) \
-  G_STMT_START { \
-    g_autoptr (GError) op_error = NULL; \
-    gboolean op_ok = call; \
-    g_assert_no_error (op_error); \
-    g_assert_true (op_ok); \
-  } G_STMT_END
 
 /* The op was refused with `code`, its message naming each of the strings. */
 static void

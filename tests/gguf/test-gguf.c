@@ -21,6 +21,7 @@
 #include "dfl-kernels.h"
 #include "drafter-private.h"
 #include "gguf.h"
+#include "hold-vulkan-driver.h"
 #include "qwen3-gguf.h"
 #include "qwen3-weights.h"
 #include "target.h"

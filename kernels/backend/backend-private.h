@@ -15,7 +15,7 @@ G_BEGIN_DECLS
 
 typedef struct _DflBackendOps DflBackendOps;
 
-/* What a back end does for its devices (registry.c). */
+/* What a back end does for its devices (ops-*.c; listed by registry.c). */
 typedef struct {
   const char *name;
   gboolean built;
@@ -101,9 +101,9 @@ struct _DflBackendOps {
 };
 
 /* The tables (ops-cpu.c always; ops-cuda.c and ops-vulkan.c where built). */
-extern const DflBackendOps dfl_backend_cpu_ops;
-extern const DflBackendOps dfl_backend_cuda_ops;
-extern const DflBackendOps dfl_backend_vulkan_ops;
+extern const DflBackendDeviceOps dfl_backend_cpu;
+extern const DflBackendDeviceOps dfl_backend_cuda;
+extern const DflBackendDeviceOps dfl_backend_vulkan;
 
 /* Whether `dtype` is one an op of its kind takes at all (dfl-backend.h's
  * list: the weights' float types for matmul, …): the back ends' caps start

@@ -418,7 +418,7 @@ cpu_sync (DflDevice *dev, GError **error)
   return TRUE;
 }
 
-const DflBackendOps dfl_backend_cpu_ops = {
+static const DflBackendOps dfl_backend_cpu_ops = {
   .caps = cpu_caps,
   .matmul = cpu_matmul,
   .rmsnorm = cpu_rmsnorm,
@@ -437,4 +437,68 @@ const DflBackendOps dfl_backend_cpu_ops = {
   .fill_random = cpu_fill_random,
   .copy_rows_table = cpu_copy_rows_table,
   .attention_table = cpu_attention_table,
+};
+
+/* --- the device: host memory --- */
+
+static gboolean
+cpu_open (int index, gpointer *native, GError **error)
+{
+  *native = NULL;
+  return TRUE;
+}
+
+static gpointer
+cpu_ref (gpointer native)
+{
+  return NULL;
+}
+
+static void
+cpu_close (gpointer native)
+{
+}
+
+static char *
+cpu_describe (gpointer native)
+{
+  return g_strdup ("CPU: host memory");
+}
+
+static gpointer
+cpu_alloc (gpointer native, gsize bytes, GError **error)
+{
+  gpointer p = g_try_malloc (bytes ? bytes : 1);
+
+  if (!p)
+    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "no room for %" G_GSIZE_FORMAT
+                 " bytes of host memory", bytes);
+  return p;
+}
+
+static void
+cpu_free (gpointer native, gpointer handle)
+{
+  g_free (handle);
+}
+
+static gboolean
+cpu_upload (gpointer native, gpointer handle, gsize offset, const void *src, gsize bytes,
+            GError **error)
+{
+  memcpy ((char *) handle + offset, src, bytes);
+  return TRUE;
+}
+
+static gboolean
+cpu_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
+              GError **error)
+{
+  memcpy (dst, (const char *) handle + offset, bytes);
+  return TRUE;
+}
+
+const DflBackendDeviceOps dfl_backend_cpu = {
+  "cpu", TRUE, cpu_open, cpu_ref, cpu_close, cpu_describe, cpu_alloc, cpu_free, cpu_upload,
+  cpu_download, &dfl_backend_cpu_ops,
 };

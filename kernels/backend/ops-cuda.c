@@ -387,7 +387,7 @@ cuda_graph_free (DflDevice *dev, gpointer graph)
   g_free (g);
 }
 
-const DflBackendOps dfl_backend_cuda_ops = {
+static const DflBackendOps dfl_backend_cuda_ops = {
   .caps = cuda_caps,
   .init = cuda_init,
   .fini = cuda_fini,
@@ -412,4 +412,61 @@ const DflBackendOps dfl_backend_cuda_ops = {
   .fill_random = cuda_fill_random,
   .copy_rows_table = cuda_copy_rows_table,
   .attention_table = cuda_attention_table,
+};
+
+/* --- the device: device pointers --- */
+
+static gboolean
+cuda_open (int index, gpointer *native, GError **error)
+{
+  return (*native = dfl_cuda_device_open (index < 0 ? 0 : index, error)) != NULL;
+}
+
+static gpointer
+cuda_ref (gpointer native)
+{
+  return dfl_cuda_device_ref (native);
+}
+
+static void
+cuda_close (gpointer native)
+{
+  dfl_cuda_device_unref (native);
+}
+
+static char *
+cuda_describe (gpointer native)
+{
+  return g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (native));
+}
+
+static gpointer
+cuda_alloc (gpointer native, gsize bytes, GError **error)
+{
+  return dfl_cuda_alloc (native, bytes, error);
+}
+
+static void
+cuda_free (gpointer native, gpointer handle)
+{
+  dfl_cuda_free (native, handle);
+}
+
+static gboolean
+cuda_upload (gpointer native, gpointer handle, gsize offset, const void *src, gsize bytes,
+             GError **error)
+{
+  return dfl_cuda_upload (native, (char *) handle + offset, src, bytes, error);
+}
+
+static gboolean
+cuda_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
+               GError **error)
+{
+  return dfl_cuda_download (native, dst, (const char *) handle + offset, bytes, error);
+}
+
+const DflBackendDeviceOps dfl_backend_cuda = {
+  "cuda", TRUE, cuda_open, cuda_ref, cuda_close, cuda_describe, cuda_alloc, cuda_free,
+  cuda_upload, cuda_download, &dfl_backend_cuda_ops,
 };

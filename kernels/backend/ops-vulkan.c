@@ -380,7 +380,7 @@ vk_sync (DflDevice *dev, GError **error)
   return vk_flush (dev, error);
 }
 
-const DflBackendOps dfl_backend_vulkan_ops = {
+static const DflBackendOps dfl_backend_vulkan_ops = {
   .caps = vk_caps,
   .init = vk_init,
   .fini = vk_fini,
@@ -397,4 +397,61 @@ const DflBackendOps dfl_backend_vulkan_ops = {
   .select_rescore = vk_select_rescore,
   .copy_rows = vk_copy_rows,
   .sync = vk_sync,
+};
+
+/* --- the device: whole device-local buffers, offsets into them --- */
+
+static gboolean
+vk_open (int index, gpointer *native, GError **error)
+{
+  return (*native = dfl_vk_device_open (index, DFL_VK_DEVICE_DEFAULT, error)) != NULL;
+}
+
+static gpointer
+vk_ref (gpointer native)
+{
+  return dfl_vk_device_ref (native);
+}
+
+static void
+vk_close (gpointer native)
+{
+  dfl_vk_device_unref (native);
+}
+
+static char *
+vk_describe (gpointer native)
+{
+  return g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (native));
+}
+
+static gpointer
+vk_alloc (gpointer native, gsize bytes, GError **error)
+{
+  return dfl_vk_buffer_new (native, bytes, DFL_VK_MEMORY_DEVICE, error);
+}
+
+static void
+vk_free (gpointer native, gpointer handle)
+{
+  dfl_vk_buffer_free (handle);
+}
+
+static gboolean
+vk_upload (gpointer native, gpointer handle, gsize offset, const void *src, gsize bytes,
+           GError **error)
+{
+  return dfl_vk_upload (native, handle, offset, src, bytes, error);
+}
+
+static gboolean
+vk_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
+             GError **error)
+{
+  return dfl_vk_download (native, dst, handle, offset, bytes, error);
+}
+
+const DflBackendDeviceOps dfl_backend_vulkan = {
+  "vulkan", TRUE, vk_open, vk_ref, vk_close, vk_describe, vk_alloc, vk_free, vk_upload,
+  vk_download, &dfl_backend_vulkan_ops,
 };

@@ -1,11 +1,11 @@
-/* gst-dflash — the back-end registry: which back ends this build has, and
- * how each one's device is opened and its memory handled.
+/* gst-dflash — the back-end registry: which back ends this build has.
  *
  * The one file of the tree that tests HAVE_CUDA and HAVE_VULKAN: everything
  * above reaches a back end through DflDevice (dfl-backend.h) and asks
- * dfl_backend_built what exists. Each back end's table of operations lives
- * in its own file (ops-*.c), which meson builds where the back end is; this
- * file only points the devices at it.
+ * dfl_backend_built what exists. Each back end — how its devices are
+ * opened, how its memory is handled, its table of operations — lives in its
+ * own file (ops-*.c), which meson builds where the back end is; this file
+ * only lists them.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -13,205 +13,23 @@
 
 #include "backend-private.h"
 
-#include <string.h>
-
 #ifdef HAVE_CUDA
-#include "dfl-cuda.h"
+#define CUDA_BACKEND (&dfl_backend_cuda)
+#else
+static const DflBackendDeviceOps cuda_not_built = { "cuda", FALSE };
+#define CUDA_BACKEND (&cuda_not_built)
 #endif
 #ifdef HAVE_VULKAN
-#include "dfl-vk.h"
-#endif
-
-/* --- CPU: host memory --- */
-
-static gboolean
-cpu_open (int index, gpointer *native, GError **error)
-{
-  *native = NULL;
-  return TRUE;
-}
-
-static gpointer
-cpu_ref (gpointer native)
-{
-  return NULL;
-}
-
-static void
-cpu_close (gpointer native)
-{
-}
-
-static char *
-cpu_describe (gpointer native)
-{
-  return g_strdup ("CPU: host memory");
-}
-
-static gpointer
-cpu_alloc (gpointer native, gsize bytes, GError **error)
-{
-  gpointer p = g_try_malloc (bytes ? bytes : 1);
-
-  if (!p)
-    g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "no room for %" G_GSIZE_FORMAT
-                 " bytes of host memory", bytes);
-  return p;
-}
-
-static void
-cpu_free (gpointer native, gpointer handle)
-{
-  g_free (handle);
-}
-
-static gboolean
-cpu_upload (gpointer native, gpointer handle, gsize offset, const void *src, gsize bytes,
-            GError **error)
-{
-  memcpy ((char *) handle + offset, src, bytes);
-  return TRUE;
-}
-
-static gboolean
-cpu_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
-              GError **error)
-{
-  memcpy (dst, (const char *) handle + offset, bytes);
-  return TRUE;
-}
-
-static const DflBackendDeviceOps cpu_ops = {
-  "cpu", TRUE, cpu_open, cpu_ref, cpu_close, cpu_describe, cpu_alloc, cpu_free, cpu_upload,
-  cpu_download, &dfl_backend_cpu_ops,
-};
-
-/* --- CUDA: device pointers --- */
-
-#ifdef HAVE_CUDA
-static gboolean
-cuda_open (int index, gpointer *native, GError **error)
-{
-  return (*native = dfl_cuda_device_open (index < 0 ? 0 : index, error)) != NULL;
-}
-
-static gpointer
-cuda_ref (gpointer native)
-{
-  return dfl_cuda_device_ref (native);
-}
-
-static void
-cuda_close (gpointer native)
-{
-  dfl_cuda_device_unref (native);
-}
-
-static char *
-cuda_describe (gpointer native)
-{
-  return g_strdup_printf ("CUDA: %s", dfl_cuda_device_describe (native));
-}
-
-static gpointer
-cuda_alloc (gpointer native, gsize bytes, GError **error)
-{
-  return dfl_cuda_alloc (native, bytes, error);
-}
-
-static void
-cuda_free (gpointer native, gpointer handle)
-{
-  dfl_cuda_free (native, handle);
-}
-
-static gboolean
-cuda_upload (gpointer native, gpointer handle, gsize offset, const void *src, gsize bytes,
-             GError **error)
-{
-  return dfl_cuda_upload (native, (char *) handle + offset, src, bytes, error);
-}
-
-static gboolean
-cuda_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
-               GError **error)
-{
-  return dfl_cuda_download (native, dst, (const char *) handle + offset, bytes, error);
-}
-
-static const DflBackendDeviceOps cuda_ops = {
-  "cuda", TRUE, cuda_open, cuda_ref, cuda_close, cuda_describe, cuda_alloc, cuda_free,
-  cuda_upload, cuda_download, &dfl_backend_cuda_ops,
-};
+#define VULKAN_BACKEND (&dfl_backend_vulkan)
 #else
-static const DflBackendDeviceOps cuda_ops = { "cuda", FALSE };
-#endif
-
-/* --- Vulkan: whole device-local buffers, offsets into them --- */
-
-#ifdef HAVE_VULKAN
-static gboolean
-vk_open (int index, gpointer *native, GError **error)
-{
-  return (*native = dfl_vk_device_open (index, DFL_VK_DEVICE_DEFAULT, error)) != NULL;
-}
-
-static gpointer
-vk_ref (gpointer native)
-{
-  return dfl_vk_device_ref (native);
-}
-
-static void
-vk_close (gpointer native)
-{
-  dfl_vk_device_unref (native);
-}
-
-static char *
-vk_describe (gpointer native)
-{
-  return g_strdup_printf ("Vulkan: %s", dfl_vk_device_describe (native));
-}
-
-static gpointer
-vk_alloc (gpointer native, gsize bytes, GError **error)
-{
-  return dfl_vk_buffer_new (native, bytes, DFL_VK_MEMORY_DEVICE, error);
-}
-
-static void
-vk_free (gpointer native, gpointer handle)
-{
-  dfl_vk_buffer_free (handle);
-}
-
-static gboolean
-vk_upload (gpointer native, gpointer handle, gsize offset, const void *src, gsize bytes,
-           GError **error)
-{
-  return dfl_vk_upload (native, handle, offset, src, bytes, error);
-}
-
-static gboolean
-vk_download (gpointer native, gpointer handle, gsize offset, void *dst, gsize bytes,
-             GError **error)
-{
-  return dfl_vk_download (native, dst, handle, offset, bytes, error);
-}
-
-static const DflBackendDeviceOps vulkan_ops = {
-  "vulkan", TRUE, vk_open, vk_ref, vk_close, vk_describe, vk_alloc, vk_free, vk_upload,
-  vk_download, &dfl_backend_vulkan_ops,
-};
-#else
-static const DflBackendDeviceOps vulkan_ops = { "vulkan", FALSE };
+static const DflBackendDeviceOps vulkan_not_built = { "vulkan", FALSE };
+#define VULKAN_BACKEND (&vulkan_not_built)
 #endif
 
 static const DflBackendDeviceOps *const backends[DFL_N_BACKENDS] = {
-  [DFL_BACKEND_CPU] = &cpu_ops,
-  [DFL_BACKEND_CUDA] = &cuda_ops,
-  [DFL_BACKEND_VULKAN] = &vulkan_ops,
+  [DFL_BACKEND_CPU] = &dfl_backend_cpu,
+  [DFL_BACKEND_CUDA] = CUDA_BACKEND,
+  [DFL_BACKEND_VULKAN] = VULKAN_BACKEND,
 };
 
 const char *

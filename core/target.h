@@ -40,7 +40,11 @@ typedef struct _DflTargetSeq DflTargetSeq;
  * tokenizer is loaded apart (tokenizer.h). The target is on the host. */
 DflTarget *dfl_target_load (const char *path, GError **error);
 
-/* How the weight matrices go onto a device. Norms are always F32. */
+/* How the weight matrices go onto a device. Norms are always F32. A
+ * block-quantized matrix (a GGUF file's Q8_0, Q4_0, Q4_K, Q6_K) goes up as
+ * its blocks only where the device multiplies that type; elsewhere it is
+ * dequantized on the host to F32, which holds its values exactly
+ * (matrix-upload.c), both as stored and as F32. */
 typedef enum {
   DFL_TARGET_AS_STORED,   /* F32, F16 or BF16 as the checkpoint has them */
   DFL_TARGET_F32,         /* widened to F32: F32 products, for parity with the CPU */

@@ -119,8 +119,9 @@ gst_dflash_gpu_weights_get_type (void)
   static GType type = 0;
   static const GEnumValue values[] = {
     { GST_DFLASH_GPU_WEIGHTS_STORED, "As the checkpoint stores them (16-bit products on the "
-      "tensor cores)", "stored" },
-    { GST_DFLASH_GPU_WEIGHTS_F32, "Widened to F32 (F32 products: the CPU's numbers)", "f32" },
+      "tensor cores); a block-quantized GGUF file's dequantized to F32, exactly", "stored" },
+    { GST_DFLASH_GPU_WEIGHTS_F32, "Widened to F32 (F32 products: the CPU's numbers for a "
+      "float checkpoint); a block-quantized file's as with stored", "f32" },
     { 0, NULL, NULL },
   };
 
@@ -386,7 +387,8 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
       G_STRUCT_OFFSET (GstTapSource, props.backend));
   gst_dflash_install_field_property (gobject_class, PROP_GPU_WEIGHTS,
       g_param_spec_enum ("gpu-weights", "GPU weights",
-          "How the target's and drafter's matrices go onto a CUDA card (f32: the CPU's numbers)",
+          "How the target's and drafter's matrices go onto a CUDA card (f32: the CPU's numbers; "
+          "a block-quantized GGUF file's go on dequantized to F32, exact, either way)",
           GST_TYPE_DFLASH_GPU_WEIGHTS, GST_DFLASH_GPU_WEIGHTS_STORED,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstTapSource, props.gpu_weights));

@@ -3,15 +3,17 @@
  *
  * Why F32 loses nothing of a block-quantized matrix: every value is a
  * product of the block's F16 scale (11 significant bits) and small
- * integers — Q8_0 d · q with |q| ≤ 128 (at most 8 more bits), Q4_0
- * d · (q − 8) with |q − 8| ≤ 8, Q6_K (d · scale) · (q − 32) with an 8-bit
- * scale and |q − 32| ≤ 32 (at most 11 + 8 + 6 bits) — so each product fits
- * F32's 24-bit significand and is exact, and an F16 scale times such an
- * integer is far inside F32's exponent range. Q4_K's value
- * (d · sc) · q − dmin · m has exact products too; the subtraction is
- * rounded in F32, and that F32 result is the value the type defines
- * (ggml computes it in F32 in this order, as dfl_dequantize_row does), so
- * the F32 row is, bit for bit, the row every reader of the file reads.
+ * integers, and an integer below 2^k in magnitude has at most k
+ * significant bits (a power of two, one): Q8_0 d · q with |q| ≤ 128 (at
+ * most 11 + 7 bits), Q4_0 d · (q − 8) with |q − 8| ≤ 8 (11 + 3), Q6_K
+ * (d · scale) · (q − 32) with |scale| ≤ 128 and |q − 32| ≤ 32 (11 + 7 + 5)
+ * — each product fits F32's 24-bit significand, so each step is exact, and
+ * an F16 scale times such integers is far inside F32's exponent range.
+ * Q4_K's value (d · sc) · q − dmin · m (sc, m < 64, q < 16) has exact
+ * products too (11 + 6 + 4 bits); the subtraction is rounded in F32, and
+ * that F32 result is the value the type defines (ggml computes it in F32
+ * in this order, as dfl_dequantize_row does), so the F32 row is, bit for
+ * bit, the row every reader of the file reads.
  */
 #include "matrix-upload.h"
 

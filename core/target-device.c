@@ -6,7 +6,7 @@
  * sequences, their KV caches and the forward are target-forward.c's, the
  * same as the CPU's. Written over the back-end interface only: a device
  * runs a target where it has the ops the forward needs (checked when the
- * weights go up), which today is CUDA. Where the device records graphs,
+ * weights go up): CUDA and Vulkan. Where the device records graphs,
  * decode and verify steps replay a captured graph of the pass
  * (target-forward.c); longer inputs go through in passes of chunk_rows
  * rows. */

@@ -378,8 +378,10 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
    * cuda (the target and each sequence's cache on the card, taps in CUDA
    * memory, the verifier verifying there too), or auto: CUDA only where
    * downstream takes nothing but CUDA taps (a ctxsettle with backend=cuda),
-   * else the CPU, so auto never needs a GPU. The target has no Vulkan path
-   * (under a Vulkan drafter it stays on the CPU): vulkan is refused.
+   * else the CPU, so auto never needs a GPU. The elements put no target on
+   * Vulkan (under a Vulkan drafter it stays on the CPU; the core runs one
+   * there, but no pipeline here hands its taps on as Vulkan memory):
+   * vulkan is refused.
    */
   gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
       "Where the target runs (auto: CUDA only where downstream takes only CUDA memory, else "

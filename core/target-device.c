@@ -70,23 +70,24 @@ upload_vector (DeviceTarget *t, const DflStoredTensor *tensor, DflTensor *out, G
 }
 
 /* A matrix [rows][cols] on the card: widened to F32 on the host (exactly
- * as the CPU kernels widen each row) where asked, else as stored, which the
- * card must then multiply; a block-quantized one the card does not
- * multiply goes up dequantized to F32, which keeps its values exactly
- * (matrix-upload.c). */
+ * as the CPU kernels widen each row) or rounded to BF16 where asked, else
+ * as stored, which the card must then multiply; a block-quantized one the
+ * card does not multiply goes up dequantized to F32, which keeps its
+ * values exactly (matrix-upload.c). */
 static gboolean
 upload_matrix (DeviceTarget *t, const DflStoredTensor *tensor, DflTargetWeights as, DflTensor *out,
                GError **error)
 {
   gint64 rows = tensor->shape[0], cols = tensor->shape[1];
   DflDtype type = as == DFL_TARGET_F32 ? DFL_DTYPE_F32
+                  : as == DFL_TARGET_BF16 ? DFL_DTYPE_BF16
                   : dfl_matrix_device_type (t->device, tensor->dtype);
   g_autofree char *name = NULL;
   gpointer d;
 
   if (!dfl_device_supports (t->device, DFL_OP_MATMUL, type)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                 "%s: tensor '%s' is %s, a type %s does not multiply: upload it as F32",
+                 "%s: tensor '%s' goes up as %s, a type %s does not multiply: upload it as F32",
                  tensor->file, tensor->name, dfl_dtype_name (type),
                  dfl_device_describe (t->device));
     return FALSE;

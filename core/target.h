@@ -48,6 +48,8 @@ DflTarget *dfl_target_load (const char *path, GError **error);
 typedef enum {
   DFL_TARGET_AS_STORED,   /* F32, F16 or BF16 as the checkpoint has them */
   DFL_TARGET_F32,         /* widened to F32: F32 products, for parity with the CPU */
+  DFL_TARGET_BF16,        /* rounded to BF16 (to nearest even; a BF16 matrix as it is):
+                           * half F32's memory, a quantized file's values rounded */
 } DflTargetWeights;
 
 /* The host target `host` put on `device` (its tensors are read, not kept:

@@ -144,6 +144,21 @@ GPU_PIPELINES = {
 }
 
 
+def vulkan_driver_held(dflash):
+    """The environment that keeps Mesa's Vulkan driver loaded until the tool
+    ends, as tests/common/hold-vulkan-driver.h does inside the test
+    programs (it says why a sanitizer build needs it): the driver preloaded,
+    after the sanitizer's runtime where the tool links one (which must come
+    first). Unchanged where Mesa's driver is not installed."""
+    libs = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    if "libvulkan_lvp.so " not in libs:
+        return None
+    linked = subprocess.run(["ldd", dflash], capture_output=True, text=True).stdout
+    first = [line.split("=>")[1].split()[0] for line in linked.splitlines()
+             if "libasan" in line and "=>" in line]
+    return dict(os.environ, LD_PRELOAD=" ".join(first + ["libvulkan_lvp.so"]))
+
+
 def check_gpu_lossless(dflash, tmp):
     """`dflash ab` of plain decoding against the drafter on a GPU on the Q8_0
     and Q4_0 files: the same text (exit 0, identical), τ above 1; a back end
@@ -160,7 +175,8 @@ def check_gpu_lossless(dflash, tmp):
                 with open(files[-1], "w") as f:
                     f.write(desc.format(path=path) + "\n")
             out = subprocess.run([dflash, "ab", *files, "--prompts", prompts, "--max-new", "48",
-                                  "--json"], capture_output=True, text=True)
+                                  "--json"], capture_output=True, text=True,
+                                 env=vulkan_driver_held(dflash) if backend == "vulkan" else None)
             if out.returncode != 0 and "is unavailable" in out.stderr:
                 print(f"# {backend}: passed over: {out.stderr.strip()}")
                 break

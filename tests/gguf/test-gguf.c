@@ -802,7 +802,8 @@ assert_verifies_greedy (const DflTarget *t, int block)
  * go-TYPE-deq), so its greedy tokens and logits are bitwise those of
  * go-TYPE-deq put there, and its logits along the CPU's greedy text of
  * go-TYPE-deq within 1e-3 of the row's largest of the CPU's (F32 products
- * on both). Where the device's products are batch-invariant (Vulkan's;
+ * on both); as BF16, the same values rounded in half the bytes, within
+ * the 3e-2 of BF16 weights (test-cuda-target's bound). Where the device's products are batch-invariant (Vulkan's;
  * not cuBLAS's) those logits read in one forward are bitwise those of a
  * forward a row; on every device, blocks of the greedy text verified in
  * one forward each accept every token (assert_verifies_greedy). */
@@ -831,8 +832,10 @@ check_gpu_target (const char *type)
 
   for (guint i = 0; i < G_N_ELEMENTS (gpus); i++) {
     g_autoptr (DflDevice) dev = dfl_device_open (gpus[i], 0, NULL);
-    g_autoptr (DflTarget) dq = NULL, dd = NULL, df = NULL;
-    g_autofree float *embed = NULL, *embed_f32 = NULL, *along = NULL;
+    g_autoptr (DflTarget) dq = NULL, dd = NULL, df = NULL, db = NULL;
+    g_autofree float *embed = NULL, *embed_f32 = NULL, *along = NULL, *rounded = NULL;
+    g_autofree guint16 *embed_bf16 = NULL;
+    gsize table = (gsize) vocab * hidden;
     DflTensor e, ref;
     double worst;
 
@@ -871,6 +874,23 @@ check_gpu_target (const char *type)
                        (gsize) n * vocab * sizeof (float));
     }
     assert_verifies_greedy (dq, 8);
+
+    /* as BF16: the dequantized values rounded, in half the bytes */
+    db = dfl_target_upload (tq, dev, DFL_TARGET_BF16, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (2 * dfl_target_weight_bytes (db), ==, dfl_target_weight_bytes (dq));
+    e = dfl_target_embedding_tensor (db);
+    g_assert_cmpint (e.dtype, ==, DFL_DTYPE_BF16);
+    embed_bf16 = g_new (guint16, table);
+    g_assert_true (dfl_device_download (dev, e.handle, e.offset, embed_bf16, table * 2, &error));
+    g_assert_no_error (error);
+    for (gsize v = 0; v < table; v++)
+      g_assert_cmpuint (embed_bf16[v], ==, dfl_f32_to_bf16 (embed[v]));
+    rounded = logits_of (db, (const int *) ids->data, n, TRUE);
+    worst = worst_row_error (rounded, want, n, vocab, NULL);
+    g_test_message ("%s on %s as BF16: logits within %.2e of the CPU's on the dequantized "
+                    "weights", type, dfl_device_describe (dev), worst);
+    g_assert_cmpfloat (worst, <=, 3e-2);
   }
   if (!ran)
     g_test_skip ("no GPU device");

@@ -6,12 +6,7 @@
  */
 #include "draft-forward.h"
 #include "dfl-error.h"
-#include "dfl-kernels.h"
-
-#include <string.h>
-
-/* Elements converted on the host per upload when a matrix changes type. */
-#define CONVERT_CHUNK (1 << 20)
+#include "matrix-upload.h"
 
 DflTensor
 dfl_draft_rows (const DflTensor *t, gint64 r0, gint64 n)
@@ -63,13 +58,6 @@ place (Placer *P, gsize bytes)
   return at;
 }
 
-static void
-upload (Placer *P, gsize off, const void *src, gsize bytes)
-{
-  if (P->mem && !P->failed && !dfl_device_upload (P->dev, P->mem, off, src, bytes, P->error))
-    P->failed = TRUE;
-}
-
 /* The type a matrix goes up as: F32 when asked (parity with the CPU's
  * products), else an F16 or BF16 matrix as stored and an F32 one as asked. */
 static DflDtype
@@ -80,66 +68,37 @@ mat_type (const Placer *P, DflDtype stored)
   return stored;
 }
 
-/* A matrix [rows][cols]: borrowed on the CPU; elsewhere copied as stored
- * where the types agree, else converted on the host a chunk at a time
- * (round to nearest even, as the CPU converts). */
+/* Host data stored as `stored`, [rows][cols]: borrowed as it is on the
+ * CPU; elsewhere put up as `as`, copied where the types agree, else
+ * converted on the host (matrix-upload.h). `what` names it in messages. */
 static DflTensor
-put_mat (Placer *P, const DflWeights *src)
-{
-  gsize n = (gsize) src->rows * src->cols, off;
-  DflDtype as;
-
-  if (!P->dev)
-    return dfl_tensor_2d (NULL, (gpointer) src->data, 0, src->type, src->rows, src->cols);
-  as = mat_type (P, src->type);
-  off = place (P, n * dfl_dtype_size (as));
-  if (!P->mem || P->failed)
-    return dfl_tensor_2d (P->dev, P->mem, off, as, src->rows, src->cols);
-  if (as == src->type) {
-    upload (P, off, src->data, n * dfl_dtype_size (as));
-  } else {
-    gsize chunk = MIN (n, (gsize) CONVERT_CHUNK), ss = dfl_dtype_size (src->type);
-    float *f = g_new (float, chunk);
-    guint16 *h = g_new (guint16, chunk);
-    for (gsize done = 0; done < n && !P->failed; done += chunk) {
-      gsize m = MIN (chunk, n - done);
-      const guint8 *s = (const guint8 *) src->data + done * ss;
-      if (src->type == DFL_DTYPE_F32) {
-        memcpy (f, s, m * sizeof (float));
-      } else {
-        /* a mapping need not be 2-byte aligned: the bytes first */
-        memcpy (h, s, m * 2);
-        if (src->type == DFL_DTYPE_BF16)
-          dfl_bf16_to_f32_n (h, f, m);
-        else
-          dfl_f16_to_f32_n (h, f, m);
-      }
-      if (as == DFL_DTYPE_F32) {
-        upload (P, off + done * sizeof (float), f, m * sizeof (float));
-        continue;
-      }
-      for (gsize i = 0; i < m; i++)
-        h[i] = as == DFL_DTYPE_BF16 ? dfl_f32_to_bf16 (f[i]) : dfl_f32_to_f16 (f[i]);
-      upload (P, off + done * 2, h, m * 2);
-    }
-    g_free (f);
-    g_free (h);
-  }
-  return dfl_tensor_2d (P->dev, P->mem, off, as, src->rows, src->cols);
-}
-
-/* Host data of `dtype` as [rows][cols], as it is: borrowed on the CPU,
- * uploaded elsewhere. */
-static DflTensor
-put_raw (Placer *P, const void *src, DflDtype dtype, gint64 rows, gint64 cols)
+put_as (Placer *P, const void *src, DflDtype stored, gint64 rows, gint64 cols, DflDtype as,
+        const char *what)
 {
   gsize off;
 
   if (!P->dev)
-    return dfl_tensor_2d (NULL, (gpointer) src, 0, dtype, rows, cols);
-  off = place (P, (gsize) rows * cols * dfl_dtype_size (dtype));
-  upload (P, off, src, (gsize) rows * cols * dfl_dtype_size (dtype));
-  return dfl_tensor_2d (P->dev, P->mem, off, dtype, rows, cols);
+    return dfl_tensor_2d (NULL, (gpointer) src, 0, stored, rows, cols);
+  off = place (P, (gsize) rows * dfl_dtype_row_bytes (as, cols));
+  if (P->mem && !P->failed
+      && !dfl_matrix_upload (P->dev, P->mem, off, stored, src, rows, cols, as, what, P->error))
+    P->failed = TRUE;
+  return dfl_tensor_2d (P->dev, P->mem, off, as, rows, cols);
+}
+
+/* A matrix of the drafter [rows][cols], in the type mat_type says. */
+static DflTensor
+put_mat (Placer *P, const DflWeights *src)
+{
+  return put_as (P, src->data, src->type, src->rows, src->cols, mat_type (P, src->type),
+                 "a matrix of the drafter");
+}
+
+/* Host data of `dtype` as [rows][cols], as it is. */
+static DflTensor
+put_raw (Placer *P, const void *src, DflDtype dtype, gint64 rows, gint64 cols)
+{
+  return put_as (P, src, dtype, rows, cols, dtype, "a table of the drafter");
 }
 
 /* An F32 vector as a one-dimensional tensor. */
@@ -150,9 +109,12 @@ put_vec (Placer *P, const float *src, gint64 n)
 }
 
 /* A trunk matrix: borrowed where it is already on the device (or on the
- * CPU), else uploaded as stored; a tied head is the embedding's upload. */
+ * CPU), else uploaded as stored, a block-quantized one the device does not
+ * multiply dequantized to F32 (its values exactly: matrix-upload.c); a
+ * tied head is the embedding's upload. */
 static DflTensor
-put_trunk (Placer *P, const DflTensor *t, const DflTensor *same_as, const DflTensor *placed)
+put_trunk (Placer *P, const DflTensor *t, const DflTensor *same_as, const DflTensor *placed,
+           const char *what)
 {
   gboolean host = !t->device || dfl_device_backend (t->device) == DFL_BACKEND_CPU;
 
@@ -161,7 +123,8 @@ put_trunk (Placer *P, const DflTensor *t, const DflTensor *same_as, const DflTen
   if (same_as && same_as->handle == t->handle && same_as->offset == t->offset
       && same_as->dtype == t->dtype && same_as->ne[1] == t->ne[1])
     return *placed;
-  return put_raw (P, dfl_tensor_data (t), t->dtype, t->ne[1], t->ne[0]);
+  return put_as (P, dfl_tensor_data (t), t->dtype, t->ne[1], t->ne[0],
+                 dfl_matrix_device_type (P->dev, t->dtype), what);
 }
 
 /* Every tensor of the net from the host weights `d`. */
@@ -205,8 +168,8 @@ lay_out (Placer *P, DflDraftNet *net, const DflDrafterWeights *d, const DflDraft
     for (int b = 0; b < 2; b++)
       net->books[b] = put_raw (P, d->books[b], DFL_DTYPE_F16, g->vocab, rank);
   }
-  net->embed = put_trunk (P, &trunk->embed, NULL, NULL);
-  net->head = put_trunk (P, &trunk->head, &trunk->embed, &net->embed);
+  net->embed = put_trunk (P, &trunk->embed, NULL, NULL, "the target's embedding");
+  net->head = put_trunk (P, &trunk->head, &trunk->embed, &net->embed, "the target's LM head");
 }
 
 /* --- what the device must run --- */

@@ -4,16 +4,19 @@
  */
 #include "drafter-private.h"
 #include "dfl-error.h"
+#include "matrix-upload.h"
 
 /* A trunk matrix of the drafter's hidden width, at least `min_rows` rows,
- * packed, in a float type; or in a block-quantized type where the drafter
- * runs on the CPU (`gpu` FALSE), whose embed and matmul take the blocks in
- * place (a GPU back end multiplies no quantized matrix). */
+ * packed, in a float or a block-quantized type. The CPU reads the blocks
+ * in place; another device gets them dequantized as they go up from host
+ * memory (draft-device.c), so blocks already in a device's memory must be
+ * of a type that device runs. */
 static gboolean
 check_table (const DflTensor *t, const char *name, const DflDrafterGeometry *g, const char *what,
-             int min_rows, gboolean gpu, GError **error)
+             int min_rows, DflDevice *device, GError **error)
 {
   gboolean quantized = dfl_dtype_is_quantized (t->dtype);
+  gboolean on_host = !t->device || dfl_device_backend (t->device) == DFL_BACKEND_CPU;
 
   if (t->ne[0] != g->hidden || t->ne[1] < min_rows || t->ne[2] * t->ne[3] != 1) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_MISMATCH,
@@ -21,11 +24,13 @@ check_table (const DflTensor *t, const char *name, const DflDrafterGeometry *g, 
                  " needs [≥ %d, %d]", name, what, t->ne[1], t->ne[0], min_rows, g->hidden);
     return FALSE;
   }
-  if (quantized && gpu) {
+  if (quantized && !on_host && device
+      && dfl_matrix_device_type (device, t->dtype) != t->dtype) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                 "%s: the target's %s is %s; a drafter reads a block-quantized embedding and "
-                 "head on the CPU only (a GPU back end reads F32, F16 or BF16)", name, what,
-                 dfl_dtype_name (t->dtype));
+                 "%s: the target's %s is %s in %s's memory, a type %s does not run; the drafter "
+                 "dequantizes blocks only as it uploads them from host memory", name, what,
+                 dfl_dtype_name (t->dtype), dfl_device_describe (t->device),
+                 dfl_device_describe (device));
     return FALSE;
   }
   if ((t->dtype != DFL_DTYPE_F32 && t->dtype != DFL_DTYPE_F16 && t->dtype != DFL_DTYPE_BF16
@@ -33,9 +38,8 @@ check_table (const DflTensor *t, const char *name, const DflDrafterGeometry *g, 
       || !dfl_tensor_is_contiguous (t) || (!t->handle && !(t->device
           && dfl_device_backend (t->device) == DFL_BACKEND_VULKAN))) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: the target's %s is %s%s; the drafter reads a packed F32, F16 or BF16 "
-                 "matrix, or on the CPU a block-quantized one", name, what,
-                 dfl_dtype_name (t->dtype),
+                 "%s: the target's %s is %s%s; the drafter reads a packed F32, F16, BF16 or "
+                 "block-quantized matrix", name, what, dfl_dtype_name (t->dtype),
                  dfl_tensor_is_contiguous (t) ? "" : " with gaps between its rows");
     return FALSE;
   }
@@ -72,10 +76,8 @@ gboolean
 dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, const char *name,
                        const DflDrafterGeometry *g, gboolean selector, GError **error)
 {
-  gboolean gpu = device && dfl_device_backend (device) != DFL_BACKEND_CPU;
-
-  return check_table (&trunk->embed, name, g, "embedding", g->vocab, gpu, error)
-         && check_table (&trunk->head, name, g, "LM head", selector ? g->selector_top : 1, gpu,
+  return check_table (&trunk->embed, name, g, "embedding", g->vocab, device, error)
+         && check_table (&trunk->head, name, g, "LM head", selector ? g->selector_top : 1, device,
                          error)
          && check_place (trunk, name, device, error);
 }

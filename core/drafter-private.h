@@ -122,9 +122,10 @@ double dfl_trunk_value_tolerance (const DflStoredTensor *t, gint64 e, float want
 /* draft-trunk.c */
 /* Refuse a trunk the drafter cannot read: matrices of its hidden width,
  * the embedding at least vocab rows and the head at least selector_top,
- * packed, F32, F16 or BF16 (or block-quantized where `device` is NULL or
- * the CPU), in host memory or on `device` (a GPU; NULL or
- * the CPU: host memory only). Messages name `name`. */
+ * packed, F32, F16, BF16 or block-quantized (blocks in a GPU's memory only
+ * of a type it runs: host blocks are dequantized as they go up), in host
+ * memory or on `device` (a GPU; NULL or the CPU: host memory only).
+ * Messages name `name`. */
 gboolean dfl_draft_trunk_check (const DflDraftTrunk *trunk, DflDevice *device, const char *name,
                                 const DflDrafterGeometry *g, gboolean selector, GError **error);
 

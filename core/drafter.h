@@ -183,7 +183,8 @@ gboolean dfl_drafter_weights_check_target (const DflDrafterWeights *w,
 /* What a block reads of the target: its token embedding ([vocab][hidden])
  * and its LM head ([rows][hidden], rows at least the widest shortlist
  * asked for), F32, F16 or BF16, packed, or block-quantized (Q8_0, Q4_0,
- * Q4_K, Q6_K) for a drafter on the CPU; the same matrix twice when tied. */
+ * Q4_K, Q6_K: the CPU reads the blocks in place, another device gets them
+ * from host memory dequantized to F32); the same matrix twice when tied. */
 typedef struct {
   DflTensor embed;
   DflTensor head;
@@ -204,7 +205,9 @@ gboolean dfl_draft_trunk_of_target (DflDraftTrunk *trunk, const DflTarget *targe
  * uploaded, matrices as F32 where `matrix_dtype` is F32 (parity with the
  * CPU), else each F16 or BF16 one as stored and each F32 one converted to
  * `matrix_dtype`; the trunk is that device's memory (borrowed) or host
- * memory (uploaded with the weights, as stored). A bound drafter cannot
+ * memory (uploaded with the weights, as stored, or dequantized to F32
+ * where it is block-quantized and the device does not multiply its type).
+ * A bound drafter cannot
  * be bound again. Errors: DFL_ERROR_MISMATCH where the trunk does not fit
  * the drafter (hidden, vocab), DFL_ERROR_UNSUPPORTED for a back end this
  * build lacks or an op or shape past the device, and the device's. */

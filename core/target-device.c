@@ -1,11 +1,12 @@
 /* gst-dflash — the Qwen3 target on a device other than the host: the
  * weights put there (a loaded target's, as the checkpoint stores them or
- * widened to F32 for exact parity tests, or random ones made there by
- * fill_random) and described as a DflTargetModel of device tensors; the
+ * widened to F32 for exact parity tests, a block-quantized matrix the
+ * device does not multiply dequantized to F32; or random ones made there
+ * by fill_random) and described as a DflTargetModel of device tensors; the
  * sequences, their KV caches and the forward are target-forward.c's, the
  * same as the CPU's. Written over the back-end interface only: a device
  * runs a target where it has the ops the forward needs (checked when the
- * weights go up), which today is CUDA. Where the device records graphs,
+ * weights go up): CUDA and Vulkan. Where the device records graphs,
  * decode and verify steps replay a captured graph of the pass
  * (target-forward.c); longer inputs go through in passes of chunk_rows
  * rows. */
@@ -16,6 +17,7 @@
 
 #include "dfl-error.h"
 #include "dfl-kernels.h"
+#include "matrix-upload.h"
 #include "qwen3-weights.h"
 #include "safetensors.h"
 #include "target-forward.h"
@@ -68,35 +70,34 @@ upload_vector (DeviceTarget *t, const DflStoredTensor *tensor, DflTensor *out, G
 }
 
 /* A matrix [rows][cols] on the card: widened to F32 on the host (exactly
- * as the CPU kernels widen each row) where asked, else as stored, which
- * the card must then multiply. */
+ * as the CPU kernels widen each row) or rounded to BF16 where asked, else
+ * as stored, which the card must then multiply; a block-quantized one the
+ * card does not multiply goes up dequantized to F32, which keeps its
+ * values exactly (matrix-upload.c). */
 static gboolean
 upload_matrix (DeviceTarget *t, const DflStoredTensor *tensor, DflTargetWeights as, DflTensor *out,
                GError **error)
 {
   gint64 rows = tensor->shape[0], cols = tensor->shape[1];
+  DflDtype type = as == DFL_TARGET_F32 ? DFL_DTYPE_F32
+                  : as == DFL_TARGET_BF16 ? DFL_DTYPE_BF16
+                  : dfl_matrix_device_type (t->device, tensor->dtype);
+  g_autofree char *name = NULL;
   gpointer d;
 
-  if (as == DFL_TARGET_F32 && tensor->dtype != DFL_DTYPE_F32) {
-    g_autofree float *host = dfl_tensor_dup_f32 (tensor);
-    gsize bytes = (gsize) rows * cols * sizeof (float);
-    if (!(d = device_weights_alloc (t, bytes, error))
-        || !dfl_device_upload (t->device, d, 0, host, bytes, error))
-      return FALSE;
-    *out = dfl_tensor_2d (t->device, d, 0, DFL_DTYPE_F32, rows, cols);
-  } else {
-    if (!dfl_device_supports (t->device, DFL_OP_MATMUL, tensor->dtype)) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                   "%s: tensor '%s' is %s, a type %s does not multiply: upload it as F32",
-                   tensor->file, tensor->name, dfl_dtype_name (tensor->dtype),
-                   dfl_device_describe (t->device));
-      return FALSE;
-    }
-    if (!(d = device_weights_alloc (t, tensor->n_bytes, error))
-        || !dfl_device_upload (t->device, d, 0, tensor->data, tensor->n_bytes, error))
-      return FALSE;
-    *out = dfl_tensor_2d (t->device, d, 0, tensor->dtype, rows, cols);
+  if (!dfl_device_supports (t->device, DFL_OP_MATMUL, type)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "%s: tensor '%s' goes up as %s, a type %s does not multiply: upload it as F32",
+                 tensor->file, tensor->name, dfl_dtype_name (type),
+                 dfl_device_describe (t->device));
+    return FALSE;
   }
+  name = g_strdup_printf ("%s: tensor '%s'", tensor->file, tensor->name);
+  if (!(d = device_weights_alloc (t, (gsize) rows * dfl_dtype_row_bytes (type, cols), error))
+      || !dfl_matrix_upload (t->device, d, 0, tensor->dtype, tensor->data, rows, cols, type,
+                             name, error))
+    return FALSE;
+  *out = dfl_tensor_2d (t->device, d, 0, type, rows, cols);
   t->weight_bytes += dfl_tensor_bytes (out);
   return TRUE;
 }

@@ -47,8 +47,12 @@ typedef struct {
   DflTensor normed, logits;
   /* a graphed pass's taps [n·taps][hidden], copied out after the replay */
   DflTensor taps;
-  /* index tensors: the host's copy, uploaded once a pass; I64 first */
+  /* index tensors: the host's copy, uploaded once a pass; I64 first. A
+   * device that reads its ops' indices on the host (Vulkan) reads them
+   * there, from the host's copy (host_indices); the argmax, which its
+   * kernel writes, is in device memory on every device. */
   guint8 *host_idx;
+  gboolean host_indices;
   gsize zero_at, pos_at, tap_row_at, tap_dst_at, ids_at, which_at, lo_at, hi_at, argmax_at;
 } Scratch;
 
@@ -150,8 +154,18 @@ act_tensor (Scratch *sc, gsize at, gint64 rows, gint64 cols)
   return dfl_tensor_2d (sc->dev, sc->act, at, DFL_DTYPE_F32, rows, cols);
 }
 
+/* An index tensor the ops read, where the device reads it. */
 static DflTensor
 idx_tensor (Scratch *sc, gsize at, DflDtype dtype, gint64 n)
+{
+  if (sc->host_indices)
+    return dfl_tensor_2d (NULL, sc->host_idx, at, dtype, 1, n);
+  return dfl_tensor_2d (sc->dev, sc->idx, at, dtype, 1, n);
+}
+
+/* Index values an op writes: device memory, copied back after the pass. */
+static DflTensor
+idx_out_tensor (Scratch *sc, gsize at, DflDtype dtype, gint64 n)
 {
   return dfl_tensor_2d (sc->dev, sc->idx, at, dtype, 1, n);
 }
@@ -323,6 +337,8 @@ scratch_alloc (Scratch *sc, const DflTarget *t, int rows, int head_rows,
     }
   }
   sc->host_idx = g_malloc0 (sc->idx_bytes);
+  sc->host_indices = (dfl_device_op_caps (sc->dev, DFL_OP_EMBED, DFL_DTYPE_F32)
+                      & DFL_OP_CAP_HOST_INDICES) != 0;
   scratch_view (sc, c, rows, head_rows);
   return TRUE;
 }
@@ -896,7 +912,7 @@ head_forward (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, Scratch *
 
     if (run > 0 && (j == n_jobs || (rows > 0 && !asks))) {
       DflTensor l_rows = rows_of (&logits, run_from, run);
-      DflTensor am = idx_tensor (sc, sc->argmax_at + sizeof (gint32) * run_from, DFL_DTYPE_I32,
+      DflTensor am = idx_out_tensor (sc, sc->argmax_at + sizeof (gint32) * run_from, DFL_DTYPE_I32,
                                  run);
       if (!dfl_op_argmax (dev, &l_rows, &am, error))
         return FALSE;

@@ -36,19 +36,6 @@ dfl_target_upload (const DflTarget *host, DflDevice *device, DflTargetWeights as
                  host->origin);
     return NULL;
   }
-  /* a GGUF file's block-quantized matrices go where the device multiplies
-   * them, or nowhere */
-  for (guint i = 0; i < dfl_safetensors_n_tensors (dfl_target_tensors (host)); i++) {
-    const DflStoredTensor *x = dfl_safetensors_nth (dfl_target_tensors (host), i);
-    if (dfl_dtype_is_quantized (x->dtype)
-        && !dfl_device_supports (device, DFL_OP_MATMUL, x->dtype)) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
-                   "%s: tensor '%s' is %s, which %s does not multiply (quantized weights run on "
-                   "the CPU)", host->origin, x->name, dfl_dtype_name (x->dtype),
-                   dfl_device_describe (device));
-      return NULL;
-    }
-  }
   return engine->upload (host, device, as, error);
 }
 

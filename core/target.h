@@ -40,10 +40,16 @@ typedef struct _DflTargetSeq DflTargetSeq;
  * tokenizer is loaded apart (tokenizer.h). The target is on the host. */
 DflTarget *dfl_target_load (const char *path, GError **error);
 
-/* How the weight matrices go onto a device. Norms are always F32. */
+/* How the weight matrices go onto a device. Norms are always F32. A
+ * block-quantized matrix (a GGUF file's Q8_0, Q4_0, Q4_K, Q6_K) goes up as
+ * its blocks only where the device multiplies that type; elsewhere it is
+ * dequantized on the host to F32, which holds its values exactly
+ * (matrix-upload.c), both as stored and as F32. */
 typedef enum {
   DFL_TARGET_AS_STORED,   /* F32, F16 or BF16 as the checkpoint has them */
   DFL_TARGET_F32,         /* widened to F32: F32 products, for parity with the CPU */
+  DFL_TARGET_BF16,        /* rounded to BF16 (to nearest even; a BF16 matrix as it is):
+                           * half F32's memory, a quantized file's values rounded */
 } DflTargetWeights;
 
 /* The host target `host` put on `device` (its tensors are read, not kept:

@@ -110,6 +110,7 @@ static guint signals[LAST_SIGNAL];
 typedef enum {
   GST_DFLASH_GPU_WEIGHTS_STORED,
   GST_DFLASH_GPU_WEIGHTS_F32,
+  GST_DFLASH_GPU_WEIGHTS_BF16,
 } GstDflashGpuWeights;
 
 #define GST_TYPE_DFLASH_GPU_WEIGHTS (gst_dflash_gpu_weights_get_type ())
@@ -119,8 +120,11 @@ gst_dflash_gpu_weights_get_type (void)
   static GType type = 0;
   static const GEnumValue values[] = {
     { GST_DFLASH_GPU_WEIGHTS_STORED, "As the checkpoint stores them (16-bit products on the "
-      "tensor cores)", "stored" },
-    { GST_DFLASH_GPU_WEIGHTS_F32, "Widened to F32 (F32 products: the CPU's numbers)", "f32" },
+      "tensor cores); a block-quantized GGUF file's dequantized to F32, exactly", "stored" },
+    { GST_DFLASH_GPU_WEIGHTS_F32, "Widened to F32 (F32 products: the CPU's numbers for a "
+      "float checkpoint); a block-quantized file's as with stored", "f32" },
+    { GST_DFLASH_GPU_WEIGHTS_BF16, "Rounded to BF16: half F32's memory (a block-quantized "
+      "file's values rounded)", "bf16" },
     { 0, NULL, NULL },
   };
 
@@ -377,8 +381,10 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
    * cuda (the target and each sequence's cache on the card, taps in CUDA
    * memory, the verifier verifying there too), or auto: CUDA only where
    * downstream takes nothing but CUDA taps (a ctxsettle with backend=cuda),
-   * else the CPU, so auto never needs a GPU. The target has no Vulkan path
-   * (under a Vulkan drafter it stays on the CPU): vulkan is refused.
+   * else the CPU, so auto never needs a GPU. The elements put no target on
+   * Vulkan (under a Vulkan drafter it stays on the CPU; the core runs one
+   * there, but no pipeline here hands its taps on as Vulkan memory):
+   * vulkan is refused.
    */
   gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
       "Where the target runs (auto: CUDA only where downstream takes only CUDA memory, else "
@@ -386,7 +392,9 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
       G_STRUCT_OFFSET (GstTapSource, props.backend));
   gst_dflash_install_field_property (gobject_class, PROP_GPU_WEIGHTS,
       g_param_spec_enum ("gpu-weights", "GPU weights",
-          "How the target's and drafter's matrices go onto a CUDA card (f32: the CPU's numbers)",
+          "How the target's and drafter's matrices go onto a CUDA card (stored; f32: the CPU's "
+          "numbers; bf16: half F32's memory, rounded). A block-quantized GGUF file's go on "
+          "dequantized to F32, exact, with stored or f32",
           GST_TYPE_DFLASH_GPU_WEIGHTS, GST_DFLASH_GPU_WEIGHTS_STORED,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstTapSource, props.gpu_weights));
@@ -759,6 +767,21 @@ gst_tap_source_query (GstBaseSrc *src, GstQuery *query)
   return GST_BASE_SRC_CLASS (parent_class)->query (src, query);
 }
 
+/* The property's choice as the core names it. */
+static DflTargetWeights
+target_weights (GstTapSource *self)
+{
+  switch (self->run.gpu_weights) {
+  case GST_DFLASH_GPU_WEIGHTS_F32:
+    return DFL_TARGET_F32;
+  case GST_DFLASH_GPU_WEIGHTS_BF16:
+    return DFL_TARGET_BF16;
+  case GST_DFLASH_GPU_WEIGHTS_STORED:
+  default:
+    return DFL_TARGET_AS_STORED;
+  }
+}
+
 /* The negotiated memory says where the target runs: on CUDA, the device
  * and the target's weights on it are made now, before the first prompt. */
 static gboolean
@@ -772,8 +795,7 @@ gst_tap_source_set_caps (GstBaseSrc *src, GstCaps *caps)
     return TRUE;
   if (!gst_dflash_device_ensure (GST_ELEMENT (self), GST_BASE_SRC_PAD (self),
                                  GST_DFLASH_BACKEND_CUDA, &self->device, &error)
-      || !gst_dflash_device_target (self->device, self->model,
-                                    self->run.gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, &error))
+      || !gst_dflash_device_target (self->device, self->model, target_weights (self), &error))
     goto no_device_target;
   GST_INFO_OBJECT (self, "the target runs on %s", gst_dflash_device_describe (self->device));
   return TRUE;
@@ -892,8 +914,7 @@ prefill (GstTapSource *self, GstDflashSeq *s, GArray *ids, float *host_taps, int
 {
   const DflDrafterGeometry *g = gst_dflash_model_geometry (self->model);
   const DflTarget *t = self->cuda
-      ? gst_dflash_device_target (self->device, self->model,
-                                  self->run.gpu_weights == GST_DFLASH_GPU_WEIGHTS_F32, error)
+      ? gst_dflash_device_target (self->device, self->model, target_weights (self), error)
       : gst_dflash_model_target (self->model);
   int n = ids->len, tw = gst_dflash_model_tap_width (self->model);
   DflRoundTaps want = { 0 };

@@ -165,7 +165,7 @@ gst_verifier_class_init (GstVerifierClass *klass)
    *
    * The verifier verifies each sequence where tapsource ran its target (the
    * sequence says which): auto follows it; cpu or cuda insist, and a
-   * sequence of the other is an error. The target has no Vulkan path.
+   * sequence of the other is an error. tapsource puts no target on Vulkan.
    */
   gst_dflash_install_backend_property (gobject_class, PROP_BACKEND,
       "Where the target's verification runs (auto: where tapsource ran the sequence's target; "

@@ -52,7 +52,7 @@ GType gst_dflash_register_enum (GType *type, const char *name, const GEnumValue 
 gboolean gst_dflash_element_check_backend_built (GstElement *element, GstDflashBackend backend);
 /* The backend property of an element that runs the target (tapsource, the
  * verifier): FALSE, with an element error, where this build lacks it or it
- * is vulkan (the target has no Vulkan path; `advice` says what to do). */
+ * is vulkan (the elements put no target on Vulkan; `advice` says what to do). */
 gboolean gst_dflash_element_check_target_backend (GstElement *element, GstDflashBackend backend,
                                                   const char *advice);
 /* Post the error of an element that found no dflash model upstream. */

@@ -7,7 +7,7 @@
 typedef struct {
   GstDflashModel *model;     /* held: its weights are what the engines were made from */
   DflTarget *target;         /* NULL until asked for */
-  gboolean f32;
+  DflTargetWeights weights;  /* how its matrices went up */
   DflDrafterWeights *drafter;
 } Engines;
 
@@ -50,7 +50,8 @@ engines_of (GstDflashDevice *dev, GstDflashModel *m)
 }
 
 const DflTarget *
-gst_dflash_device_target (GstDflashDevice *dev, GstDflashModel *m, gboolean f32, GError **error)
+gst_dflash_device_target (GstDflashDevice *dev, GstDflashModel *m, DflTargetWeights weights,
+                          GError **error)
 {
   const DflTarget *host = gst_dflash_model_target (m);
   const DflTarget *t = NULL;
@@ -59,9 +60,8 @@ gst_dflash_device_target (GstDflashDevice *dev, GstDflashModel *m, gboolean f32,
   g_mutex_lock (&engines_lock);
   e = engines_of (dev, m);
   if (!e->target) {
-    e->target = dfl_target_upload (host, gst_dflash_device_dfl (dev),
-                                   f32 ? DFL_TARGET_F32 : DFL_TARGET_AS_STORED, error);
-    e->f32 = f32;
+    e->target = dfl_target_upload (host, gst_dflash_device_dfl (dev), weights, error);
+    e->weights = weights;
     if (!e->target)
       g_prefix_error (error, "%s on %s: ", dfl_target_dir (host), gst_dflash_device_describe (dev));
   }
@@ -92,7 +92,7 @@ bind_drafter (GstDflashDevice *dev, GstDflashModel *m, Engines *e, GError **erro
     return NULL;
   }
   /* matrices as stored on a GPU unless the target's were asked for as F32 */
-  as = e->f32 ? DFL_DTYPE_F32 : dfl_drafter_weights_stored_dtype (w);
+  as = e->weights == DFL_TARGET_F32 ? DFL_DTYPE_F32 : dfl_drafter_weights_stored_dtype (w);
   return dfl_drafter_weights_bind (w, gst_dflash_device_dfl (dev), &trunk, as, error);
 }
 

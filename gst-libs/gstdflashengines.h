@@ -25,14 +25,15 @@
 
 G_BEGIN_DECLS
 
-/* The model's target on `dev`: its matrices as the checkpoint stores them,
- * or widened to F32 (`f32`, for parity with the CPU); the first call for a
- * model and device decides (tapsource's gpu-weights is part of the model's
- * key, gst_dflash_model_key, so a model is only ever asked one way). NULL
- * with an error naming the model and the device, or where the back end
- * runs no target. */
-const DflTarget *gst_dflash_device_target (GstDflashDevice *dev, GstDflashModel *m, gboolean f32,
-                                           GError **error);
+/* The model's target on `dev`: its matrices as `weights` says (target.h:
+ * as the checkpoint stores them, a quantized file's dequantized to F32;
+ * widened to F32, for parity with the CPU; or rounded to BF16); the first
+ * call for a model and device decides (tapsource's gpu-weights is part of
+ * the model's key, gst_dflash_model_key, so a model is only ever asked one
+ * way). NULL with an error naming the model and the device, or where the
+ * back end runs no target. */
+const DflTarget *gst_dflash_device_target (GstDflashDevice *dev, GstDflashModel *m,
+                                           DflTargetWeights weights, GError **error);
 /* The model's drafter bound on `dev`: on CUDA to the model's target there
  * (so gst_dflash_device_target must have made it), its matrices as the
  * target's; on Vulkan to the host target's embedding and head, uploaded

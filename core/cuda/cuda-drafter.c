@@ -4,10 +4,8 @@
  */
 #include "cuda-drafter.h"
 #include "dfl-error.h"
-#include "dfl-kernels.h"
+#include "matrix-upload.h"
 
-/* Elements converted on the host per upload. */
-#define CONVERT_CHUNK (1 << 20)
 /* Where the head starts after the embedding (cuBLAS likes 256-byte starts). */
 #define TRUNK_ALIGN 256
 
@@ -15,34 +13,6 @@ static gsize
 aligned (gsize bytes)
 {
   return (bytes + TRUNK_ALIGN - 1) / TRUNK_ALIGN * TRUNK_ALIGN;
-}
-
-/* --- the target's trunk from its tensors --- */
-
-static gboolean
-put_trunk_tensor (DflCudaDevice *dev, const DflStoredTensor *t, DflDtype as, guint8 *d,
-                  GError **error)
-{
-  gsize n = (gsize) t->n_elements, chunk = MIN (n, (gsize) CONVERT_CHUNK);
-  gsize es = dfl_dtype_size (as);
-  float *f = g_new (float, chunk);
-  guint16 *h = g_new (guint16, chunk);
-  gboolean ok = TRUE;
-
-  for (gsize done = 0; done < n && ok; done += chunk) {
-    gsize m = MIN (chunk, n - done);
-    dfl_tensor_read_f32 (t, (gint64) done, (gint64) m, f);
-    if (as == DFL_DTYPE_F32) {
-      ok = dfl_cuda_upload (dev, d + done * es, f, m * es, error);
-      continue;
-    }
-    for (gsize i = 0; i < m; i++)
-      h[i] = as == DFL_DTYPE_BF16 ? dfl_f32_to_bf16 (f[i]) : dfl_f32_to_f16 (f[i]);
-    ok = dfl_cuda_upload (dev, d + done * es, h, m * es, error);
-  }
-  g_free (f);
-  g_free (h);
-  return ok;
 }
 
 gboolean
@@ -66,8 +36,10 @@ dfl_cuda_upload_target_trunk (DflDevice *device, const DflSafetensors *target, g
   }
   if (!(d = dfl_cuda_alloc (dev, slot * n, error)))
     return FALSE;
+  /* converted on the host as a target's matrices are (matrix-upload.h) */
   for (int i = 0; i < n; i++)
-    if (!put_trunk_tensor (dev, t[i], as, d + slot * i, error)) {
+    if (!dfl_matrix_upload (device, d, slot * i, t[i]->dtype, t[i]->data, vocab, hidden, as,
+                            names[i], error)) {
       dfl_cuda_free (dev, d);
       return FALSE;
     }

@@ -11,9 +11,9 @@
  * (so they are host memory, and the op waits for the queue to read
  * inv_freq); attention runs one query row a launch, its keys [lo, hi − 1)
  * the kernel's context and key hi − 1 its block row (in key order, so the
- * softmax sums as a plain pass would); embed one id a launch. Argmax and
- * convert and fill_random have no kernel and graphs no Vulkan form: the
- * capabilities say so.
+ * softmax sums as a plain pass would); embed one id a launch. Convert and
+ * fill_random have no kernel and graphs no Vulkan form: the capabilities
+ * say so.
  */
 #include "backend-private.h"
 #include "dfl-vk.h"
@@ -51,7 +51,6 @@ vk_caps (DflDevice *dev, DflOp op, DflDtype dtype)
   if (!dfl_op_takes_dtype (op, dtype))
     return DFL_OP_CAP_NONE;
   switch (op) {
-  case DFL_OP_ARGMAX:
   case DFL_OP_CONVERT:
   case DFL_OP_FILL_RANDOM:
   case DFL_OP_CAPTURE_BEGIN:
@@ -326,6 +325,14 @@ vk_top_k (DflDevice *dev, const DflTensor *x, DflTensor *values, DflTensor *indi
 }
 
 static gboolean
+vk_argmax (DflDevice *dev, const DflTensor *x, DflTensor *out, GError **error)
+{
+  RECORD (dev, dfl_vk_argmax (stream, addr (x), DFL_ROWS (x), DFL_COLS (x), DFL_LD (x),
+                              addr (out)));
+  return TRUE;
+}
+
+static gboolean
 vk_select_rescore (DflDevice *dev, const DflTensor *cand, const DflTensor *cand_logit,
                    const DflTensor *hp, const DflTensor *pred_book, const DflTensor *succ_book,
                    DflTensor *chosen, gint32 anchor, GError **error)
@@ -394,6 +401,7 @@ static const DflBackendOps dfl_backend_vulkan_ops = {
   .add = vk_add,
   .embed = vk_embed,
   .top_k = vk_top_k,
+  .argmax = vk_argmax,
   .select_rescore = vk_select_rescore,
   .copy_rows = vk_copy_rows,
   .sync = vk_sync,

@@ -186,6 +186,12 @@ void dfl_vk_attention (DflVkStream *s, VkDeviceAddress q, int rows, int heads, i
 void dfl_vk_top_k (DflVkStream *s, VkDeviceAddress x, int rows, int n, int ld, int k,
                    VkDeviceAddress vals, VkDeviceAddress idx);
 
+/* Each row's index of its largest of n values (row stride ld), the first
+ * of equals, NaNs never winning, 0 for a row whose first value is NaN (the
+ * CPU's dfl_argmax): idx [rows] int32. */
+void dfl_vk_argmax (DflVkStream *s, VkDeviceAddress x, int rows, int n, int ld,
+                    VkDeviceAddress idx);
+
 /* The selector's re-scoring chain over `rows` rows (candidates from
  * dfl_vk_top_k): each candidate scored logit + Σ_i (pred[prev][i] · hp[r][i])
  * · succ[cand][i] (codebooks F16 [vocab][rank] at 4-byte aligned addresses,

@@ -163,6 +163,18 @@ dfl_vk_top_k (DflVkStream *s, VkDeviceAddress x, int rows, int n, int ld, int k,
 }
 
 void
+dfl_vk_argmax (DflVkStream *s, VkDeviceAddress x, int rows, int n, int ld, VkDeviceAddress idx)
+{
+  struct {
+    guint64 x, idx;
+    guint32 rows, n, ld, pad;
+  } p = { x, idx, rows, n, ld, 0 };
+
+  if (rows > 0)
+    dispatch_flat (s, DFL_VK_K_ARGMAX, &p, sizeof p, (guint64) rows, 1);
+}
+
+void
 dfl_vk_select_rescore (DflVkStream *s, VkDeviceAddress vals, VkDeviceAddress idx, int rows, int k,
                        VkDeviceAddress hp, int rank, VkDeviceAddress pred, VkDeviceAddress succ,
                        uint32_t anchor, VkDeviceAddress ids)

@@ -16,6 +16,7 @@ typedef enum {
   DFL_VK_K_EMBED,
   DFL_VK_K_ATTENTION,
   DFL_VK_K_TOP_K,
+  DFL_VK_K_ARGMAX,
   DFL_VK_K_RESCORE,
   DFL_VK_N_KERNELS
 } DflVkKernel;

@@ -35,6 +35,9 @@ static const guint32 attention_sg[] =
 static const guint32 topk[] =
 #include "topk.spv.inc"
 ;
+static const guint32 argmax[] =
+#include "argmax.spv.inc"
+;
 static const guint32 rescore[] =
 #include "rescore.spv.inc"
 ;
@@ -51,6 +54,7 @@ static const DflVkShader shaders[DFL_VK_N_KERNELS] = {
   ONE (DFL_VK_K_EMBED, embed),
   TWO (DFL_VK_K_ATTENTION, attention, attention_sg),
   ONE (DFL_VK_K_TOP_K, topk),
+  ONE (DFL_VK_K_ARGMAX, argmax),
   ONE (DFL_VK_K_RESCORE, rescore),
 };
 

@@ -348,7 +348,7 @@ GST_START_TEST (test_cuda_forced)
 }
 GST_END_TEST;
 
-/* The target has no Vulkan path, and ngramdraft reads ids only: forcing
+/* The elements put no target on Vulkan, and ngramdraft reads ids only: forcing
  * them says so. A verifier forced to cuda refuses sequences of the CPU
  * target. */
 GST_START_TEST (test_backend_refusals)

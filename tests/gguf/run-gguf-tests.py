@@ -131,6 +131,66 @@ def check_lossless(dflash, tmp):
             sys.exit(f"go-{t}.gguf: the drafter gives tau {tau:.2f}, not above 1")
 
 
+# the drafter on a GPU over a quantized file: the Vulkan drafter beside
+# the CPU's target, and the whole loop on a CUDA card (the target's
+# matrices dequantized to F32 there)
+GPU_PIPELINES = {
+    "vulkan": ("tapsource model={path} ! verifier ! fdsink",
+               "tapsource model={path} ! queue ! ctxsettle backend=vulkan ! queue ! "
+               "dflashblock backend=vulkan ! selector backend=vulkan ! verifier ! fdsink"),
+    "cuda": ("tapsource model={path} backend=cuda ! verifier backend=cuda ! fdsink",
+             "tapsource model={path} backend=cuda ! queue ! ctxsettle backend=cuda ! queue ! "
+             "dflashblock backend=cuda ! selector backend=cuda ! verifier backend=cuda ! fdsink"),
+}
+
+
+def vulkan_driver_held(dflash):
+    """The environment that keeps Mesa's Vulkan driver loaded until the tool
+    ends, as tests/common/hold-vulkan-driver.h does inside the test
+    programs (it says why a sanitizer build needs it): the driver preloaded,
+    after the sanitizer's runtime where the tool links one (which must come
+    first). Unchanged where Mesa's driver is not installed."""
+    libs = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    if "libvulkan_lvp.so " not in libs:
+        return None
+    linked = subprocess.run(["ldd", dflash], capture_output=True, text=True).stdout
+    first = [line.split("=>")[1].split()[0] for line in linked.splitlines()
+             if "libasan" in line and "=>" in line]
+    return dict(os.environ, LD_PRELOAD=" ".join(first + ["libvulkan_lvp.so"]))
+
+
+def check_gpu_lossless(dflash, tmp):
+    """`dflash ab` of plain decoding against the drafter on a GPU on the Q8_0
+    and Q4_0 files: the same text (exit 0, identical), τ above 1; a back end
+    this build or machine lacks is passed over, saying why."""
+    prompts = os.path.join(tmp, "lossless-prompts.txt")
+    with open(prompts, "w") as f:
+        f.write("".join(p + "\n" for p in LOSSLESS_PROMPTS))
+    for backend, (plain, drafted) in GPU_PIPELINES.items():
+        for t in ("q8_0", "q4_0"):
+            path = os.path.join(tmp, f"go-{t}.gguf")
+            files = []
+            for side, desc in (("plain", plain), ("drafted", drafted)):
+                files.append(os.path.join(tmp, f"{backend}-{t}-{side}.pipeline"))
+                with open(files[-1], "w") as f:
+                    f.write(desc.format(path=path) + "\n")
+            out = subprocess.run([dflash, "ab", *files, "--prompts", prompts, "--max-new", "48",
+                                  "--json"], capture_output=True, text=True,
+                                 env=vulkan_driver_held(dflash) if backend == "vulkan" else None)
+            if out.returncode != 0 and "is unavailable" in out.stderr:
+                print(f"# {backend}: passed over: {out.stderr.strip()}")
+                break
+            try:
+                o = json.loads(out.stdout)
+            except ValueError:
+                o = {}
+            if out.returncode != 0 or o.get("identical") is not True or o["b"]["tau"] <= 1.0:
+                sys.exit(f"dflash ab on go-{t}.gguf with the drafter on {backend}: status "
+                         f"{out.returncode}, {out.stdout!r} {out.stderr!r}")
+            print(f"# {t}, the drafter on {backend}: the text of plain decoding "
+                  f"({len(LOSSLESS_PROMPTS)} prompts); tau {o['b']['tau']:.2f}")
+
+
 def read_model(model, hf_to_gguf):
     """The folder's config and tensors as F32 arrays, through the converter's reader."""
     import importlib.util
@@ -292,6 +352,7 @@ def main():
         write_sample_copies(tmp)
         check_generate(args.dflash, args.model, tmp)
         check_lossless(args.dflash, tmp)
+        check_gpu_lossless(args.dflash, tmp)
         check_refused(args.dflash, tmp)
         env = dict(os.environ, DFL_GGUF_DIR=tmp, DFL_GGUF_MODEL=os.path.abspath(args.model))
         sys.exit(subprocess.run(test, env=env).returncode)

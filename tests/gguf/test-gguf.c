@@ -22,6 +22,7 @@
 #include "drafter-private.h"
 #include "gguf.h"
 #include "hold-vulkan-driver.h"
+#include "matrix-upload.h"
 #include "qwen3-gguf.h"
 #include "qwen3-weights.h"
 #include "target.h"
@@ -554,17 +555,31 @@ greedy (const DflTarget *t, const int *prompt, int n_prompt, int steps, GArray *
   }
 }
 
+/* Greedy decoding of the test's prompt by `t` and by `ref`: the same
+ * tokens and logits, bit for bit. */
 static void
-check_target (const char *type)
+assert_same_greedy (const DflTarget *t, const DflTarget *ref)
 {
   const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
-  g_autofree char *path = NULL;
-  g_autoptr (GError) error = NULL;
-  g_autoptr (DflTarget) ref = NULL, t = NULL;
   g_autoptr (GArray) ref_tokens = g_array_new (FALSE, FALSE, sizeof (int));
   g_autoptr (GArray) tokens = g_array_new (FALSE, FALSE, sizeof (int));
   g_autoptr (GArray) ref_logits = g_array_new (FALSE, FALSE, sizeof (float));
   g_autoptr (GArray) logits = g_array_new (FALSE, FALSE, sizeof (float));
+
+  greedy (ref, prompt, G_N_ELEMENTS (prompt), 24, ref_tokens, ref_logits);
+  greedy (t, prompt, G_N_ELEMENTS (prompt), 24, tokens, logits);
+  g_assert_cmpmem (tokens->data, tokens->len * sizeof (int), ref_tokens->data,
+                   ref_tokens->len * sizeof (int));
+  g_assert_cmpmem (logits->data, logits->len * sizeof (float), ref_logits->data,
+                   ref_logits->len * sizeof (float));
+}
+
+static void
+check_target (const char *type)
+{
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) ref = NULL, t = NULL;
 
   if (!gguf_dir ())
     return;
@@ -574,14 +589,9 @@ check_target (const char *type)
   t = dfl_target_load (path, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (dfl_target_dir (t), ==, path);
-  greedy (ref, prompt, G_N_ELEMENTS (prompt), 24, ref_tokens, ref_logits);
-  greedy (t, prompt, G_N_ELEMENTS (prompt), 24, tokens, logits);
-  g_assert_cmpmem (tokens->data, tokens->len * sizeof (int), ref_tokens->data,
-                   ref_tokens->len * sizeof (int));
   /* the same weights (BF16 as stored, F32 widened exactly): the same
    * products, bit for bit */
-  g_assert_cmpmem (logits->data, logits->len * sizeof (float), ref_logits->data,
-                   ref_logits->len * sizeof (float));
+  assert_same_greedy (t, ref);
 }
 
 /* A GGUF target put on a CUDA device (where there is one) against the same
@@ -590,7 +600,6 @@ check_target (const char *type)
 static void
 test_cuda_upload (void)
 {
-  const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
   const DflTargetWeights as[2] = { DFL_TARGET_AS_STORED, DFL_TARGET_F32 };
   g_autofree char *path = NULL;
   g_autoptr (GError) error = NULL;
@@ -611,33 +620,11 @@ test_cuda_upload (void)
   for (int i = 0; i < 2; i++) {
     g_autoptr (DflTarget) dref = dfl_target_upload (ref, dev, as[i], &error);
     g_autoptr (DflTarget) dt = NULL;
-    g_autoptr (GArray) ref_tokens = g_array_new (FALSE, FALSE, sizeof (int));
-    g_autoptr (GArray) tokens = g_array_new (FALSE, FALSE, sizeof (int));
-    g_autoptr (GArray) ref_logits = g_array_new (FALSE, FALSE, sizeof (float));
-    g_autoptr (GArray) logits = g_array_new (FALSE, FALSE, sizeof (float));
 
     g_assert_no_error (error);
     dt = dfl_target_upload (t, dev, as[i], &error);
     g_assert_no_error (error);
-    greedy (dref, prompt, G_N_ELEMENTS (prompt), 24, ref_tokens, ref_logits);
-    greedy (dt, prompt, G_N_ELEMENTS (prompt), 24, tokens, logits);
-    g_assert_cmpmem (tokens->data, tokens->len * sizeof (int), ref_tokens->data,
-                     ref_tokens->len * sizeof (int));
-    g_assert_cmpmem (logits->data, logits->len * sizeof (float), ref_logits->data,
-                     ref_logits->len * sizeof (float));
-  }
-  /* quantized matrices stay on the CPU: the upload names the first */
-  {
-    g_autofree char *q8 = converted ("q8_0");
-    g_autoptr (DflTarget) tq = dfl_target_load (q8, &error);
-    g_autoptr (DflTarget) dq = NULL;
-
-    g_assert_no_error (error);
-    dq = dfl_target_upload (tq, dev, DFL_TARGET_AS_STORED, &error);
-    g_assert_null (dq);
-    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
-    g_assert_nonnull (strstr (error->message, "is Q8_0, which"));
-    g_clear_error (&error);
+    assert_same_greedy (dt, dref);
   }
 }
 
@@ -671,6 +658,47 @@ logits_of (const DflTarget *t, const int *ids, int n, gboolean whole)
   return logits;
 }
 
+/* The converted file of `type` and the same weights dequantized by the
+ * gguf package as an F32 folder (go-TYPE-deq). */
+static void
+load_quantized_pair (const char *type, DflTarget **quantized, DflTarget **dequantized)
+{
+  g_autofree char *path = converted (type);
+  g_autofree char *deq = g_strdup_printf ("%s/go-%s-deq", g_getenv ("DFL_GGUF_DIR"), type);
+  g_autoptr (GError) error = NULL;
+
+  *quantized = dfl_target_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (dfl_target_dir (*quantized), ==, path);
+  *dequantized = dfl_target_load (deq, &error);
+  g_assert_no_error (error);
+}
+
+/* The largest difference of `n` rows of `vocab` logits from `want`'s, each
+ * row's relative to its largest |want|; `agree` (may be NULL) counts the
+ * rows of the same argmax. */
+static double
+worst_row_error (const float *got, const float *want, int n, int vocab, int *agree)
+{
+  double worst = 0.0;
+
+  for (int r = 0; r < n; r++) {
+    const float *a = got + (gsize) r * vocab, *b = want + (gsize) r * vocab;
+    double scale = 0.0, diff = 0.0;
+    int am = 0, bm = 0;
+    for (int v = 0; v < vocab; v++) {
+      scale = MAX (scale, fabs (b[v]));
+      diff = MAX (diff, fabs ((double) a[v] - b[v]));
+      am = a[v] > a[am] ? v : am;
+      bm = b[v] > b[bm] ? v : bm;
+    }
+    worst = MAX (worst, diff / scale);
+    if (agree)
+      *agree += am == bm;
+  }
+  return worst;
+}
+
 /* A quantized file (every matrix Q8_0 or Q4_0, as the gguf package
  * quantizes) against the same weights dequantized to F32 (go-TYPE-deq):
  * what is left is the products' own rounding, the activations quantized to
@@ -681,23 +709,16 @@ static void
 check_quantized (const char *type, double tol)
 {
   const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
-  g_autofree char *path = NULL, *deq = NULL;
-  g_autoptr (GError) error = NULL;
   g_autoptr (DflTarget) ref = NULL, t = NULL;
   g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int));
   g_autoptr (GArray) ref_logits = g_array_new (FALSE, FALSE, sizeof (float));
   g_autofree float *whole = NULL, *steps = NULL, *want = NULL;
-  double worst = 0.0;
+  double worst;
   int vocab, n, agree = 0;
 
   if (!gguf_dir ())
     return;
-  path = converted (type);
-  deq = g_strdup_printf ("%s/go-%s-deq", g_getenv ("DFL_GGUF_DIR"), type);
-  ref = dfl_target_load (deq, &error);
-  g_assert_no_error (error);
-  t = dfl_target_load (path, &error);
-  g_assert_no_error (error);
+  load_quantized_pair (type, &t, &ref);
   vocab = dfl_target_config (t)->vocab;
   /* the reference's greedy text, then both read it whole */
   g_array_append_vals (ids, prompt, G_N_ELEMENTS (prompt));
@@ -708,19 +729,7 @@ check_quantized (const char *type, double tol)
   steps = logits_of (t, (const int *) ids->data, n, FALSE);
   g_assert_cmpmem (whole, (gsize) n * vocab * sizeof (float), steps,
                    (gsize) n * vocab * sizeof (float));
-  for (int r = 0; r < n; r++) {
-    const float *a = whole + (gsize) r * vocab, *b = want + (gsize) r * vocab;
-    double scale = 0.0, diff = 0.0;
-    int am = 0, bm = 0;
-    for (int v = 0; v < vocab; v++) {
-      scale = MAX (scale, fabs (b[v]));
-      diff = MAX (diff, fabs ((double) a[v] - b[v]));
-      am = a[v] > a[am] ? v : am;
-      bm = b[v] > b[bm] ? v : bm;
-    }
-    worst = MAX (worst, diff / scale);
-    agree += am == bm;
-  }
+  worst = worst_row_error (whole, want, n, vocab, &agree);
   g_test_message ("%s: logits within %.2e of the row's largest against the dequantized weights "
                   "(bound %.0e); the same argmax at %d of %d rows", type, worst, tol, agree, n);
   g_assert_cmpfloat (worst, <=, tol);
@@ -736,6 +745,167 @@ static void
 test_target_q4_0 (void)
 {
   check_quantized ("q4_0", 2e-2);
+}
+
+/* A [rows][cols] F32 matrix of device memory `handle` (at `offset`) back
+ * on the host. */
+static float *
+download_f32 (DflDevice *dev, gpointer handle, gsize offset, gint64 rows, gint64 cols)
+{
+  g_autoptr (GError) error = NULL;
+  float *host = g_new (float, (gsize) rows * cols);
+
+  g_assert_true (dfl_device_download (dev, handle, offset, host,
+                                      (gsize) rows * cols * sizeof (float), &error));
+  g_assert_no_error (error);
+  return host;
+}
+
+/* Speculative decoding's verification on `t`, its drafts right: after the
+ * prompt, the plain greedy continuation (a forward a token) goes through
+ * again in forwards of `block` rows, as a verifier checks a block of
+ * drafts, and every row's argmax must be the plain decoding's next token
+ * (each draft accepted, the bonus the plain one): what makes greedy
+ * speculative decoding give the tokens of plain decoding. */
+static void
+assert_verifies_greedy (const DflTarget *t, int block)
+{
+  const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
+  const int n_prompt = G_N_ELEMENTS (prompt);
+  g_autoptr (DflTargetSeq) s = dfl_target_seq_new (t);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) plain = g_array_new (FALSE, FALSE, sizeof (int));
+  g_autoptr (GArray) logits = g_array_new (FALSE, FALSE, sizeof (float));
+  const int *tokens;
+  int32_t next[16];
+  DflForwardOut out = { .logits_from = n_prompt - 1, .argmax = next };
+  int n = 33;
+
+  g_assert_cmpint (block, <=, (int) G_N_ELEMENTS (next));
+  greedy (t, prompt, n_prompt, n, plain, logits);
+  tokens = (const int *) plain->data;
+  g_assert_true (dfl_target_forward (t, s, prompt, n_prompt, &out, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (next[0], ==, tokens[0]);
+  for (int at = 0; at + block < n; at += block) {
+    out.logits_from = 0;
+    g_assert_true (dfl_target_forward (t, s, tokens + at, block, &out, &error));
+    g_assert_no_error (error);
+    for (int r = 0; r < block; r++)
+      g_assert_cmpint (next[r], ==, tokens[at + r + 1]);
+  }
+}
+
+/* A quantized file's target put on each GPU this build opens here, as
+ * stored (and as F32: the same weights): its matrices go up dequantized to
+ * F32 (the embedding bit for bit the gguf package's dequantization,
+ * go-TYPE-deq), so its greedy tokens and logits are bitwise those of
+ * go-TYPE-deq put there, and its logits along the CPU's greedy text of
+ * go-TYPE-deq within 1e-3 of the row's largest of the CPU's (F32 products
+ * on both); as BF16, the same values rounded in half the bytes, within
+ * the 3e-2 of BF16 weights (test-cuda-target's bound). Where the device's products are batch-invariant (Vulkan's;
+ * not cuBLAS's) those logits read in one forward are bitwise those of a
+ * forward a row; on every device, blocks of the greedy text verified in
+ * one forward each accept every token (assert_verifies_greedy). */
+static void
+check_gpu_target (const char *type)
+{
+  const DflBackendId gpus[] = { DFL_BACKEND_CUDA, DFL_BACKEND_VULKAN };
+  const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048 };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) tq = NULL, td = NULL;
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int));
+  g_autoptr (GArray) cpu_logits = g_array_new (FALSE, FALSE, sizeof (float));
+  g_autofree float *want = NULL;
+  gboolean ran = FALSE;
+  int vocab, hidden, n;
+
+  if (!gguf_dir ())
+    return;
+  load_quantized_pair (type, &tq, &td);
+  vocab = dfl_target_config (tq)->vocab;
+  hidden = dfl_target_config (tq)->hidden;
+  g_array_append_vals (ids, prompt, G_N_ELEMENTS (prompt));
+  greedy (td, prompt, G_N_ELEMENTS (prompt), 24, ids, cpu_logits);
+  n = ids->len;
+  want = logits_of (td, (const int *) ids->data, n, TRUE);
+
+  for (guint i = 0; i < G_N_ELEMENTS (gpus); i++) {
+    g_autoptr (DflDevice) dev = dfl_device_open (gpus[i], 0, NULL);
+    g_autoptr (DflTarget) dq = NULL, dd = NULL, df = NULL, db = NULL;
+    g_autofree float *embed = NULL, *embed_f32 = NULL, *along = NULL, *rounded = NULL;
+    g_autofree guint16 *embed_bf16 = NULL;
+    gsize table = (gsize) vocab * hidden;
+    DflTensor e, ref;
+    double worst;
+
+    if (!dev)
+      continue;
+    ran = TRUE;
+    dq = dfl_target_upload (tq, dev, DFL_TARGET_AS_STORED, &error);
+    g_assert_no_error (error);
+    e = dfl_target_embedding_tensor (dq);
+    g_assert_cmpint (e.dtype, ==, DFL_DTYPE_F32);
+    g_assert_cmpint (dfl_target_head_tensor (dq).dtype, ==, DFL_DTYPE_F32);
+    ref = dfl_target_embedding_tensor (td);
+    embed = download_f32 (dev, e.handle, e.offset, vocab, hidden);
+    g_assert_cmpmem (embed, (gsize) vocab * hidden * sizeof (float), dfl_tensor_data (&ref),
+                     (gsize) vocab * hidden * sizeof (float));
+    /* as F32: the same upload */
+    df = dfl_target_upload (tq, dev, DFL_TARGET_F32, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (dfl_target_weight_bytes (df), ==, dfl_target_weight_bytes (dq));
+    e = dfl_target_embedding_tensor (df);
+    embed_f32 = download_f32 (dev, e.handle, e.offset, vocab, hidden);
+    g_assert_cmpmem (embed_f32, (gsize) vocab * hidden * sizeof (float), embed,
+                     (gsize) vocab * hidden * sizeof (float));
+
+    dd = dfl_target_upload (td, dev, DFL_TARGET_AS_STORED, &error);
+    g_assert_no_error (error);
+    assert_same_greedy (dq, dd);
+    along = logits_of (dq, (const int *) ids->data, n, TRUE);
+    worst = worst_row_error (along, want, n, vocab, NULL);
+    g_test_message ("%s on %s: logits within %.2e of the CPU's on the dequantized weights", type,
+                    dfl_device_describe (dev), worst);
+    g_assert_cmpfloat (worst, <=, 1e-3);
+    if (dfl_device_op_caps (dev, DFL_OP_MATMUL, DFL_DTYPE_F32) & DFL_OP_CAP_ROW_INVARIANT) {
+      g_autofree float *steps = logits_of (dq, (const int *) ids->data, n, FALSE);
+      g_assert_cmpmem (along, (gsize) n * vocab * sizeof (float), steps,
+                       (gsize) n * vocab * sizeof (float));
+    }
+    assert_verifies_greedy (dq, 8);
+
+    /* as BF16: the dequantized values rounded, in half the bytes */
+    db = dfl_target_upload (tq, dev, DFL_TARGET_BF16, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (2 * dfl_target_weight_bytes (db), ==, dfl_target_weight_bytes (dq));
+    e = dfl_target_embedding_tensor (db);
+    g_assert_cmpint (e.dtype, ==, DFL_DTYPE_BF16);
+    embed_bf16 = g_new (guint16, table);
+    g_assert_true (dfl_device_download (dev, e.handle, e.offset, embed_bf16, table * 2, &error));
+    g_assert_no_error (error);
+    for (gsize v = 0; v < table; v++)
+      g_assert_cmpuint (embed_bf16[v], ==, dfl_f32_to_bf16 (embed[v]));
+    rounded = logits_of (db, (const int *) ids->data, n, TRUE);
+    worst = worst_row_error (rounded, want, n, vocab, NULL);
+    g_test_message ("%s on %s as BF16: logits within %.2e of the CPU's on the dequantized "
+                    "weights", type, dfl_device_describe (dev), worst);
+    g_assert_cmpfloat (worst, <=, 3e-2);
+  }
+  if (!ran)
+    g_test_skip ("no GPU device");
+}
+
+static void
+test_gpu_target_q8_0 (void)
+{
+  check_gpu_target ("q8_0");
+}
+
+static void
+test_gpu_target_q4_0 (void)
+{
+  check_gpu_target ("q4_0");
 }
 
 static void
@@ -1092,46 +1262,211 @@ test_binding_tolerance (void)
   }
 }
 
-/* A drafter on a GPU (where there is one) refuses a quantized trunk, naming
- * its type: the GPU back ends multiply no block-quantized matrix. */
+/* One block of `g`'s drafter anchored after `n` rows of `taps` (the
+ * target's taps of a prompt) by bound weights `w`: the block's rows and
+ * logits over the whole head, back on the host, and its drafts. */
+static float *
+draft_block (DflDrafterWeights *w, const DflDrafterGeometry *g, const float *taps, int n,
+             guint32 anchor, guint32 *chosen)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflDraftCtx) ctx = dfl_draft_ctx_new (w, &error);
+  DflDevice *dev = dfl_drafter_weights_device (w);
+  int rows = g->block - 1;
+  gsize bytes;
+  gpointer mem;
+  DflTensor out;
+  float *host;
+
+  g_assert_no_error (error);
+  bytes = dfl_draft_ctx_block_bytes (ctx, g->vocab);
+  g_assert_true (dfl_draft_ctx_queue_host (ctx, 0, taps, n, &error));
+  g_assert_no_error (error);
+  if (!dev) {
+    host = g_malloc (bytes);
+    out = dfl_tensor_2d (NULL, host, 0, DFL_DTYPE_F32, rows, g->hidden + g->vocab);
+    g_assert_true (dfl_draft_ctx_draft (ctx, n, anchor, g->vocab, &out, chosen, NULL, &error));
+    g_assert_no_error (error);
+    return host;
+  }
+  mem = dfl_device_alloc (dev, bytes, &error);
+  g_assert_no_error (error);
+  out = dfl_tensor_2d (dev, mem, 0, DFL_DTYPE_F32, rows, g->hidden + g->vocab);
+  g_assert_true (dfl_draft_ctx_draft (ctx, n, anchor, g->vocab, &out, chosen, NULL, &error));
+  g_assert_no_error (error);
+  host = download_f32 (dev, mem, 0, rows, g->hidden + g->vocab);
+  dfl_device_free (dev, mem);
+  return host;
+}
+
+/* A drafter on a GPU (each this build opens here) bound to a quantized
+ * target's trunk: its embedding and head go up dequantized to F32, so a
+ * block over them is, bit for bit, the block over the F32 folder of the
+ * values the gguf package dequantizes (go-TYPE-deq) on the same device, and
+ * within the parity tests' 1e-3 of the CPU drafter's over that folder,
+ * with the same drafts. */
 static void
-test_drafter_gpu_quantized (void)
+check_drafter_gpu_quantized (const char *type, DflDtype dtype)
 {
   const DflBackendId gpus[] = { DFL_BACKEND_CUDA, DFL_BACKEND_VULKAN };
-  g_autofree char *path = NULL, *sidecar = NULL;
+  const int prompt[] = { 17, 300, 4011, 29, 811, 5, 92, 2048, 61, 7, 1500, 33 };
+  const int n = G_N_ELEMENTS (prompt);
+  g_autofree char *sidecar = NULL;
   g_autoptr (GError) error = NULL;
-  g_autoptr (DflTarget) t = NULL;
-  g_autoptr (DflDrafterWeights) d = NULL;
-  DflDraftTrunk trunk;
+  g_autoptr (DflTarget) tq = NULL, td = NULL;
+  g_autoptr (DflDrafterWeights) d = NULL, on_cpu = NULL;
+  g_autoptr (DflTargetSeq) seq = NULL;
+  g_autofree float *taps = NULL, *want = NULL;
+  const DflDrafterGeometry *g;
+  DflDraftTrunk quantized, dequantized;
+  DflForwardOut fo;
+  guint32 want_drafts[64];
   gboolean ran = FALSE;
 
   if (!gguf_dir ())
     return;
-  path = converted ("q8_0");
-  sidecar = g_strdup_printf ("%s/go-q8_0.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"));
-  t = dfl_target_load (path, &error);
-  g_assert_no_error (error);
+  load_quantized_pair (type, &tq, &td);
+  sidecar = g_strdup_printf ("%s/go-%s.dflash.safetensors", g_getenv ("DFL_GGUF_DIR"), type);
   d = dfl_drafter_weights_open (sidecar, &error);
   g_assert_no_error (error);
-  g_assert_true (dfl_draft_trunk_of_target (&trunk, t, &error));
+  g = dfl_drafter_weights_geometry (d);
+  g_assert_cmpint (g->block - 1, <=, (int) G_N_ELEMENTS (want_drafts));
+  g_assert_true (dfl_draft_trunk_of_target (&quantized, tq, &error)
+                 && dfl_draft_trunk_of_target (&dequantized, td, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (trunk.embed.dtype, ==, DFL_DTYPE_Q8_0);
+  g_assert_cmpint (quantized.embed.dtype, ==, dtype);
+  g_assert_cmpint (dequantized.embed.dtype, ==, DFL_DTYPE_F32);
+
+  /* the quantized target's taps of the prompt: the context of every block */
+  taps = g_new (float, (gsize) n * dfl_drafter_geometry_tap_width (g));
+  fo = (DflForwardOut) { .tap_layers = g->taps, .n_tap_layers = g->n_taps, .taps = taps,
+                         .logits_from = n };
+  seq = dfl_target_seq_new (tq);
+  g_assert_true (dfl_target_forward (tq, seq, prompt, n, &fo, &error));
+  g_assert_no_error (error);
+  on_cpu = dfl_drafter_weights_bind (d, NULL, &dequantized, DFL_DTYPE_F32, &error);
+  g_assert_no_error (error);
+  want = draft_block (on_cpu, g, taps, n, prompt[n - 1], want_drafts);
+
   for (guint i = 0; i < G_N_ELEMENTS (gpus); i++) {
     g_autoptr (DflDevice) dev = dfl_device_open (gpus[i], 0, NULL);
-    g_autoptr (DflDrafterWeights) bound = NULL;
+    g_autoptr (DflDrafterWeights) bq = NULL, bd = NULL;
+    g_autofree float *got = NULL, *same = NULL;
+    guint32 drafts[64], same_drafts[64];
+    gsize values = (gsize) (g->block - 1) * (g->hidden + g->vocab);
+    double scale = 0.0, diff = 0.0;
 
     if (!dev)
       continue;
     ran = TRUE;
-    bound = dfl_drafter_weights_bind (d, dev, &trunk, DFL_DTYPE_F32, &error);
-    g_assert_null (bound);
-    g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
-    g_assert_nonnull (strstr (error->message, "embedding is Q8_0; a drafter reads a "
-                                              "block-quantized embedding and head on the CPU only"));
-    g_clear_error (&error);
+    bq = dfl_drafter_weights_bind (d, dev, &quantized, DFL_DTYPE_F32, &error);
+    g_assert_no_error (error);
+    bd = dfl_drafter_weights_bind (d, dev, &dequantized, DFL_DTYPE_F32, &error);
+    g_assert_no_error (error);
+    got = draft_block (bq, g, taps, n, prompt[n - 1], drafts);
+    same = draft_block (bd, g, taps, n, prompt[n - 1], same_drafts);
+    g_assert_cmpmem (got, values * sizeof (float), same, values * sizeof (float));
+    g_assert_cmpmem (drafts, (g->block - 1) * sizeof (guint32), same_drafts,
+                     (g->block - 1) * sizeof (guint32));
+    for (gsize v = 0; v < values; v++) {
+      scale = MAX (scale, fabs (want[v]));
+      diff = MAX (diff, fabs ((double) got[v] - want[v]));
+    }
+    g_test_message ("%s on %s: the block over the dequantized trunk within %.2e of the CPU's "
+                    "over the F32 folder's", type, dfl_device_describe (dev), diff / scale);
+    g_assert_cmpfloat (diff / scale, <=, 1e-3);
+    g_assert_cmpmem (drafts, (g->block - 1) * sizeof (guint32), want_drafts,
+                     (g->block - 1) * sizeof (guint32));
   }
   if (!ran)
     g_test_skip ("no GPU device");
+}
+
+static void
+test_drafter_gpu_q8_0 (void)
+{
+  check_drafter_gpu_quantized ("q8_0", DFL_DTYPE_Q8_0);
+}
+
+static void
+test_drafter_gpu_q4_0 (void)
+{
+  check_drafter_gpu_quantized ("q4_0", DFL_DTYPE_Q4_0);
+}
+
+/* Matrices of every block type put on each device this build opens here
+ * (the CPU's too): dequantized to F32 the values dfl_dequantize_row reads
+ * (bitwise gguf's: tests/kernels/test-quant.c), narrowed to BF16 and F16
+ * by round to nearest even, or copied as stored; over more rows than one
+ * conversion takes at once, at an offset. Rows that are not whole blocks
+ * are refused, naming the matrix. */
+static void
+test_upload_blocks (void)
+{
+  const DflBackendId backends[] = { DFL_BACKEND_CPU, DFL_BACKEND_CUDA, DFL_BACKEND_VULKAN };
+  const DflDtype types[] = { DFL_DTYPE_Q8_0, DFL_DTYPE_Q4_0, DFL_DTYPE_Q4_K, DFL_DTYPE_Q6_K };
+  const DflDtype as[] = { DFL_DTYPE_F32, DFL_DTYPE_BF16, DFL_DTYPE_F16 };
+  const gint64 rows = 2100, cols = 512;
+  const gsize at = 256, n = (gsize) rows * cols;
+  g_autoptr (GRand) rng = g_rand_new_with_seed (19);
+  g_autofree float *x = g_new (float, n), *y = g_new (float, n);
+
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) g_rand_double_range (rng, -1.0, 1.0) * (float) (1 + i / cols % 7);
+  for (guint b = 0; b < G_N_ELEMENTS (backends); b++) {
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DflDevice) dev = dfl_device_open (backends[b], backends[b] == DFL_BACKEND_CPU
+                                                 ? -1 : 0, NULL);
+
+    if (!dev)
+      continue;
+    for (guint t = 0; t < G_N_ELEMENTS (types); t++) {
+      DflDtype type = types[t];
+      gsize rb = dfl_dtype_row_bytes (type, cols);
+      g_autofree guint8 *blocks = g_malloc (rb * rows), *back = g_malloc (rb * rows);
+      gpointer mem = dfl_device_alloc (dev, at + n * sizeof (float), &error);
+
+      g_assert_no_error (error);
+      /* the CPU multiplies the blocks; the GPUs get F32 */
+      g_assert_cmpint (dfl_matrix_device_type (dev, type), ==,
+                       backends[b] == DFL_BACKEND_CPU ? type : DFL_DTYPE_F32);
+      for (gint64 r = 0; r < rows; r++) {
+        g_assert_true (dfl_quantize_row (type, x + r * cols, blocks + r * rb, cols));
+        g_assert_true (dfl_dequantize_row (type, blocks + r * rb, y + r * cols, cols));
+      }
+      for (guint k = 0; k < G_N_ELEMENTS (as); k++) {
+        gsize size = dfl_dtype_size (as[k]);
+        g_autofree guint8 *got = g_malloc (n * size), *want = g_malloc (n * size);
+
+        for (gsize i = 0; i < n; i++) {
+          guint16 h = as[k] == DFL_DTYPE_BF16 ? dfl_f32_to_bf16 (y[i]) : dfl_f32_to_f16 (y[i]);
+          memcpy (want + i * size, as[k] == DFL_DTYPE_F32 ? (const void *) &y[i]
+                                                          : (const void *) &h, size);
+        }
+        g_assert_true (dfl_matrix_upload (dev, mem, at, type, blocks, rows, cols, as[k],
+                                          "the test's matrix", &error));
+        g_assert_no_error (error);
+        g_assert_true (dfl_device_download (dev, mem, at, got, n * size, &error));
+        g_assert_no_error (error);
+        if (memcmp (got, want, n * size) != 0)
+          g_error ("%s as %s on %s: not the dequantized values", dfl_dtype_name (type),
+                   dfl_dtype_name (as[k]), dfl_device_describe (dev));
+      }
+      g_assert_true (dfl_matrix_upload (dev, mem, at, type, blocks, rows, cols, type,
+                                        "the test's matrix", &error));
+      g_assert_true (dfl_device_download (dev, mem, at, back, rb * rows, &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (back, rb * rows, blocks, rb * rows);
+      /* a row of 100 is not whole blocks of any of them */
+      g_assert_false (dfl_matrix_upload (dev, mem, at, type, blocks, 4, 100, DFL_DTYPE_F32,
+                                         "the test's matrix", &error));
+      g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+      g_assert_nonnull (strstr (error->message, "the test's matrix: a row of 100"));
+      g_clear_error (&error);
+      dfl_device_free (dev, mem);
+    }
+    g_test_message ("Q8_0, Q4_0, Q4_K and Q6_K onto %s", dfl_device_describe (dev));
+  }
 }
 
 /* A one-layer qwen3 file of hidden 64: its matrices of GGUF type
@@ -1320,6 +1655,8 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/qwen3/target-q8_0", test_target_q8_0);
   g_test_add_func ("/gguf/qwen3/target-q4_0", test_target_q4_0);
   g_test_add_func ("/gguf/qwen3/cuda-upload", test_cuda_upload);
+  g_test_add_func ("/gguf/qwen3/gpu-q8_0", test_gpu_target_q8_0);
+  g_test_add_func ("/gguf/qwen3/gpu-q4_0", test_gpu_target_q4_0);
   g_test_add_func ("/gguf/tokenizer", test_tokenizer);
   g_test_add_func ("/gguf/binding/trunk-hash", test_binding);
   g_test_add_func ("/gguf/binding/signs", test_binding_signs);
@@ -1327,6 +1664,8 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/binding/tolerance", test_binding_tolerance);
   g_test_add_func ("/gguf/binding/sample-only", test_binding_sample_only);
   g_test_add_func ("/gguf/binding/bad-sample", test_binding_bad_sample);
-  g_test_add_func ("/gguf/drafter/gpu-quantized", test_drafter_gpu_quantized);
+  g_test_add_func ("/gguf/drafter/gpu-q8_0", test_drafter_gpu_q8_0);
+  g_test_add_func ("/gguf/drafter/gpu-q4_0", test_drafter_gpu_q4_0);
+  g_test_add_func ("/gguf/upload/blocks", test_upload_blocks);
   return g_test_run ();
 }

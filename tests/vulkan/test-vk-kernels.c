@@ -541,6 +541,56 @@ test_top_k (void)
   vk_test_assert_clean ();
 }
 
+/* Each row's argmax against a sequential scan (the first of equals, NaNs
+ * never winning, 0 where the row starts with NaN): rows of many equal
+ * values, NaNs, infinities and zeros of both signs, a row stride past the
+ * row, rows longer than a workgroup's stride, and more rows than one
+ * dimension of the grid holds. */
+static void
+test_argmax (void)
+{
+  g_autoptr (GRand) rng = g_rand_new_with_seed (15);
+  const int shapes[][3] = { { 7, 1000, 1003 }, { 70000, 3, 3 } };
+
+  for (guint sh = 0; sh < G_N_ELEMENTS (shapes); sh++) {
+    int rows = shapes[sh][0], n = shapes[sh][1], ld = shapes[sh][2];
+    g_autofree float *x = g_new (float, (gsize) rows * ld);
+    g_autofree gint32 *idx = NULL;
+    DflVkBuffer *bx, *bi = scratch (4 * (gsize) rows);
+
+    for (gsize i = 0; i < (gsize) rows * ld; i++) {
+      int pick = g_rand_int_range (rng, 0, 16);
+      x[i] = pick == 0 ? NAN : pick == 1 ? -INFINITY : pick == 2 ? 0.0f : pick == 3 ? -0.0f
+             : (float) g_rand_int_range (rng, -20, 20);
+    }
+    x[0] = NAN;                                   /* row 0 starts with NaN: 0 */
+    for (int i = 0; i < n; i++)                   /* row 1: NaNs and one 1 */
+      x[ld + i] = NAN;
+    x[ld + n - 1] = 1.0f;
+    for (int i = 0; i < n; i++)                   /* row 2: equal values */
+      x[2 * ld + i] = 3.0f;
+    x[3 * ld + n / 2] = INFINITY;
+    bx = upload (x, sizeof (float) * (gsize) rows * ld);
+    dfl_vk_argmax (stream, A (bx), rows, n, ld, A (bi));
+    finish ();
+    idx = download (bi, 4 * (gsize) rows);
+    for (int r = 0; r < rows; r++) {
+      const float *row = x + (gsize) r * ld;
+      int want = 0;
+      for (int c = 1; c < n; c++)
+        if (row[c] > row[want])
+          want = c;
+      if (idx[r] != want)
+        g_error ("%d × %d, row %d: argmax %d, the scan %d", rows, n, r, idx[r], want);
+    }
+    g_assert_cmpint (idx[0], ==, 0);
+    g_assert_cmpint (idx[2], ==, 0);
+    dfl_vk_buffer_free (bx);
+    dfl_vk_buffer_free (bi);
+  }
+  vk_test_assert_clean ();
+}
+
 static void
 test_rescore (void)
 {
@@ -668,6 +718,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vulkan/kernels/embed", test_embed);
   g_test_add_func ("/vulkan/kernels/attention", test_attention);
   g_test_add_func ("/vulkan/kernels/top-k", test_top_k);
+  g_test_add_func ("/vulkan/kernels/argmax", test_argmax);
   g_test_add_func ("/vulkan/kernels/rescore", test_rescore);
   g_test_add_func ("/vulkan/kernels/errors", test_errors);
   rc = g_test_run ();

@@ -36,7 +36,8 @@
  * used, from registers, for up to ROW_TILE rows. From TRANSPOSE_ROWS rows
  * on, the weights and activations are interleaved so that the eight
  * blocks' sums need no reduction per row (25% less time for 16 rows of
- * Q4_K on AVX2; the same sums, so the same bits).
+ * Q4_K on AVX2; the same sums, so the same bits). AVX-512 VNNI takes
+ * those rows two outputs to a 512-bit vector (see its section).
  */
 #include "dfl-kernels.h"
 #include "dfl-parallel.h"
@@ -72,6 +73,10 @@ typedef struct {
    * by fours (inputs 4i … 4i + 3 of groups 0 … 7, then 4(i + 1) …), for
    * the paths that sum eight blocks at once (see TRANSPOSE_ROWS) */
   int8_t *qt;
+  /* [rows][k], or NULL: qt + 128 as unsigned bytes (qt ^ 0x80), for
+   * AVX-512 VNNI's dpbusd, whose unsigned operand they are where the
+   * weights are signed (Q8_0) */
+  int8_t *qb;
   void *mem;
 } QAct;
 
@@ -116,10 +121,10 @@ quantize_row_act (const float *x, int k, int8_t *q, float *d, int32_t *s32, int1
 }
 
 static int
-qact_init (QAct *a, const float *x, int rows, int ldx, int k, int transpose)
+qact_init (QAct *a, const float *x, int rows, int ldx, int k, int transpose, int biased)
 {
   size_t nq = (size_t) rows * k, ng = (size_t) rows * (k / 32), nq64 = (nq + 63) & ~(size_t) 63;
-  size_t bytes = nq64 * (transpose ? 2 : 1) + ng * (4 + 4 + 4);
+  size_t bytes = nq64 * (1 + (transpose != 0) * (1 + (biased != 0))) + ng * (4 + 4 + 4);
   char *p;
 
   a->k = k;
@@ -132,6 +137,11 @@ qact_init (QAct *a, const float *x, int rows, int ldx, int k, int transpose)
   a->qt = NULL;
   if (transpose) {
     a->qt = (int8_t *) p;
+    p += nq64;
+  }
+  a->qb = NULL;
+  if (transpose && biased) {
+    a->qb = (int8_t *) p;
     p += nq64;
   }
   a->d = (float *) p;
@@ -147,6 +157,9 @@ qact_init (QAct *a, const float *x, int rows, int ldx, int k, int transpose)
           for (int j = 0; j < 8; j++)
             memcpy (a->qt + (size_t) r * k + c + 32 * i + 4 * j, q + c + 32 * j + 4 * i, 4);
   }
+  if (a->qb)
+    for (size_t i = 0; i < nq; i++)
+      a->qb[i] = (int8_t) (a->qt[i] ^ 0x80);
   return 1;
 }
 
@@ -331,7 +344,6 @@ typedef struct {
     }                                                                                  \
   }
 TRANSPOSE8 (avx2, AVX2)
-TRANSPOSE8 (vnni, VNNI)
 
 /* the eight vectors' sums, vector j's in lane j (integer: exact) */
 #define SUM8(N, A)                                                                        \
@@ -538,13 +550,14 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
   }
 
 /* The same from the interleaved layouts (qt: the row's interleaved
- * activations at the first block): vector i's lane j holds four inputs of
- * block j, so the sums are vertical. Where the int16 pair sums of AVX2's
- * maddubs cannot overflow when added (Q4_0, Q4_K: at most 8 · 3810; Q6_K's
- * by twos: 2 · 16002) they are added before widening. */
+ * activations at the first block), on AVX2 (AVX-512 VNNI's are
+ * sums_interleaved): vector i's lane j holds four inputs of block j, so the
+ * sums are vertical. Where the int16 pair sums of maddubs cannot overflow
+ * when added (Q4_0, Q4_K: at most 8 · 3810; Q6_K's by twos: 2 · 16002)
+ * they are added before widening. */
 #define ISUMT(N, A)                                                                    \
   A static inline __attribute__ ((always_inline)) __m256i                              \
-  isumt_##N (const DflDtype type, const Unpacked *u, const int8_t *qt, const int vnni) \
+  isumt_##N (const DflDtype type, const Unpacked *u, const int8_t *qt)                 \
   {                                                                                    \
     __m256i x[8];                                                                      \
     _Pragma ("GCC unroll 8")                                                           \
@@ -559,32 +572,15 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
     }                                                                                  \
     if (type == DFL_DTYPE_Q6_K) {                                                      \
       __m256i acc = _mm256_setzero_si256 ();                                           \
-      _Pragma ("GCC unroll 2")                                                         \
-      for (int h = 0; h < 2; h++) {                                                    \
-        if (vnni) {                                                                    \
-          __m256i s = dot4_##N (u->qt[4 * h], x[4 * h]);                               \
-          for (int i = 1; i < 4; i++)                                                  \
-            s = _mm256_add_epi32 (s, dot4_##N (u->qt[4 * h + i], x[4 * h + i]));       \
-          acc = _mm256_add_epi32 (acc, _mm256_mullo_epi32 (                            \
-              s, _mm256_srai_epi32 (_mm256_slli_epi32 (u->sct[h], 16), 16)));          \
-        } else {                                                                       \
-          _Pragma ("GCC unroll 2")                                                     \
-          for (int i = 4 * h; i < 4 * h + 4; i += 2) {                                 \
-            __m256i s = _mm256_add_epi16 (_mm256_maddubs_epi16 (u->qt[i], x[i]),       \
-                                          _mm256_maddubs_epi16 (u->qt[i + 1], x[i + 1])); \
-            acc = _mm256_add_epi32 (acc, _mm256_madd_epi16 (s, u->sct[h]));            \
-          }                                                                            \
-        }                                                                              \
+      _Pragma ("GCC unroll 4")                                                         \
+      for (int i = 0; i < 8; i += 2) {                                                 \
+        __m256i s = _mm256_add_epi16 (_mm256_maddubs_epi16 (u->qt[i], x[i]),           \
+                                      _mm256_maddubs_epi16 (u->qt[i + 1], x[i + 1]));  \
+        acc = _mm256_add_epi32 (acc, _mm256_madd_epi16 (s, u->sct[i / 4]));            \
       }                                                                                \
       return acc;                                                                      \
     }                                                                                  \
-    if (vnni) {                                                                        \
-      __m256i acc = dot4_##N (u->qt[0], x[0]);                                         \
-      _Pragma ("GCC unroll 7")                                                         \
-      for (int i = 1; i < 8; i++)                                                      \
-        acc = _mm256_add_epi32 (acc, dot4_##N (u->qt[i], x[i]));                       \
-      return acc;                                                                      \
-    } else {                                                                           \
+    {                                                                                  \
       __m256i s = _mm256_maddubs_epi16 (u->qt[0], x[0]);                               \
       _Pragma ("GCC unroll 7")                                                         \
       for (int i = 1; i < 8; i++)                                                      \
@@ -593,11 +589,26 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
     }                                                                                  \
   }
 
+/* The rows of a tile from the interleaved layouts (where the path has them,
+ * T = 1, and the call laid them out), else (T = 0, or too few rows) from
+ * the layouts as stored. */
+#define ROWS_INTERLEAVED_1(N)                                                          \
+  if (a->qt) {                                                                         \
+    interleave_##N (type, &u);                                                         \
+    for (int i = 0; i < nr; i++) {                                                     \
+      size_t r = (size_t) (r0 + i);                                                    \
+      __m256i isum = isumt_##N (type, &u, a->qt + r * a->k + 32 * b);                  \
+      lanes[i] = step_##N (type, &u, isum, a->d + r * g + b, a->s32 + r * g + b,       \
+                           a->s16 + r * 2 * g + 2 * b, lanes[i]);                      \
+    }                                                                                  \
+  } else
+#define ROWS_INTERLEAVED_0(N)
+
 /* Outputs [o0, o1) of every row, a tile of up to ROW_TILE rows at a time:
  * per output the lanes of the tile's rows, the weights unpacked once per
  * 256 inputs; the blocks past the last whole 256 (Q8_0 and Q4_0 rows of
  * other lengths) in plain C into the same lanes. */
-#define OUTPUTS(N, A)                                                                     \
+#define OUTPUTS(N, A, T)                                                                   \
   A static inline __attribute__ ((always_inline)) void                                 \
   outputs_kernel_##N (const DflDtype type, const char *w, size_t wrow, const QAct *a,  \
                       int rows, int o0, int o1, float *y, int ldy, int accumulate)     \
@@ -621,15 +632,8 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
             for (size_t l = 0; l < chunk; l += 64)                                     \
               _mm_prefetch (wo + wrow + chunk * (size_t) (b / 8) + l, _MM_HINT_T0);    \
           unpack_##N (type, wo, b, &u);                                                \
-          if (a->qt) {                                                                 \
-            interleave_##N (type, &u);                                                 \
-            for (int i = 0; i < nr; i++) {                                             \
-              size_t r = (size_t) (r0 + i);                                            \
-              __m256i isum = isumt_##N (type, &u, a->qt + r * a->k + 32 * b, VNNI_##N); \
-              lanes[i] = step_##N (type, &u, isum, a->d + r * g + b, a->s32 + r * g + b, \
-                                   a->s16 + r * 2 * g + 2 * b, lanes[i]);              \
-            }                                                                          \
-          } else {                                                                     \
+          ROWS_INTERLEAVED_##T (N)                                                     \
+          {                                                                            \
             for (int i = 0; i < nr; i++) {                                             \
               size_t r = (size_t) (r0 + i);                                            \
               __m256i isum = isum_##N (type, &u, a->q + r * a->k + 32 * b, VNNI_##N);  \
@@ -692,11 +696,327 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
 
 #define VNNI_avx2 0
 #define VNNI_vnni 1
-#define PATH(N, A) SUM8 (N, A) UNPACK (N, A) STEP (N, A) ISUM (N, A) ISUMT (N, A) \
-  INTERLEAVE (N, A) OUTPUTS (N, A)
-PATH (avx2, AVX2)
-PATH (vnni, VNNI)
-#undef PATH
+/* AVX-512 VNNI's 256-bit code serves only the rows too few to interleave
+ * (its interleaved rows are two outputs at a time, below) */
+SUM8 (avx2, AVX2) UNPACK (avx2, AVX2) STEP (avx2, AVX2) ISUM (avx2, AVX2) ISUMT (avx2, AVX2)
+INTERLEAVE (avx2, AVX2) OUTPUTS (avx2, AVX2, 1)
+SUM8 (vnni, VNNI) UNPACK (vnni, VNNI) STEP (vnni, VNNI) ISUM (vnni, VNNI) OUTPUTS (vnni, VNNI, 0)
+
+/* ---- AVX-512 VNNI on 512 bits: the interleaved rows, two outputs at once
+ *
+ * From TRANSPOSE_ROWS rows on, a 512-bit vector holds the interleaved
+ * 256 inputs of two outputs (the first output's eight blocks in the low
+ * half), each row's interleaved activations broadcast to both halves: one
+ * dpbusd takes four inputs of 16 blocks, and the F32 steps of both
+ * outputs' eight blocks are one. Q8_0 meets dpbusd's unsigned operand by
+ * the activations q + 128 (QAct.qb), the extra 128 · Σ w of each block
+ * subtracted as an integer; Q6_K's halves by dpbusd, then weighed by their
+ * scales. The sums stay exact and the steps are the plain-C ones, so the
+ * bits are every path's. */
+
+#define ZJOIN_PS(lo, hi)                                                                \
+  _mm512_castpd_ps (_mm512_insertf64x4 (_mm512_castpd256_pd512 (_mm256_castps_pd (lo)), \
+                                        _mm256_castps_pd (hi), 1))
+
+typedef struct {
+  /* vector i: inputs 4i … 4i + 3 of each block (Q8_0 signed), the first
+   * output's blocks in int32 0 … 7, the second's in 8 … 15 */
+  __m512i t[8];
+  __m512i qbias;      /* Q8_0: −128 · Σ w of each block */
+  __m512 dw;          /* Q8_0, Q4_0: the blocks' scales */
+  __m512 d, dmin;     /* K types: each output's super-block scales */
+  __m512 scf, mf;     /* Q4_K: six-bit scales and mins, exact in F32 */
+  __m512i sc16;       /* Q6_K: each output's 16 scales as int16, for the offset */
+  __m512i hsc[2];     /* Q6_K: each block's half h scale as int32 */
+} Pair;
+
+/* Sub-blocks 0 … 7's six-bit scales and mins of a Q4_K super-block as
+ * bytes (dfl_q4k_scale_min, four bytes at a time). */
+static inline void
+q4k_scales_mins (const uint8_t *scales, uint8_t sc[8], uint8_t m[8])
+{
+  uint32_t a4, b4, c4, s[2], n[2];
+
+  memcpy (&a4, scales, 4);
+  memcpy (&b4, scales + 4, 4);
+  memcpy (&c4, scales + 8, 4);
+  s[0] = a4 & 0x3f3f3f3fu;
+  n[0] = b4 & 0x3f3f3f3fu;
+  s[1] = (c4 & 0x0f0f0f0fu) | (((a4 >> 6) & 0x03030303u) << 4);
+  n[1] = ((c4 >> 4) & 0x0f0f0f0fu) | (((b4 >> 6) & 0x03030303u) << 4);
+  memcpy (sc, s, 8);
+  memcpy (m, n, 8);
+}
+
+/* The pair's scales for the 256 inputs from block b. */
+VNNI static inline __attribute__ ((always_inline)) void
+pair_scales (const DflDtype type, const char *const wo[2], int b, Pair *p)
+{
+  if (type == DFL_DTYPE_Q8_0 || type == DFL_DTYPE_Q4_0) {
+    uint16_t dh[16];
+    _Pragma ("GCC unroll 2")
+    for (int o = 0; o < 2; o++)
+      _Pragma ("GCC unroll 8")
+      for (int j = 0; j < 8; j++)
+        dh[8 * o + j] = type == DFL_DTYPE_Q8_0
+            ? dfl_q_f16 (&((const DflBlockQ8_0 *) wo[o] + b + j)->d)
+            : dfl_q_f16 (&((const DflBlockQ4_0 *) wo[o] + b + j)->d);
+    p->dw = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) dh));
+  } else if (type == DFL_DTYPE_Q4_K) {
+    const DflBlockQ4_K *w0 = (const DflBlockQ4_K *) wo[0] + b / 8;
+    const DflBlockQ4_K *w1 = (const DflBlockQ4_K *) wo[1] + b / 8;
+    uint8_t sc[16], m[16];
+    q4k_scales_mins (w0->scales, sc, m);
+    q4k_scales_mins (w1->scales, sc + 8, m + 8);
+    p->scf = _mm512_cvtepi32_ps (_mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) sc)));
+    p->mf = _mm512_cvtepi32_ps (_mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) m)));
+    p->d = ZJOIN_PS (_mm256_set1_ps (f16 (&w0->d)), _mm256_set1_ps (f16 (&w1->d)));
+    p->dmin = ZJOIN_PS (_mm256_set1_ps (f16 (&w0->dmin)), _mm256_set1_ps (f16 (&w1->dmin)));
+  } else {
+    const DflBlockQ6_K *w0 = (const DflBlockQ6_K *) wo[0] + b / 8;
+    const DflBlockQ6_K *w1 = (const DflBlockQ6_K *) wo[1] + b / 8;
+    /* the even scales (the blocks' first halves), then the odd ones */
+    const __m128i eo = _mm_setr_epi8 (0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m128i s0 = _mm_loadu_si128 ((const __m128i *) w0->scales);
+    __m128i s1 = _mm_loadu_si128 ((const __m128i *) w1->scales);
+    __m128i e0 = _mm_shuffle_epi8 (s0, eo), e1 = _mm_shuffle_epi8 (s1, eo);
+    p->sc16 = _mm512_cvtepi8_epi16 (_mm256_set_m128i (s1, s0));
+    p->hsc[0] = _mm512_cvtepi8_epi32 (_mm_unpacklo_epi64 (e0, e1));
+    p->hsc[1] = _mm512_cvtepi8_epi32 (_mm_unpackhi_epi64 (e0, e1));
+    p->d = ZJOIN_PS (_mm256_set1_ps (f16 (&w0->d)), _mm256_set1_ps (f16 (&w1->d)));
+  }
+}
+
+/* An output's 256 weights from block b as stored: vector k holds its
+ * blocks 2k and 2k + 1 (unsigned; Q8_0's signed). */
+VNNI static inline __attribute__ ((always_inline)) void
+unpack_stored (const DflDtype type, const char *wrow, int b, __m512i v[4])
+{
+  const __m512i low4 = _mm512_set1_epi8 (15);
+
+  if (type == DFL_DTYPE_Q8_0) {
+    const DflBlockQ8_0 *w = (const DflBlockQ8_0 *) wrow + b;
+    _Pragma ("GCC unroll 4")
+    for (int k = 0; k < 4; k++)
+      v[k] = _mm512_inserti64x4 (
+          _mm512_castsi256_si512 (_mm256_loadu_si256 ((const __m256i *) w[2 * k].qs)),
+          _mm256_loadu_si256 ((const __m256i *) w[2 * k + 1].qs), 1);
+  } else if (type == DFL_DTYPE_Q4_0) {
+    const DflBlockQ4_0 *w = (const DflBlockQ4_0 *) wrow + b;
+    _Pragma ("GCC unroll 4")
+    for (int k = 0; k < 4; k++) {
+      __m128i a = _mm_loadu_si128 ((const __m128i *) w[2 * k].qs);
+      __m128i c = _mm_loadu_si128 ((const __m128i *) w[2 * k + 1].qs);
+      __m512i both = _mm512_inserti64x4 (
+          _mm512_castsi256_si512 (_mm256_set_m128i (_mm_srli_epi16 (a, 4), a)),
+          _mm256_set_m128i (_mm_srli_epi16 (c, 4), c), 1);
+      v[k] = _mm512_and_si512 (both, low4);
+    }
+  } else if (type == DFL_DTYPE_Q4_K) {
+    const DflBlockQ4_K *w = (const DflBlockQ4_K *) wrow + b / 8;
+    _Pragma ("GCC unroll 4")
+    for (int c = 0; c < 4; c++) {
+      __m256i a = _mm256_loadu_si256 ((const __m256i *) (w->qs + 32 * c));
+      v[c] = _mm512_and_si512 (
+          _mm512_inserti64x4 (_mm512_castsi256_si512 (a), _mm256_srli_epi16 (a, 4), 1), low4);
+    }
+  } else {
+    const DflBlockQ6_K *w = (const DflBlockQ6_K *) wrow + b / 8;
+    const __m512i three = _mm512_set1_epi8 (3);
+    _Pragma ("GCC unroll 2")
+    for (int h = 0; h < 2; h++) {
+      /* sub-blocks 4h, 4h + 1: the low nibbles of ql[64h …], with bits 0
+       * and 2 of qh[32h …]; 4h + 2, 4h + 3: the high nibbles, bits 4, 6 */
+      __m512i l = _mm512_loadu_si512 ((const void *) (w->ql + 64 * h));
+      __m512i hb = _mm512_broadcast_i64x4 (_mm256_loadu_si256 ((const __m256i *) (w->qh + 32 * h)));
+      __m512i h01 = _mm512_srlv_epi64 (hb, _mm512_setr_epi64 (0, 0, 0, 0, 2, 2, 2, 2));
+      __m512i h23 = _mm512_srlv_epi64 (hb, _mm512_setr_epi64 (4, 4, 4, 4, 6, 6, 6, 6));
+      v[2 * h] = _mm512_or_si512 (_mm512_and_si512 (l, low4),
+                                  _mm512_slli_epi16 (_mm512_and_si512 (h01, three), 4));
+      v[2 * h + 1] = _mm512_or_si512 (_mm512_and_si512 (_mm512_srli_epi16 (l, 4), low4),
+                                      _mm512_slli_epi16 (_mm512_and_si512 (h23, three), 4));
+    }
+  }
+}
+
+/* The pair's weights interleaved (Pair.t) from the two outputs' stored
+ * vectors: in each half an 8 × 8 transposition of int32, as
+ * transpose8_avx2's (integer moves only: exact); Q8_0's bias from them. */
+VNNI static inline __attribute__ ((always_inline)) void
+interleave_pair (const DflDtype type, const __m512i v[2][4], Pair *p)
+{
+  const __m512i lo = _mm512_setr_epi64 (0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi = _mm512_setr_epi64 (2, 3, 10, 11, 6, 7, 14, 15);
+  __m512i r[8], u[8], s[8];
+
+  /* r[j]: block j of the first output, then of the second */
+  _Pragma ("GCC unroll 4")
+  for (int k = 0; k < 4; k++) {
+    r[2 * k] = _mm512_shuffle_i64x2 (v[0][k], v[1][k], _MM_SHUFFLE (1, 0, 1, 0));
+    r[2 * k + 1] = _mm512_shuffle_i64x2 (v[0][k], v[1][k], _MM_SHUFFLE (3, 2, 3, 2));
+  }
+  _Pragma ("GCC unroll 4")
+  for (int i = 0; i < 8; i += 2) {
+    u[i] = _mm512_unpacklo_epi32 (r[i], r[i + 1]);
+    u[i + 1] = _mm512_unpackhi_epi32 (r[i], r[i + 1]);
+  }
+  _Pragma ("GCC unroll 2")
+  for (int i = 0; i < 8; i += 4) {
+    s[i] = _mm512_unpacklo_epi64 (u[i], u[i + 2]);
+    s[i + 1] = _mm512_unpackhi_epi64 (u[i], u[i + 2]);
+    s[i + 2] = _mm512_unpacklo_epi64 (u[i + 1], u[i + 3]);
+    s[i + 3] = _mm512_unpackhi_epi64 (u[i + 1], u[i + 3]);
+  }
+  _Pragma ("GCC unroll 4")
+  for (int i = 0; i < 4; i++) {
+    p->t[i] = _mm512_permutex2var_epi64 (s[i], lo, s[i + 4]);
+    p->t[i + 4] = _mm512_permutex2var_epi64 (s[i], hi, s[i + 4]);
+  }
+  if (type == DFL_DTYPE_Q8_0) {
+    __m512i sum = _mm512_setzero_si512 ();
+    _Pragma ("GCC unroll 8")
+    for (int i = 0; i < 8; i++)
+      sum = _mm512_dpbusd_epi32 (sum, _mm512_set1_epi8 ((char) 0x80), p->t[i]);
+    p->qbias = _mm512_sub_epi32 (_mm512_setzero_si512 (), sum);
+  }
+}
+
+/* One row's integer sums of the pair's 16 blocks (xt: the row's
+ * interleaved activations at the first block, Q8_0's biased), output o's
+ * block j in int32 8o + j. */
+VNNI static inline __attribute__ ((always_inline)) __m512i
+sums_interleaved (const DflDtype type, const Pair *p, const int8_t *xt)
+{
+  __m512i x[8], acc[2] = { _mm512_setzero_si512 (), _mm512_setzero_si512 () };
+
+  _Pragma ("GCC unroll 8")
+  for (int i = 0; i < 8; i++)
+    x[i] = _mm512_broadcast_i64x4 (_mm256_load_si256 ((const __m256i *) (xt + 32 * i)));
+  if (type == DFL_DTYPE_Q8_0) {
+    acc[0] = p->qbias;
+    _Pragma ("GCC unroll 8")
+    for (int i = 0; i < 8; i++)
+      acc[i & 1] = _mm512_dpbusd_epi32 (acc[i & 1], x[i], p->t[i]);
+    return _mm512_add_epi32 (acc[0], acc[1]);
+  }
+  if (type == DFL_DTYPE_Q6_K) {
+    /* vectors 0-3 hold the blocks' first halves, 4-7 their second (each
+     * half's sum times its int8 scale stays far inside int32) */
+    _Pragma ("GCC unroll 8")
+    for (int i = 0; i < 8; i++)
+      acc[i / 4] = _mm512_dpbusd_epi32 (acc[i / 4], p->t[i], x[i]);
+    return _mm512_add_epi32 (_mm512_mullo_epi32 (acc[0], p->hsc[0]),
+                             _mm512_mullo_epi32 (acc[1], p->hsc[1]));
+  }
+  _Pragma ("GCC unroll 8")
+  for (int i = 0; i < 8; i++)
+    acc[i & 1] = _mm512_dpbusd_epi32 (acc[i & 1], p->t[i], x[i]);
+  return _mm512_add_epi32 (acc[0], acc[1]);
+}
+
+/* A row's 16 lanes (two outputs' eight) take the blocks' contributions
+ * from their integer sums, all at once by the plain-C operations. d, s32,
+ * s16: the row's arrays at the first block. Q4_K's sc · isum and m · Σq are
+ * integers below 2^24 (at most 63 · 32 · 15 · 127), so F32 products of
+ * their exact F32 factors are exact: the integer products' values. */
+VNNI static inline __attribute__ ((always_inline)) __m512
+step_pair (const DflDtype type, const Pair *p, __m512i isum, const float *d, const int32_t *s32,
+           const int16_t *s16, __m512 lane)
+{
+  __m512 dx = _mm512_castsi512_ps (_mm512_broadcast_i64x4 (_mm256_loadu_si256 ((const __m256i *) d)));
+
+  if (type == DFL_DTYPE_Q8_0)
+    return _mm512_fmadd_ps (_mm512_mul_ps (p->dw, dx), _mm512_cvtepi32_ps (isum), lane);
+  if (type == DFL_DTYPE_Q4_0) {
+    __m512i x32 = _mm512_broadcast_i64x4 (_mm256_loadu_si256 ((const __m256i *) s32));
+    isum = _mm512_sub_epi32 (isum, _mm512_slli_epi32 (x32, 3));
+    return _mm512_fmadd_ps (_mm512_mul_ps (p->dw, dx), _mm512_cvtepi32_ps (isum), lane);
+  }
+  if (type == DFL_DTYPE_Q4_K) {
+    __m512i x32 = _mm512_broadcast_i64x4 (_mm256_loadu_si256 ((const __m256i *) s32));
+    __m512 su = _mm512_mul_ps (_mm512_cvtepi32_ps (isum), p->scf);
+    __m512 pm = _mm512_mul_ps (p->dmin, _mm512_mul_ps (p->mf, _mm512_cvtepi32_ps (x32)));
+    return _mm512_fmadd_ps (dx, _mm512_fmsub_ps (p->d, su, pm), lane);
+  }
+  {
+    /* the offset 32: Σ over each block of (scale of the half · its Σq) */
+    __m512i x16 = _mm512_broadcast_i64x4 (_mm256_loadu_si256 ((const __m256i *) s16));
+    __m512i corr = _mm512_madd_epi16 (p->sc16, x16);
+    isum = _mm512_sub_epi32 (isum, _mm512_slli_epi32 (corr, 5));
+    return _mm512_fmadd_ps (_mm512_mul_ps (p->d, dx), _mm512_cvtepi32_ps (isum), lane);
+  }
+}
+
+/* Outputs [o0, o1) of every row from the interleaved layouts, two at a
+ * time (an odd last one beside itself, the copy not stored), a tile of up
+ * to ROW_TILE rows at a time. */
+VNNI static inline __attribute__ ((always_inline)) void
+outputs_kernel_pairs (const DflDtype type, const char *w, size_t wrow, const QAct *a, int rows,
+                      int o0, int o1, float *y, int ldy, int accumulate)
+{
+  int nb = a->k / 32, nb8 = nb & ~7, g = a->k / 32;
+  size_t chunk = dfl_dtype_block_bytes (type) * (256 / dfl_dtype_block_elems (type));
+  const int8_t *xt = type == DFL_DTYPE_Q8_0 ? a->qb : a->qt;
+
+  for (int o = o0; o < o1; o += 2) {
+    int two = o + 1 < o1;
+    const char *wo[2] = { w + (size_t) o * wrow, w + (size_t) (o + two) * wrow };
+    for (int r0 = 0; r0 < rows; r0 += ROW_TILE) {
+      int nr = DFL_MIN (ROW_TILE, rows - r0);
+      __m512 lanes[ROW_TILE];
+      for (int i = 0; i < nr; i++)
+        lanes[i] = _mm512_setzero_ps ();
+      for (int b = 0; b < nb8; b += 8) {
+        Pair p;
+        __m512i v[2][4];
+        /* the next pair's same bytes, two rows ahead (see outputs_kernel) */
+        for (int n = 2; n < 4 && o + n < o1; n++)
+          for (size_t l = 0; l < chunk; l += 64)
+            _mm_prefetch (wo[0] + n * wrow + chunk * (size_t) (b / 8) + l, _MM_HINT_T0);
+        unpack_stored (type, wo[0], b, v[0]);
+        unpack_stored (type, wo[1], b, v[1]);
+        pair_scales (type, wo, b, &p);
+        interleave_pair (type, v, &p);
+        for (int i = 0; i < nr; i++) {
+          size_t r = (size_t) (r0 + i);
+          __m512i isum = sums_interleaved (type, &p, xt + r * a->k + 32 * b);
+          lanes[i] = step_pair (type, &p, isum, a->d + r * g + b, a->s32 + r * g + b,
+                                a->s16 + r * 2 * g + 2 * b, lanes[i]);
+        }
+      }
+      for (int i = 0; i < nr; i++) {
+        float l[16];
+        _mm512_storeu_ps (l, lanes[i]);
+        for (int n = 0; n <= two; n++) {
+          if (nb8 < nb)
+            blocks_generic (type, wo[n], a, r0 + i, nb8, nb, l + 8 * n);
+          store_y (y + (size_t) (r0 + i) * ldy + o + n, lanes_sum (l + 8 * n), accumulate);
+        }
+      }
+    }
+  }
+}
+
+VNNI static void
+outputs_pairs (DflDtype type, const char *w, size_t wrow, const QAct *a, int rows, int o0, int o1,
+               float *y, int ldy, int accumulate)
+{
+  switch (type) {
+    case DFL_DTYPE_Q8_0:
+      outputs_kernel_pairs (DFL_DTYPE_Q8_0, w, wrow, a, rows, o0, o1, y, ldy, accumulate);
+      break;
+    case DFL_DTYPE_Q4_0:
+      outputs_kernel_pairs (DFL_DTYPE_Q4_0, w, wrow, a, rows, o0, o1, y, ldy, accumulate);
+      break;
+    case DFL_DTYPE_Q4_K:
+      outputs_kernel_pairs (DFL_DTYPE_Q4_K, w, wrow, a, rows, o0, o1, y, ldy, accumulate);
+      break;
+    case DFL_DTYPE_Q6_K:
+    default:
+      outputs_kernel_pairs (DFL_DTYPE_Q6_K, w, wrow, a, rows, o0, o1, y, ldy, accumulate);
+      break;
+  }
+}
 
 #endif
 
@@ -776,7 +1096,12 @@ quant_work (void *data, int slot)
     switch (q->path) {
 #ifdef DFL_X86
       case QPATH_VNNI:
-        outputs_vnni (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy, q->accumulate);
+        if (q->a->qt)
+          outputs_pairs (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy,
+                         q->accumulate);
+        else
+          outputs_vnni (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy,
+                        q->accumulate);
         break;
       case QPATH_AVX2:
         outputs_avx2 (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy, q->accumulate);
@@ -803,7 +1128,8 @@ dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, 
   if (rows <= 0 || n_out <= 0)
     return 1;
   if (!qact_init (&a, x, rows, ldx, w->cols,
-                  rows >= TRANSPOSE_ROWS && quant_path () != QPATH_GENERIC))
+                  rows >= TRANSPOSE_ROWS && quant_path () != QPATH_GENERIC,
+                  quant_path () == QPATH_VNNI && w->type == DFL_DTYPE_Q8_0))
     return 0;
   q = (QWork) { .type = w->type, .w = w->data, .wrow = wrow, .a = &a, .rows = rows,
                 .n_out = n_out, .ldy = ldy, .accumulate = accumulate,

@@ -384,7 +384,8 @@ static void
 test_matmul_nonfinite (void)
 {
   g_autoptr (GRand) r = g_rand_new_with_seed (5);
-  int in = 512, out = 20, rows = 3;
+  /* enough rows for the SIMD paths' interleaved layouts */
+  int in = 512, out = 20, rows = 5;
 
   for (guint t = 0; t < G_N_ELEMENTS (qtypes); t++) {
     QMat m;
@@ -396,15 +397,21 @@ test_matmul_nonfinite (void)
     matmul (&m, x, rows, in, ref, out, out, FALSE);
     x[0 * in + 300] = NAN;
     x[2 * in + 7] = INFINITY;
-    for (guint p = 0; p < 2; p++) {
-      if (!dfl_kernels_set_isa (p ? DFL_KERNELS_BEST : DFL_KERNELS_GENERIC))
+    /* all the rows (the SIMD paths' interleaved layouts), and the first
+     * three (too few for them) */
+    for (guint p = 0; p < 4; p++) {
+      int n = p & 1 ? 3 : rows;
+      if (!dfl_kernels_set_isa (p & 2 ? DFL_KERNELS_BEST : DFL_KERNELS_GENERIC))
         continue;
-      matmul (&m, x, rows, in, y, out, out, FALSE);
+      matmul (&m, x, n, in, y, out, out, FALSE);
       for (int o = 0; o < out; o++) {
         g_assert_true (isnan (y[o]));
         g_assert_true (isnan (y[2 * out + o]));
       }
       g_assert_cmpmem (y + out, sizeof (float) * out, ref + out, sizeof (float) * out);
+      if (n > 3)
+        g_assert_cmpmem (y + 3 * out, sizeof (float) * (n - 3) * out, ref + 3 * out,
+                         sizeof (float) * (n - 3) * out);
     }
     dfl_kernels_set_isa (DFL_KERNELS_BEST);
     qmat_clear (&m);

@@ -307,12 +307,43 @@ outputs_generic (DflDtype type, const char *w, size_t wrow, const QAct *a, int r
 #define AVX2 __attribute__ ((target ("avx2,fma,f16c")))
 #define VNNI __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
+/* Sub-blocks 0 … 7's six-bit scales and mins of a Q4_K super-block as
+ * bytes: dfl_q4k_scale_min four bytes at a time (those of sub-blocks 0-3
+ * are the low six bits of bytes 0-3 and 4-7; those of 4-7 a nibble of
+ * bytes 8-11 under the top two bits of 0-3 and 4-7). */
+static inline void
+q4k_scales_mins (const uint8_t *scales, uint8_t sc[8], uint8_t m[8])
+{
+  uint32_t a4, b4, c4, s[2], n[2];
+
+  memcpy (&a4, scales, 4);
+  memcpy (&b4, scales + 4, 4);
+  memcpy (&c4, scales + 8, 4);
+  s[0] = a4 & 0x3f3f3f3fu;
+  n[0] = b4 & 0x3f3f3f3fu;
+  s[1] = (c4 & 0x0f0f0f0fu) | (((a4 >> 6) & 0x03030303u) << 4);
+  n[1] = ((c4 >> 4) & 0x0f0f0f0fu) | (((b4 >> 6) & 0x03030303u) << 4);
+  memcpy (sc, s, 8);
+  memcpy (m, n, 8);
+}
+
+/* lanes_sum's tree on a vector of the eight lanes (the same additions in
+ * the same order: the same bits) */
+AVX2 static inline float
+lanes_sum_vec (__m256 l)
+{
+  __m128 a = _mm_add_ps (_mm256_castps256_ps128 (l), _mm256_extractf128_ps (l, 1));
+  __m128 b = _mm_add_ps (a, _mm_movehl_ps (a, a));
+  return _mm_cvtss_f32 (_mm_add_ss (b, _mm_movehdup_ps (b)));
+}
+
+
 typedef struct {
   __m256i q[8];      /* unsigned weights (Q8_0: magnitudes) */
   __m256i sign[8];   /* Q8_0: the signed weights, whose signs go onto x */
   __m256 dw;         /* Q8_0, Q4_0: the blocks' scales */
   __m256 d, dmin;    /* K types: the super-block's scales, broadcast */
-  __m256i sc, m;     /* Q4_K: six-bit scales and mins as int32 */
+  __m256 scf, mf;    /* Q4_K: six-bit scales and mins, exact in F32 */
   __m256i sc16[8];   /* Q6_K: block j's two int8 scales as int16 ×8 each */
   __m256i scall;     /* Q6_K: the 16 scales as int16 */
   /* interleaved (TRANSPOSE_ROWS): vector i holds inputs 4i … 4i + 3 of
@@ -389,25 +420,16 @@ TRANSPOSE8 (avx2, AVX2)
       u->dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) dh));                \
     } else if (type == DFL_DTYPE_Q4_K) {                                               \
       const DflBlockQ4_K *w = (const DflBlockQ4_K *) wrow + b / 8;                     \
-      uint32_t a4, b4, c4, sc[2], m[2];                                                \
+      uint8_t sc[8], m[8];                                                             \
       _Pragma ("GCC unroll 4")                                                         \
       for (int c = 0; c < 4; c++) {                                                    \
         __m256i v = _mm256_loadu_si256 ((const __m256i *) (w->qs + 32 * c));           \
         u->q[2 * c] = _mm256_and_si256 (v, low4);                                      \
         u->q[2 * c + 1] = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), low4);           \
       }                                                                                \
-      /* dfl_q4k_scale_min four bytes at a time: the scales and mins of      \
-       * sub-blocks 0-3 are the low six bits of bytes 0-3 and 4-7; those of  \
-       * 4-7 a nibble of bytes 8-11 under the top two bits of 0-3 and 4-7 */  \
-      memcpy (&a4, w->scales, 4);                                                      \
-      memcpy (&b4, w->scales + 4, 4);                                                  \
-      memcpy (&c4, w->scales + 8, 4);                                                  \
-      sc[0] = a4 & 0x3f3f3f3fu;                                                        \
-      m[0] = b4 & 0x3f3f3f3fu;                                                         \
-      sc[1] = (c4 & 0x0f0f0f0fu) | (((a4 >> 6) & 0x03030303u) << 4);                   \
-      m[1] = ((c4 >> 4) & 0x0f0f0f0fu) | (((b4 >> 6) & 0x03030303u) << 4);             \
-      u->sc = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) sc));           \
-      u->m = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) m));             \
+      q4k_scales_mins (w->scales, sc, m);                                              \
+      u->scf = _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) sc))); \
+      u->mf = _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) m))); \
       {                                                                                \
         /* d and dmin side by side, widened by F16C (exact, as dfl_f16_to_f32) */     \
         uint32_t both;                                                                 \
@@ -497,11 +519,11 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
       isum = _mm256_sub_epi32 (isum, off);                                             \
       return _mm256_fmadd_ps (_mm256_mul_ps (u->dw, dx), _mm256_cvtepi32_ps (isum), lane); \
     } else if (type == DFL_DTYPE_Q4_K) {                                               \
-      __m256i su = _mm256_mullo_epi32 (isum, u->sc);                                   \
-      __m256i mv = _mm256_mullo_epi32 (_mm256_loadu_si256 ((const __m256i *) s32), u->m); \
-      __m256 pm = _mm256_mul_ps (u->dmin, _mm256_cvtepi32_ps (mv));                    \
-      __m256 t = _mm256_fmsub_ps (u->d, _mm256_cvtepi32_ps (su), pm);                  \
-      return _mm256_fmadd_ps (dx, t, lane);                                            \
+      /* sc · isum and m · Σq as exact F32 products (see step_pair) */               \
+      __m256 su = _mm256_mul_ps (_mm256_cvtepi32_ps (isum), u->scf);                   \
+      __m256 x32 = _mm256_cvtepi32_ps (_mm256_loadu_si256 ((const __m256i *) s32));    \
+      __m256 pm = _mm256_mul_ps (u->dmin, _mm256_mul_ps (u->mf, x32));                 \
+      return _mm256_fmadd_ps (dx, _mm256_fmsub_ps (u->d, su, pm), lane);               \
     } else {                                                                           \
       /* the offset 32: Σ over each block of (scale of the half · its Σq) */          \
       __m256i corr = _mm256_madd_epi16 (u->scall,                                      \
@@ -643,11 +665,15 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
           }                                                                            \
         }                                                                              \
         for (int i = 0; i < nr; i++) {                                                 \
-          float l[8];                                                                  \
-          _mm256_storeu_ps (l, lanes[i]);                                              \
-          if (nb8 < nb)                                                                \
+          float l[8], sum;                                                             \
+          if (nb8 < nb) {                                                              \
+            _mm256_storeu_ps (l, lanes[i]);                                            \
             blocks_generic (type, wo, a, r0 + i, nb8, nb, l);                          \
-          store_y (y + (size_t) (r0 + i) * ldy + o, lanes_sum (l), accumulate);        \
+            sum = lanes_sum (l);                                                       \
+          } else {                                                                     \
+            sum = lanes_sum_vec (lanes[i]);                                            \
+          }                                                                            \
+          store_y (y + (size_t) (r0 + i) * ldy + o, sum, accumulate);                  \
         }                                                                              \
       }                                                                                \
     }                                                                                  \
@@ -729,24 +755,6 @@ typedef struct {
   __m512i sc16;       /* Q6_K: each output's 16 scales as int16, for the offset */
   __m512i hsc[2];     /* Q6_K: each block's half h scale as int32 */
 } Pair;
-
-/* Sub-blocks 0 … 7's six-bit scales and mins of a Q4_K super-block as
- * bytes (dfl_q4k_scale_min, four bytes at a time). */
-static inline void
-q4k_scales_mins (const uint8_t *scales, uint8_t sc[8], uint8_t m[8])
-{
-  uint32_t a4, b4, c4, s[2], n[2];
-
-  memcpy (&a4, scales, 4);
-  memcpy (&b4, scales + 4, 4);
-  memcpy (&c4, scales + 8, 4);
-  s[0] = a4 & 0x3f3f3f3fu;
-  n[0] = b4 & 0x3f3f3f3fu;
-  s[1] = (c4 & 0x0f0f0f0fu) | (((a4 >> 6) & 0x03030303u) << 4);
-  n[1] = ((c4 >> 4) & 0x0f0f0f0fu) | (((b4 >> 6) & 0x03030303u) << 4);
-  memcpy (sc, s, 8);
-  memcpy (m, n, 8);
-}
 
 /* The pair's scales for the 256 inputs from block b. */
 VNNI static inline __attribute__ ((always_inline)) void
@@ -986,11 +994,19 @@ outputs_kernel_pairs (const DflDtype type, const char *w, size_t wrow, const QAc
       }
       for (int i = 0; i < nr; i++) {
         float l[16];
-        _mm512_storeu_ps (l, lanes[i]);
+        if (nb8 < nb)
+          _mm512_storeu_ps (l, lanes[i]);
         for (int n = 0; n <= two; n++) {
-          if (nb8 < nb)
+          float sum;
+          if (nb8 < nb) {
             blocks_generic (type, wo[n], a, r0 + i, nb8, nb, l + 8 * n);
-          store_y (y + (size_t) (r0 + i) * ldy + o + n, lanes_sum (l + 8 * n), accumulate);
+            sum = lanes_sum (l + 8 * n);
+          } else {
+            __m512d both = _mm512_castps_pd (lanes[i]);
+            sum = lanes_sum_vec (_mm256_castpd_ps (n ? _mm512_extractf64x4_pd (both, 1)
+                                                     : _mm512_castpd512_pd256 (both)));
+          }
+          store_y (y + (size_t) (r0 + i) * ldy + o + n, sum, accumulate);
         }
       }
     }

@@ -346,6 +346,9 @@ typedef struct {
   __m256 scf, mf;    /* Q4_K: six-bit scales and mins, exact in F32 */
   __m256i sc16[8];   /* Q6_K: block j's two int8 scales as int16 ×8 each */
   __m256i scall;     /* Q6_K: the 16 scales as int16 */
+  /* Q6_K on VNNI: the half-block scales as int32 in the order of sum8's
+   * second level (see sum8_halves) */
+  __m256i hsc[2];
   /* interleaved (TRANSPOSE_ROWS): vector i holds inputs 4i … 4i + 3 of
    * each block j at bytes 4j … 4j + 3 */
   __m256i qt[8], signt[8];
@@ -384,6 +387,19 @@ TRANSPOSE8 (avx2, AVX2)
     __m256i s01 = _mm256_hadd_epi32 (p[0], p[1]), s23 = _mm256_hadd_epi32 (p[2], p[3]); \
     __m256i s45 = _mm256_hadd_epi32 (p[4], p[5]), s67 = _mm256_hadd_epi32 (p[6], p[7]); \
     __m256i a = _mm256_hadd_epi32 (s01, s23), b = _mm256_hadd_epi32 (s45, s67);         \
+    return _mm256_add_epi32 (_mm256_permute2x128_si256 (a, b, 0x20),                   \
+                             _mm256_permute2x128_si256 (a, b, 0x31));                  \
+  }                                                                                    \
+  /* the same with each half block weighed by its scale between the second  \
+   * level (per 128 bits, vectors 0-3's or 4-7's sums over that half) and   \
+   * the third: two multiplications for the eight vectors (integer: exact) */ \
+  A static inline __m256i                                                              \
+  sum8_halves_##N (const __m256i p[8], const __m256i hsc[2])                           \
+  {                                                                                    \
+    __m256i s01 = _mm256_hadd_epi32 (p[0], p[1]), s23 = _mm256_hadd_epi32 (p[2], p[3]); \
+    __m256i s45 = _mm256_hadd_epi32 (p[4], p[5]), s67 = _mm256_hadd_epi32 (p[6], p[7]); \
+    __m256i a = _mm256_mullo_epi32 (_mm256_hadd_epi32 (s01, s23), hsc[0]);             \
+    __m256i b = _mm256_mullo_epi32 (_mm256_hadd_epi32 (s45, s67), hsc[1]);             \
     return _mm256_add_epi32 (_mm256_permute2x128_si256 (a, b, 0x20),                   \
                              _mm256_permute2x128_si256 (a, b, 0x31));                  \
   }
@@ -462,7 +478,12 @@ TRANSPOSE8 (avx2, AVX2)
       }                                                                                \
       {                                                                                \
         __m128i s8 = _mm_loadu_si128 ((const __m128i *) w->scales);                    \
+        /* per 128 bits the four blocks' halves 0, then 1 */                        \
+        __m128i e = _mm_shuffle_epi8 (s8, _mm_setr_epi8 (0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, \
+                                                         14, 9, 11, 13, 15));           \
         u->scall = _mm256_cvtepi8_epi16 (s8);                                          \
+        u->hsc[0] = _mm256_cvtepi8_epi32 (e);                                          \
+        u->hsc[1] = _mm256_cvtepi8_epi32 (_mm_srli_si128 (e, 8));                      \
         _Pragma ("GCC unroll 8")                                                       \
         for (int j = 0; j < 8; j++)                                                    \
           u->sc16[j] = _mm256_set_m128i (_mm_set1_epi16 (w->scales[2 * j + 1]),        \
@@ -486,22 +507,17 @@ dot4_vnni (__m256i u8, __m256i s8)
   return _mm256_dpbusd_epi32 (_mm256_setzero_si256 (), u8, s8);
 }
 
-/* The same with each half of 16 bytes weighed by its own int32 scale
- * (Q6_K): AVX2 weighs the int16 pairs by madd, VNNI the int32 sums. */
+/* The same with each half of 16 bytes weighed by its own scale (Q6_K):
+ * AVX2 weighs the int16 pairs by madd; VNNI weighs the halves' sums later,
+ * in sum8_halves. */
 AVX2 static inline __m256i
 dot4_scaled_avx2 (__m256i u8, __m256i s8, __m256i sc16)
 {
   return _mm256_madd_epi16 (_mm256_maddubs_epi16 (u8, s8), sc16);
 }
+#define DOT4_Q6_avx2(u8, s8, sc16) dot4_scaled_avx2 (u8, s8, sc16)
+#define DOT4_Q6_vnni(u8, s8, sc16) dot4_vnni (u8, s8)
 
-VNNI static inline __m256i
-dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
-{
-  /* sc16's int16 lanes hold each half's scale twice over: as int32 lanes,
-   * (scale, scale) pairs, of which the low one, sign-extended, is it */
-  return _mm256_mullo_epi32 (dot4_vnni (u8, s8),
-                             _mm256_srai_epi32 (_mm256_slli_epi32 (sc16, 16), 16));
-}
 
 /* One row of the tile against the unpacked 256 inputs: its lanes (F32 ×8)
  * take the eight blocks' contributions from their integer sums (lane j
@@ -564,11 +580,11 @@ dot4_scaled_vnni (__m256i u8, __m256i s8, __m256i sc16)
       if (type == DFL_DTYPE_Q8_0)                                                      \
         p[j] = dot4_##N (u->q[j], _mm256_sign_epi8 (x, u->sign[j]));                   \
       else if (type == DFL_DTYPE_Q6_K)                                                 \
-        p[j] = dot4_scaled_##N (u->q[j], x, u->sc16[j]);                               \
+        p[j] = DOT4_Q6_##N (u->q[j], x, u->sc16[j]);                                   \
       else                                                                             \
         p[j] = dot4_##N (u->q[j], x);                                                  \
     }                                                                                  \
-    return sum8_##N (p);                                                               \
+    return type == DFL_DTYPE_Q6_K && vnni ? sum8_halves_##N (p, u->hsc) : sum8_##N (p); \
   }
 
 /* The same from the interleaved layouts (qt: the row's interleaved

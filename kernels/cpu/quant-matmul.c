@@ -307,24 +307,24 @@ outputs_generic (DflDtype type, const char *w, size_t wrow, const QAct *a, int r
 #define AVX2 __attribute__ ((target ("avx2,fma,f16c")))
 #define VNNI __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
-/* Sub-blocks 0 … 7's six-bit scales and mins of a Q4_K super-block as
- * bytes: dfl_q4k_scale_min four bytes at a time (those of sub-blocks 0-3
- * are the low six bits of bytes 0-3 and 4-7; those of 4-7 a nibble of
- * bytes 8-11 under the top two bits of 0-3 and 4-7). */
-static inline void
-q4k_scales_mins (const uint8_t *scales, uint8_t sc[8], uint8_t m[8])
+/* Sub-blocks 0 … 7's six-bit scales (bytes 0-7) and mins (8-15) of a
+ * Q4_K super-block: dfl_q4k_scale_min on all eight at once, in registers
+ * (those of sub-blocks 0-3 are the low six bits of bytes 0-3 and 4-7;
+ * those of 4-7 a nibble of bytes 8-11 under the top two bits of 0-3 and
+ * 4-7). The 16 bytes read end inside the block's qs. */
+AVX2 static inline __m128i
+q4k_scales_mins (const uint8_t *scales)
 {
-  uint32_t a4, b4, c4, s[2], n[2];
-
-  memcpy (&a4, scales, 4);
-  memcpy (&b4, scales + 4, 4);
-  memcpy (&c4, scales + 8, 4);
-  s[0] = a4 & 0x3f3f3f3fu;
-  n[0] = b4 & 0x3f3f3f3fu;
-  s[1] = (c4 & 0x0f0f0f0fu) | (((a4 >> 6) & 0x03030303u) << 4);
-  n[1] = ((c4 >> 4) & 0x0f0f0f0fu) | (((b4 >> 6) & 0x03030303u) << 4);
-  memcpy (sc, s, 8);
-  memcpy (m, n, 8);
+  __m128i v = _mm_loadu_si128 ((const __m128i *) scales);
+  /* int32 lanes: the low bits of 0-3 and of 4-7, then bytes 8-11 and
+   * their high nibbles under bits 6-7 of bytes 0-3 and 4-7 */
+  __m128i lo = _mm_and_si128 (v, _mm_set1_epi32 (0x3f3f3f3f));
+  __m128i c = _mm_srlv_epi32 (_mm_shuffle_epi32 (v, _MM_SHUFFLE (2, 2, 2, 2)),
+                              _mm_setr_epi32 (0, 4, 0, 4));
+  __m128i top = _mm_and_si128 (_mm_srli_epi32 (v, 6), _mm_set1_epi32 (0x03030303));
+  __m128i hi = _mm_or_si128 (_mm_and_si128 (c, _mm_set1_epi32 (0x0f0f0f0f)),
+                             _mm_slli_epi32 (top, 4));
+  return _mm_unpacklo_epi32 (lo, hi);
 }
 
 /* lanes_sum's tree on a vector of the eight lanes (the same additions in
@@ -436,16 +436,17 @@ TRANSPOSE8 (avx2, AVX2)
       u->dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) dh));                \
     } else if (type == DFL_DTYPE_Q4_K) {                                               \
       const DflBlockQ4_K *w = (const DflBlockQ4_K *) wrow + b / 8;                     \
-      uint8_t sc[8], m[8];                                                             \
       _Pragma ("GCC unroll 4")                                                         \
       for (int c = 0; c < 4; c++) {                                                    \
         __m256i v = _mm256_loadu_si256 ((const __m256i *) (w->qs + 32 * c));           \
         u->q[2 * c] = _mm256_and_si256 (v, low4);                                      \
         u->q[2 * c + 1] = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), low4);           \
       }                                                                                \
-      q4k_scales_mins (w->scales, sc, m);                                              \
-      u->scf = _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) sc))); \
-      u->mf = _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) m))); \
+      {                                                                                \
+        __m128i scm = q4k_scales_mins (w->scales);                                     \
+        u->scf = _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (scm));                      \
+        u->mf = _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_srli_si128 (scm, 8)));   \
+      }                                                                                \
       {                                                                                \
         /* d and dmin side by side, widened by F16C (exact, as dfl_f16_to_f32) */     \
         uint32_t both;                                                                 \
@@ -789,11 +790,9 @@ pair_scales (const DflDtype type, const char *const wo[2], int b, Pair *p)
   } else if (type == DFL_DTYPE_Q4_K) {
     const DflBlockQ4_K *w0 = (const DflBlockQ4_K *) wo[0] + b / 8;
     const DflBlockQ4_K *w1 = (const DflBlockQ4_K *) wo[1] + b / 8;
-    uint8_t sc[16], m[16];
-    q4k_scales_mins (w0->scales, sc, m);
-    q4k_scales_mins (w1->scales, sc + 8, m + 8);
-    p->scf = _mm512_cvtepi32_ps (_mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) sc)));
-    p->mf = _mm512_cvtepi32_ps (_mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) m)));
+    __m128i scm0 = q4k_scales_mins (w0->scales), scm1 = q4k_scales_mins (w1->scales);
+    p->scf = _mm512_cvtepi32_ps (_mm512_cvtepu8_epi32 (_mm_unpacklo_epi64 (scm0, scm1)));
+    p->mf = _mm512_cvtepi32_ps (_mm512_cvtepu8_epi32 (_mm_unpackhi_epi64 (scm0, scm1)));
     p->d = ZJOIN_PS (_mm256_set1_ps (f16 (&w0->d)), _mm256_set1_ps (f16 (&w1->d)));
     p->dmin = ZJOIN_PS (_mm256_set1_ps (f16 (&w0->dmin)), _mm256_set1_ps (f16 (&w1->dmin)));
   } else {

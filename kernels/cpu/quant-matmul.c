@@ -8,8 +8,10 @@
  * kept beside them. A group of 32 meets exactly one block of Q8_0 or Q4_0
  * and one sub-block of the K types, so every such block b gives an exact
  * integer sum isum_b = Σ q_w · q_x (Q4_0 and Q6_K subtract their offset 8
- * and 32 through the group sums; Q6_K weighs its two halves by their int8
- * scales, Q4_K its sub-block by its six-bit scale). The error this adds is
+ * and 32 through the group sums, as AVX-512 VNNI does the 128 it adds to
+ * Q8_0's weights or activations for dpbusd's unsigned operand; Q6_K weighs
+ * its two halves by their int8 scales, Q4_K its sub-block by its six-bit
+ * scale). The error this adds is
  * that of rounding x to its group's step: |Σ w (x − x̂)| ≤ Σ_groups
  * dx / 2 · Σ |w| over the group, whatever the weight type.
  *
@@ -297,7 +299,8 @@ outputs_generic (DflDtype type, const char *w, size_t wrow, const QAct *a, int r
  *
  * Per output and 256 inputs (eight blocks, or one K super-block) the
  * weights are unpacked once into eight vectors of 32 unsigned bytes (Q8_0:
- * their magnitudes, the signs moved onto the activations), then for each
+ * on AVX2 their magnitudes, the signs moved onto the activations; on VNNI
+ * w + 128, the row's 128 · Σq subtracted in the step), then for each
  * row of the tile: eight block dot products as vectors of eight int32
  * partial sums, reduced to one vector of the eight blocks' sums, and the
  * F32 step of every lane at once. VNNI is the one instruction dpbusd where
@@ -305,6 +308,8 @@ outputs_generic (DflDtype type, const char *w, size_t wrow, const QAct *a, int r
  * 2 · 128 · 127) and madd. */
 
 #define AVX2 __attribute__ ((target ("avx2,fma,f16c")))
+#define VNNI_avx2 0
+#define VNNI_vnni 1
 #define VNNI __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 /* Sub-blocks 0 … 7's six-bit scales (bytes 0-7) and mins (8-15) of a
@@ -339,8 +344,8 @@ lanes_sum_vec (__m256 l)
 
 
 typedef struct {
-  __m256i q[8];      /* unsigned weights (Q8_0: magnitudes) */
-  __m256i sign[8];   /* Q8_0: the signed weights, whose signs go onto x */
+  __m256i q[8];      /* unsigned weights (Q8_0: magnitudes, on VNNI w + 128) */
+  __m256i sign[8];   /* Q8_0 on AVX2: the signed weights, whose signs go onto x */
   __m256 dw;         /* Q8_0, Q4_0: the blocks' scales */
   __m256 d, dmin;    /* K types: the super-block's scales, broadcast */
   __m256 scf, mf;    /* Q4_K: six-bit scales and mins, exact in F32 */
@@ -419,7 +424,8 @@ TRANSPOSE8 (avx2, AVX2)
       for (int j = 0; j < 8; j++) {                                                    \
         __m256i v = _mm256_loadu_si256 ((const __m256i *) w[j].qs);                    \
         u->sign[j] = v;                                                                \
-        u->q[j] = _mm256_abs_epi8 (v);                                                 \
+        u->q[j] = VNNI_##N ? _mm256_xor_si256 (v, _mm256_set1_epi8 ((char) 0x80))      \
+            : _mm256_abs_epi8 (v);                                                     \
         dh[j] = dfl_q_f16 (&w[j].d);                                                   \
       }                                                                                \
       u->dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) dh));                \
@@ -530,6 +536,10 @@ dot4_scaled_avx2 (__m256i u8, __m256i s8, __m256i sc16)
   {                                                                                    \
     __m256 dx = _mm256_loadu_ps (d);                                                   \
     if (type == DFL_DTYPE_Q8_0) {                                                      \
+      if (VNNI_##N) {                                                                  \
+        __m256i off = _mm256_slli_epi32 (_mm256_loadu_si256 ((const __m256i *) s32), 7); \
+        isum = _mm256_sub_epi32 (isum, off);                                           \
+      }                                                                                \
       return _mm256_fmadd_ps (_mm256_mul_ps (u->dw, dx), _mm256_cvtepi32_ps (isum), lane); \
     } else if (type == DFL_DTYPE_Q4_0) {                                               \
       __m256i off = _mm256_slli_epi32 (_mm256_loadu_si256 ((const __m256i *) s32), 3); \
@@ -578,7 +588,7 @@ dot4_scaled_avx2 (__m256i u8, __m256i s8, __m256i sc16)
     _Pragma ("GCC unroll 8")                                                           \
     for (int j = 0; j < 8; j++) {                                                      \
       __m256i x = _mm256_load_si256 ((const __m256i *) (q + 32 * j));                  \
-      if (type == DFL_DTYPE_Q8_0)                                                      \
+      if (type == DFL_DTYPE_Q8_0 && !vnni)                                             \
         p[j] = dot4_##N (u->q[j], _mm256_sign_epi8 (x, u->sign[j]));                   \
       else if (type == DFL_DTYPE_Q6_K)                                                 \
         p[j] = DOT4_Q6_##N (u->q[j], x, u->sc16[j]);                                   \
@@ -737,8 +747,6 @@ dot4_scaled_avx2 (__m256i u8, __m256i s8, __m256i sc16)
     }                                                                                  \
   }
 
-#define VNNI_avx2 0
-#define VNNI_vnni 1
 /* AVX-512 VNNI's 256-bit code serves only the rows too few to interleave
  * (its interleaved rows are two outputs at a time, below) */
 SUM8 (avx2, AVX2) UNPACK (avx2, AVX2) STEP (avx2, AVX2) ISUM (avx2, AVX2) ISUMT (avx2, AVX2)

@@ -89,6 +89,27 @@ typedef struct {
  * transposition per 256 weights, which a row or two would not repay. */
 #define TRANSPOSE_ROWS 4
 
+/* A group's step (*d) from its largest magnitude, and the factor that
+ * takes its values to int8. */
+static inline float
+group_step (float amax, int finite, float *d)
+{
+  float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+
+  *d = amax / 127.0f;
+  /* max|x| so small that 127 / max|x| overflows: the group's values are
+   * taken as 0, on every path alike (x · ∞ rounds to no integer) */
+  if (isinf (id))
+    id = 0.0f;
+  /* a NaN or an Inf: the group's step is NaN and its values 0, so every
+   * output it meets is NaN, as it would be in F32, never a number */
+  if (!finite) {
+    *d = NAN;
+    id = 0.0f;
+  }
+  return id;
+}
+
 static void
 quantize_row_act (const float *x, int k, int8_t *q, float *d, int32_t *s32, int16_t *s16)
 {
@@ -101,14 +122,7 @@ quantize_row_act (const float *x, int k, int8_t *q, float *d, int32_t *s32, int1
       finite &= isfinite (xg[i]) != 0;
       amax = fmaxf (amax, fabsf (xg[i]));
     }
-    d[g] = amax / 127.0f;
-    id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    /* a NaN or an Inf: the group's step is NaN and its values 0, so every
-     * output it meets is NaN, as it would be in F32, never a number */
-    if (!finite) {
-      d[g] = NAN;
-      id = 0.0f;
-    }
+    id = group_step (amax, finite, &d[g]);
     for (int i = 0; i < 32; i++) {
       float t = xg[i] * id;
       int v = (int) lrintf (t);
@@ -122,8 +136,86 @@ quantize_row_act (const float *x, int k, int8_t *q, float *d, int32_t *s32, int1
   }
 }
 
+#ifdef DFL_X86
+#define AVX2 __attribute__ ((target ("avx2,fma,f16c")))
+
+AVX2 static inline void transpose8_avx2 (const __m256i r[8], __m256i t[8]);
+
+/* quantize_row_act on AVX2, eight values at a time: the same operations
+ * (x · id rounded by the conversion in the default rounding mode, as
+ * lrintf, then clamped), so the same bytes, steps and sums. */
+AVX2 static void
+quantize_row_act_avx2 (const float *x, int k, int8_t *q, float *d, int32_t *s32, int16_t *s16)
+{
+  const __m256 sign = _mm256_set1_ps (-0.0f), inf = _mm256_set1_ps (INFINITY);
+  const __m256i lim = _mm256_set1_epi32 (127), nlim = _mm256_set1_epi32 (-127);
+
+  for (int g = 0; g < k / 32; g++) {
+    __m256 v[4], m = _mm256_setzero_ps ();
+    __m256i iv[4], half, sums;
+    __m128 h;
+    __m128i s;
+    int finite = 1;
+    float amax, id;
+
+    _Pragma ("GCC unroll 4")
+    for (int i = 0; i < 4; i++) {
+      __m256 a;
+      v[i] = _mm256_loadu_ps (x + 32 * g + 8 * i);
+      a = _mm256_andnot_ps (sign, v[i]);
+      finite &= _mm256_movemask_ps (_mm256_cmp_ps (a, inf, _CMP_LT_OQ)) == 0xff;
+      m = _mm256_max_ps (m, a);
+    }
+    h = _mm_max_ps (_mm256_castps256_ps128 (m), _mm256_extractf128_ps (m, 1));
+    h = _mm_max_ps (h, _mm_movehl_ps (h, h));
+    amax = _mm_cvtss_f32 (_mm_max_ss (h, _mm_movehdup_ps (h)));
+    id = group_step (amax, finite, &d[g]);
+    if (!finite) {
+      memset (q + 32 * g, 0, 32);
+      s16[2 * g] = s16[2 * g + 1] = 0;
+      s32[g] = 0;
+      continue;
+    }
+    _Pragma ("GCC unroll 4")
+    for (int i = 0; i < 4; i++)
+      iv[i] = _mm256_min_epi32 (_mm256_max_epi32 (
+          _mm256_cvtps_epi32 (_mm256_mul_ps (v[i], _mm256_set1_ps (id))), nlim), lim);
+    /* to bytes: the packs interleave the four vectors by fours per 128 bits */
+    _mm256_storeu_si256 ((__m256i *) (q + 32 * g), _mm256_permutevar8x32_epi32 (
+        _mm256_packs_epi16 (_mm256_packs_epi32 (iv[0], iv[1]), _mm256_packs_epi32 (iv[2], iv[3])),
+        _mm256_setr_epi32 (0, 4, 1, 5, 2, 6, 3, 7)));
+    /* the halves' sums (inputs 0-15, 16-31) */
+    half = _mm256_hadd_epi32 (_mm256_add_epi32 (iv[0], iv[1]), _mm256_add_epi32 (iv[2], iv[3]));
+    sums = _mm256_hadd_epi32 (half, half);
+    s = _mm_add_epi32 (_mm256_castsi256_si128 (sums), _mm256_extracti128_si256 (sums, 1));
+    s16[2 * g] = (int16_t) _mm_cvtsi128_si32 (s);
+    s16[2 * g + 1] = (int16_t) _mm_extract_epi32 (s, 1);
+    s32[g] = _mm_cvtsi128_si32 (s) + _mm_extract_epi32 (s, 1);
+  }
+}
+
+/* A row's q interleaved as QAct.qt describes, 256 inputs at a time. */
+AVX2 static void
+interleave_row_avx2 (const int8_t *q, int k, int8_t *qt)
+{
+  for (int c = 0; c + 256 <= k; c += 256) {
+    __m256i r[8], t[8];
+    _Pragma ("GCC unroll 8")
+    for (int j = 0; j < 8; j++)
+      r[j] = _mm256_loadu_si256 ((const __m256i *) (q + c + 32 * j));
+    transpose8_avx2 (r, t);
+    _Pragma ("GCC unroll 8")
+    for (int i = 0; i < 8; i++)
+      _mm256_storeu_si256 ((__m256i *) (qt + c + 32 * i), t[i]);
+  }
+}
+#endif
+
+/* The activations of `rows` rows; `simd`: by the AVX2 code (the same
+ * values), as the SIMD paths do. */
 static int
-qact_init (QAct *a, const float *x, int rows, int ldx, int k, int transpose, int biased)
+qact_init (QAct *a, const float *x, int rows, int ldx, int k, int transpose, int biased,
+           int simd)
 {
   size_t nq = (size_t) rows * k, ng = (size_t) rows * (k / 32), nq64 = (nq + 63) & ~(size_t) 63;
   size_t bytes = nq64 * (1 + (transpose != 0) * (1 + (biased != 0))) + ng * (4 + 4 + 4);
@@ -150,9 +242,20 @@ qact_init (QAct *a, const float *x, int rows, int ldx, int k, int transpose, int
   a->s32 = (int32_t *) (a->d + ng);
   a->s16 = (int16_t *) (a->s32 + ng);
   for (int r = 0; r < rows; r++) {
-    const int8_t *q = a->q + (size_t) r * k;
-    quantize_row_act (x + (size_t) r * ldx, k, a->q + (size_t) r * k, a->d + (size_t) r * (k / 32),
-                      a->s32 + (size_t) r * (k / 32), a->s16 + (size_t) r * (k / 16));
+    const float *xr = x + (size_t) r * ldx;
+    int8_t *q = a->q + (size_t) r * k;
+    float *d = a->d + (size_t) r * (k / 32);
+    int32_t *s32 = a->s32 + (size_t) r * (k / 32);
+    int16_t *s16 = a->s16 + (size_t) r * (k / 16);
+#ifdef DFL_X86
+    if (simd) {
+      quantize_row_act_avx2 (xr, k, q, d, s32, s16);
+      if (transpose)
+        interleave_row_avx2 (q, k, a->qt + (size_t) r * k);
+      continue;
+    }
+#endif
+    quantize_row_act (xr, k, q, d, s32, s16);
     if (transpose)
       for (int c = 0; c + 256 <= k; c += 256)
         for (int i = 0; i < 8; i++)
@@ -307,7 +410,6 @@ outputs_generic (DflDtype type, const char *w, size_t wrow, const QAct *a, int r
  * AVX2 takes maddubs (pairs into int16, never saturating here: at most
  * 2 · 128 · 127) and madd. */
 
-#define AVX2 __attribute__ ((target ("avx2,fma,f16c")))
 #define VNNI_avx2 0
 #define VNNI_vnni 1
 #define VNNI __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -1168,7 +1270,8 @@ dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, 
     return 1;
   if (!qact_init (&a, x, rows, ldx, w->cols,
                   rows >= TRANSPOSE_ROWS && quant_path () != QPATH_GENERIC,
-                  quant_path () == QPATH_VNNI && w->type == DFL_DTYPE_Q8_0))
+                  quant_path () == QPATH_VNNI && w->type == DFL_DTYPE_Q8_0,
+                  quant_path () != QPATH_GENERIC))
     return 0;
   q = (QWork) { .type = w->type, .w = w->data, .wrow = wrow, .a = &a, .rows = rows,
                 .n_out = n_out, .ldy = ldy, .accumulate = accumulate,

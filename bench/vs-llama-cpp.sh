@@ -3,7 +3,8 @@
 #
 #   bash bench/vs-llama-cpp.sh [BUILD_DIR] [CACHE_DIR]
 #       (defaults: build, ~/.cache/gst-dflash; REPS=3 alternating rounds,
-#        FILES="f32 bf16 f16 Q8_0 Q4_K_M", PROMPTS=10)
+#        FILES="f32 bf16 f16 Q8_0 Q4_K_M", PROMPTS=10, THREADS=2 for the
+#        plain decoding)
 #
 # Builds llama.cpp's CPU tools once into the cache (bench/llama-cpp-build.sh,
 # from PyPI's llama-cpp-python source distribution), writes a random Qwen3
@@ -26,6 +27,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 cache=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/gst-dflash}
 reps=${REPS:-3}
+threads=${THREADS:-2}
 prompts=${PROMPTS:-10}
 py=${PYTHON:-.venv/bin/python3}
 [ -x "$py" ] || py=python3
@@ -45,14 +47,14 @@ done
 
 # one llama-bench tg128 figure (tokens/s)
 llama_tg () {
-  "$bin/llama-bench" -m "$1" -p 0 -n 128 -t 2 -r 1 -o csv 2>/dev/null \
+  "$bin/llama-bench" -m "$1" -p 0 -n 128 -t "$threads" -r 1 -o csv 2>/dev/null \
     | tail -1 | awk -F'","' '{ gsub(/"/, "", $(NF-1)); print $(NF-1) }'
 }
-# bench-target's decode tokens/s, read floor ratio and verify-16 ratio, or
-# the error it gave
+# bench-target's decode tokens/s, read floor ratio and verify-16 ratio (a
+# pass of 16 rows as a multiple of a one-row step), or the error it gave
 ours () {
   local out
-  if ! out=$(OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 "$build/bench/bench-target" --target "$1" \
+  if ! out=$(OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$build/bench/bench-target" --target "$1" \
                --prompt 128 --decode 128 --verify-rows 16 2>&1); then
     echo "error: $(echo "$out" | tail -1)"
     return
@@ -60,32 +62,33 @@ ours () {
   echo "$out" | awk '
     /^decode:/ { tps = $2 }
     /decode \/ read floor:/ { for (i = 1; i <= NF; i++) if ($i == "floor:") r = $(i + 1) }
-    /^ *16 rows/ || /^verify 16/ { v = $0 }
-    END { printf "%s %s\n", tps, r }'
-  echo "$out" | grep -E "^ *16 " | tail -1 >&2
+    $1 == "16" && $3 ~ /x$/ { v = $3 }
+    END { printf "%s %s %s\n", tps, r, v }'
 }
 
-printf "%-34s %12s %12s %8s %14s\n" "file" "llama.cpp t/s" "ours t/s" "× llama" "ours × floor"
+printf "%-34s %12s %12s %8s %14s %12s\n" "file" "llama.cpp t/s" "ours t/s" "× llama" "ours × floor" \
+  "16 rows ×"
 for f in ${FILES:-f32 bf16 f16 Q8_0 Q4_K_M}; do
   file="$model-$f.gguf"
-  l_sum=0 o_sum=0 n=0 floor="" err=""
+  l_sum=0 o_sum=0 n=0 floor="" verify="" err=""
   for r in $(seq "$reps"); do
     l=$(llama_tg "$file")
     o=$(ours "$file" 2>/dev/null)
     case "$o" in error:*) err=$o; break ;; esac
     set -- $o
     l_sum=$(echo "$l_sum + $l" | bc -l); o_sum=$(echo "$o_sum + $1" | bc -l)
-    floor=$2 n=$((n + 1))
+    floor=$2 verify=$3 n=$((n + 1))
   done
   if [ -n "$err" ]; then
     printf "%-34s %12s   %s\n" "$(basename "$file")" "$l" "$err"
     continue
   fi
-  printf "%-34s %12.1f %12.1f %7.2f× %14s\n" "$(basename "$file")" "$(echo "$l_sum / $n" | bc -l)" \
-    "$(echo "$o_sum / $n" | bc -l)" "$(echo "$o_sum / $l_sum" | bc -l)" "$floor"
+  printf "%-34s %12.1f %12.1f %7.2f× %14s %12s\n" "$(basename "$file")" "$(echo "$l_sum / $n" | bc -l)" \
+    "$(echo "$o_sum / $n" | bc -l)" "$(echo "$o_sum / $l_sum" | bc -l)" "$floor" "$verify"
 done
 echo "(tokens/s: the mean of $reps alternating runs; ours × floor: the last run's decode step"
-echo " over the weights' bytes / the read rate bench-target measured in the same run)"
+echo " over the weights' bytes / the read rate bench-target measured in the same run; 16 rows ×:"
+echo " the last run's verification pass of 16 rows as a multiple of its one-row step)"
 
 # the default pair: prompt lookup against llama-lookup, cold per prompt
 pair="$cache/qwen3-go-bf16.gguf"

@@ -22,6 +22,8 @@
  *    blocks, Q8_0 / Q4_0 rows not a multiple of 256) and the errors of
  *    rows that are not whole blocks, through dfl_op_matmul;
  *  - a NaN or an Inf among a row's inputs makes that row's outputs NaN;
+ *    a group too small for 127 / its max|x| quantizes to zeros on every
+ *    path alike;
  *  - the CPU back end's matmul and embed of the block types, and tensors
  *    of them (strides, bytes, packing).
  */
@@ -377,42 +379,65 @@ check_reference (const QMat *m, const float *x, int rows, int ldx, const float *
   return worst;
 }
 
-/* A NaN or an Inf in a row makes that row's outputs NaN on every path
- * (never a number made of the other values), and leaves the other rows
- * as they were. */
+static const DflKernelsIsa paths[] = { DFL_KERNELS_GENERIC, DFL_KERNELS_AVX2,
+                                       DFL_KERNELS_AVX512 };
+
+/* Values at the edges, on every path, all rows at once (the SIMD paths'
+ * interleaved layouts) and each row alone: a NaN or an Inf in a row makes
+ * that row's outputs NaN (never a number made of the other values) and
+ * leaves the other rows as they were; a group whose largest magnitude is
+ * so small that 127 / it overflows quantizes to zeros, bitwise the plain-C
+ * path's (a row of nothing else gives zeros). */
 static void
-test_matmul_nonfinite (void)
+test_matmul_edge_values (void)
 {
   g_autoptr (GRand) r = g_rand_new_with_seed (5);
-  int in = 512, out = 20, rows = 3;
+  int in = 512, out = 20, rows = 5;
 
   for (guint t = 0; t < G_N_ELEMENTS (qtypes); t++) {
     QMat m;
     g_autofree float *x = make_values (r, rows, in);
     g_autofree float *y = g_new (float, rows * out), *ref = g_new (float, rows * out);
+    g_autofree float *clean = g_new (float, rows * out);
 
     qmat_make (&m, r, qtypes[t], out, in);
-    dfl_kernels_set_isa (DFL_KERNELS_GENERIC);
-    matmul (&m, x, rows, in, ref, out, out, FALSE);
+    g_assert_true (dfl_kernels_set_isa (DFL_KERNELS_GENERIC));
+    matmul (&m, x, rows, in, clean, out, out, FALSE);
     x[0 * in + 300] = NAN;
     x[2 * in + 7] = INFINITY;
-    for (guint p = 0; p < 2; p++) {
-      if (!dfl_kernels_set_isa (p ? DFL_KERNELS_BEST : DFL_KERNELS_GENERIC))
+    for (int i = 0; i < 32; i++)
+      x[1 * in + 64 + i] *= 1e-38f;
+    for (int i = 0; i < in; i++)
+      x[3 * in + i] = i % 3 ? 1e-40f : -3e-45f;
+    matmul (&m, x, rows, in, ref, out, out, FALSE);
+    for (int o = 0; o < out; o++) {
+      g_assert_true (isfinite (ref[out + o]));
+      g_assert_cmpfloat (ref[3 * out + o], ==, 0.0f);
+    }
+    for (guint p = 0; p < G_N_ELEMENTS (paths); p++) {
+      if (!dfl_kernels_set_isa (paths[p]))
         continue;
-      matmul (&m, x, rows, in, y, out, out, FALSE);
-      for (int o = 0; o < out; o++) {
-        g_assert_true (isnan (y[o]));
-        g_assert_true (isnan (y[2 * out + o]));
+      for (int alone = 0; alone < 2; alone++) {
+        if (alone)
+          for (int i = 0; i < rows; i++)
+            matmul (&m, x + (gsize) i * in, 1, in, y + (gsize) i * out, out, out, FALSE);
+        else
+          matmul (&m, x, rows, in, y, out, out, FALSE);
+        for (int o = 0; o < out; o++) {
+          g_assert_true (isnan (y[o]));
+          g_assert_true (isnan (y[2 * out + o]));
+        }
+        g_assert_cmpmem (y + out, sizeof (float) * out, ref + out, sizeof (float) * out);
+        g_assert_cmpmem (y + 3 * out, sizeof (float) * 2 * out, ref + 3 * out,
+                         sizeof (float) * 2 * out);
+        g_assert_cmpmem (y + 4 * out, sizeof (float) * out, clean + 4 * out,
+                         sizeof (float) * out);
       }
-      g_assert_cmpmem (y + out, sizeof (float) * out, ref + out, sizeof (float) * out);
     }
     dfl_kernels_set_isa (DFL_KERNELS_BEST);
     qmat_clear (&m);
   }
 }
-
-static const DflKernelsIsa paths[] = { DFL_KERNELS_GENERIC, DFL_KERNELS_AVX2,
-                                       DFL_KERNELS_AVX512 };
 
 /* One shape of one type: float64, then every path this CPU has (and the
  * VNNI one only with `vnni`) bitwise the plain-C one, each with 1 thread
@@ -580,7 +605,7 @@ const DflTestCase dfl_test_cases[] = {
   { "/quant/bad-lengths", test_bad_lengths },
   { "/quant/matmul-paths", test_matmul_paths },
   { "/quant/matmul-vnni", test_matmul_vnni },
-  { "/quant/matmul-nonfinite", test_matmul_nonfinite },
+  { "/quant/matmul-edge-values", test_matmul_edge_values },
   { "/quant/backend", test_backend },
   { NULL, NULL }
 };

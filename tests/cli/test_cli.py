@@ -273,6 +273,22 @@ def main():
                      ["route-fit", "--target", GOOD, "--prompts", prompts, "--max-new", "24",
                       "--out", os.path.join(tmp, "out.safetensors")], "prompts.txt", "won")
 
+    # serve and ab are programs that dflash runs in its place
+    for cmd, usage in (("serve", "serve the OpenAI API"), ("ab", "compare two pipelines")):
+        rc, out, err = run(cmd, "--help")
+        check(f"dflash {cmd} --help runs dflash-{cmd}", rc == 0 and usage in out, f"rc={rc} {out!r} {err!r}")
+    if os.path.exists(os.path.join(os.environ.get("DFLASH_COMMAND_DIR", "/nonexistent"), "dflash-serve")):
+        check("a dflash without its programs # SKIP installed ones would be found", True)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            alone = os.path.join(tmp, "dflash")
+            shutil.copy(DFLASH, alone)
+            p = subprocess.run([alone, "serve", "--port", "0"], capture_output=True, text=True, timeout=60)
+            check("a dflash without its programs names the one missing",
+                  p.returncode == 1 and p.stderr.count("\n") == 1
+                  and p.stderr.startswith("dflash: serve: its program is not installed")
+                  and os.path.join(tmp, "dflash-serve") in p.stderr, f"rc={p.returncode} {p.stderr!r}")
+
     rc, out, err = run("inspect", GOOD)
     check("inspect a checkpoint", rc == 0 and "hidden 64" in out and "BF16" in out, out + err)
 

@@ -1,6 +1,8 @@
 /* gst-dflash — the CUDA device: context, stream, cuBLAS handle, memory,
  * copies, graphs, and the errors launches leave behind.
  *
+ * cuBLAS is opened at run time, with the first device (dfl-cublas.cu).
+ *
  * One stream per device: every launch and copy goes on it, so the order of
  * calls is the order of work, and a whole step can be captured as a graph.
  * The calls assume the device's ordinal is the thread's current CUDA device
@@ -34,7 +36,7 @@ dfl_cuda_note_cublas (DflCudaDevice *dev, const char *what, cublasStatus_t statu
   if (dev->pending)
     return;
   g_set_error (&dev->pending, DFL_ERROR, DFL_ERROR_IO, "CUDA device %d: %s failed in cuBLAS: %s",
-               dev->ordinal, what, cublasGetStatusString (status));
+               dev->ordinal, what, dev->blas->status_string (status));
 }
 
 void
@@ -118,11 +120,15 @@ dfl_cuda_device_open (int ordinal, GError **error)
   if (!cuda_ok (cudaStreamCreateWithFlags (&dev->stream, cudaStreamNonBlocking),
                 "cudaStreamCreate", ordinal, error))
     goto fail;
-  bstatus = cublasCreate (&dev->cublas);
+  if (!(dev->blas = dfl_cublas_load (error))) {
+    g_prefix_error (error, "CUDA device %d: ", ordinal);
+    goto fail;
+  }
+  bstatus = dev->blas->create (&dev->cublas);
   if (bstatus != CUBLAS_STATUS_SUCCESS) {
     dev->cublas = NULL;
     g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "CUDA device %d: cublasCreate failed: %s",
-                 ordinal, cublasGetStatusString (bstatus));
+                 ordinal, dev->blas->status_string (bstatus));
     goto fail;
   }
   if (!cuda_ok (cudaMalloc (&dev->d_cublas_workspace, CUBLAS_WORKSPACE_BYTES),
@@ -134,14 +140,15 @@ dfl_cuda_device_open (int ordinal, GError **error)
   dev->att_partial_floats = ATT_PARTIAL_FLOATS;
   dfl_cuda_kernels_setup (dev);
   /* F32 products stay F32 (no TF32); every cuBLAS call on the one stream */
-  if ((bstatus = cublasSetMathMode (dev->cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS
-      || (bstatus = cublasSetStream (dev->cublas, dev->stream)) != CUBLAS_STATUS_SUCCESS
-      || (bstatus = cublasSetWorkspace (dev->cublas, dev->d_cublas_workspace,
-                                        CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS
-      || (bstatus = cublasSetPointerMode (dev->cublas, CUBLAS_POINTER_MODE_HOST))
+  if ((bstatus = dev->blas->set_math_mode (dev->cublas, CUBLAS_DEFAULT_MATH))
+        != CUBLAS_STATUS_SUCCESS
+      || (bstatus = dev->blas->set_stream (dev->cublas, dev->stream)) != CUBLAS_STATUS_SUCCESS
+      || (bstatus = dev->blas->set_workspace (dev->cublas, dev->d_cublas_workspace,
+                                              CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS
+      || (bstatus = dev->blas->set_pointer_mode (dev->cublas, CUBLAS_POINTER_MODE_HOST))
            != CUBLAS_STATUS_SUCCESS) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "CUDA device %d: setting up cuBLAS failed: %s",
-                 ordinal, cublasGetStatusString (bstatus));
+                 ordinal, dev->blas->status_string (bstatus));
     goto fail;
   }
   return dev;
@@ -167,7 +174,7 @@ dfl_cuda_device_unref (DflCudaDevice *dev)
   if (dev->stream)
     cudaStreamSynchronize (dev->stream);
   if (dev->cublas)
-    cublasDestroy (dev->cublas);
+    dev->blas->destroy (dev->cublas);
   cudaFree (dev->d_cublas_workspace);
   cudaFree (dev->d_att_partial);
   cudaFree (dev->d_topk);

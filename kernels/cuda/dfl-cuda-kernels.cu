@@ -86,8 +86,9 @@ dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, 
    * rows_w] view of W transposed (op T, lda = in) and xᵀ is x's column-major
    * view (op N, ldb = ldx). */
   if (w->type == DFL_DTYPE_F32) {
-    status = cublasSgemm (dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, w->cols, &alpha,
-                          (const float *) w->d_data, w->cols, d_x, ldx, &beta, d_y, ldy);
+    status = dev->blas->sgemm (dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, w->cols,
+                               &alpha, (const float *) w->d_data, w->cols, d_x, ldx, &beta, d_y,
+                               ldy);
   } else {
     cudaDataType dt = w->type == DFL_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
     if (!d_scratch) {
@@ -98,9 +99,9 @@ dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, 
     round_rows_kernel<<<grid_for ((size_t) rows * w->cols, BLOCK), BLOCK, 0, dev->stream>>> (
       d_x, rows, w->cols, ldx, d_scratch, w->type);
     dfl_cuda_launched (dev, "dfl_cuda_matmul (rounding x)");
-    status = cublasGemmEx (dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, w->cols, &alpha,
-                           w->d_data, dt, w->cols, d_scratch, dt, w->cols, &beta, d_y,
-                           CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    status = dev->blas->gemm_ex (dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, w->cols,
+                                 &alpha, w->d_data, dt, w->cols, d_scratch, dt, w->cols, &beta,
+                                 d_y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   }
   if (status != CUBLAS_STATUS_SUCCESS)
     dfl_cuda_note_cublas (dev, "dfl_cuda_matmul", status);

@@ -1,6 +1,7 @@
 /* gst-dflash — the CUDA kernels of dfl-cuda.h and their launchers.
  *
- * Compute only. Products go to cuBLAS; the rest are small kernels whose
+ * Compute only. Products go to cuBLAS, but for one row of 16-bit weights,
+ * which a kernel of ours streams at the read rate; the rest are small kernels whose
  * arithmetic follows the CPU kernels' (kernels/cpu, core/drafter-select.c)
  * closely enough that the GPU path can be tested against them: the same
  * sums in double where the CPU sums in double, the same float operations
@@ -14,6 +15,8 @@
 #include <math.h>
 
 #define BLOCK 256
+/* for one block over a long row, where a few rows are the whole launch */
+#define WIDE_BLOCK 1024
 
 static unsigned
 grid_for (size_t n, unsigned block)
@@ -66,6 +69,85 @@ round_rows_kernel (const float *x, int rows, int in, int ldx, void *dst, DflDtyp
   }
 }
 
+/* One row against 16-bit weights (a decode step): a product that only
+ * streams the weights, so it is bound by the card's read rate (cuBLAS's
+ * kernels for a one-column x made an 8B-shape decode step 9% slower). One
+ * block per output; each thread sums a fixed set of columns, then the block
+ * reduces in a fixed order. x is rounded to the weights' type as it is
+ * read, as the cuBLAS path rounds it into the scratch. The same kernel with
+ * more rows measured slower than cuBLAS from 4 rows on (the rounding and
+ * the loads of x per weight dominate), so it stays at one. */
+#define ROW_THREADS 128
+
+template <typename W> __device__ static inline float widen (W v);
+template <> __device__ inline float widen<__nv_bfloat16> (__nv_bfloat16 v) { return __bfloat162float (v); }
+template <> __device__ inline float widen<__half> (__half v) { return __half2float (v); }
+
+template <typename W> __device__ static inline float round_like (float v);
+template <> __device__ inline float round_like<__nv_bfloat16> (float v)
+{
+  return __bfloat162float (__float2bfloat16_rn (v));
+}
+template <> __device__ inline float round_like<__half> (float v)
+{
+  return __half2float (__float2half_rn (v));
+}
+
+/* VEC: in % 8 == 0 and W and x 16-byte aligned, so a thread reads 8
+ * weights and 8 inputs per load. */
+template <typename W, bool VEC>
+__global__ static void __launch_bounds__ (ROW_THREADS)
+one_row_matmul_kernel (const W *w, int in, const float *x, float *y, bool accumulate)
+{
+  const W *row = w + (size_t) blockIdx.x * in;
+  float acc = 0.0f;
+
+  if (VEC) {
+    for (int k = threadIdx.x * 8; k < in; k += ROW_THREADS * 8) {
+      uint4 packed = __ldg ((const uint4 *) (row + k));
+      const W *wv = (const W *) &packed;
+      float4 a = __ldg ((const float4 *) (x + k));
+      float4 b = __ldg ((const float4 *) (x + k + 4));
+      float xs[8] = { a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w };
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        acc = fmaf (round_like<W> (xs[j]), widen<W> (wv[j]), acc);
+    }
+  } else {
+    for (int k = threadIdx.x; k < in; k += ROW_THREADS)
+      acc = fmaf (round_like<W> (x[k]), widen<W> (row[k]), acc);
+  }
+
+  __shared__ float part[ROW_THREADS / 32];
+  for (int off = 16; off > 0; off /= 2)
+    acc += __shfl_xor_sync (0xffffffffu, acc, off);
+  if (threadIdx.x % 32 == 0)
+    part[threadIdx.x / 32] = acc;
+  __syncthreads ();
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (int i = 0; i < ROW_THREADS / 32; i++)
+      sum += part[i];
+    y[blockIdx.x] = accumulate ? y[blockIdx.x] + sum : sum;
+  }
+}
+
+template <typename W>
+static void
+launch_one_row (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, float *d_y,
+                int n_out, bool accumulate)
+{
+  bool vec = w->cols % 8 == 0 && ((uintptr_t) w->d_data) % 16 == 0
+             && ((uintptr_t) d_x) % 16 == 0;
+
+  if (vec)
+    one_row_matmul_kernel<W, true><<<n_out, ROW_THREADS, 0, dev->stream>>> (
+      (const W *) w->d_data, w->cols, d_x, d_y, accumulate);
+  else
+    one_row_matmul_kernel<W, false><<<n_out, ROW_THREADS, 0, dev->stream>>> (
+      (const W *) w->d_data, w->cols, d_x, d_y, accumulate);
+}
+
 extern "C" void
 dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, int rows,
                  int ldx, float *d_y, int ldy, int n_out, gboolean accumulate, void *d_scratch)
@@ -94,6 +176,14 @@ dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, 
     if (!d_scratch) {
       dfl_cuda_note_invalid (dev, "dfl_cuda_matmul",
                              "16-bit weights need a scratch of rows × in 16-bit values");
+      return;
+    }
+    if (rows == 1) {
+      if (w->type == DFL_DTYPE_BF16)
+        launch_one_row<__nv_bfloat16> (dev, w, d_x, d_y, n_out, accumulate);
+      else
+        launch_one_row<__half> (dev, w, d_x, d_y, n_out, accumulate);
+      dfl_cuda_launched (dev, "dfl_cuda_matmul (one row)");
       return;
     }
     round_rows_kernel<<<grid_for ((size_t) rows * w->cols, BLOCK), BLOCK, 0, dev->stream>>> (
@@ -131,15 +221,18 @@ dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflDtype type, int dim,
 
 /* One block per row. The sum of squares is in double as on the CPU, so a
  * wide row's norm does not depend on the order of the sum. */
-__global__ static void
+__global__ static void __launch_bounds__ (WIDE_BLOCK)
 rmsnorm_kernel (float *dst, const float *src, int dim, const float *w, float eps)
 {
-  __shared__ double partial[BLOCK / 32];
+  __shared__ double partial[WIDE_BLOCK / 32];
   __shared__ float scale;
   const float *x = src + (size_t) blockIdx.x * dim;
   float *y = dst + (size_t) blockIdx.x * dim;
   double ss = 0.0;
 
+  /* unrolled so that a thread's loads are in flight together: a decode
+   * step's norms are one row each, so their time is the loads' latency */
+#pragma unroll 4
   for (int i = threadIdx.x; i < dim; i += blockDim.x)
     ss += (double) x[i] * x[i];
   for (int off = 16; off > 0; off >>= 1)
@@ -149,12 +242,13 @@ rmsnorm_kernel (float *dst, const float *src, int dim, const float *w, float eps
   __syncthreads ();
   if (threadIdx.x == 0) {
     double total = 0.0;
-    for (int i = 0; i < BLOCK / 32; i++)
+    for (int i = 0; i < (int) blockDim.x / 32; i++)
       total += partial[i];
     scale = 1.0f / sqrtf ((float) (total / dim) + eps);
   }
   /* every read of the row is done before any write (dst may be src) */
   __syncthreads ();
+#pragma unroll 4
   for (int i = threadIdx.x; i < dim; i += blockDim.x)
     y[i] = x[i] * scale * w[i];
 }
@@ -165,7 +259,10 @@ dfl_cuda_rmsnorm (DflCudaDevice *dev, float *d_dst, const float *d_src, int rows
 {
   if (rows <= 0 || dim <= 0)
     return;
-  rmsnorm_kernel<<<rows, BLOCK, 0, dev->stream>>> (d_dst, d_src, dim, d_w, eps);
+  /* a hidden row (thousands of values) gets a thread per 4 of them; a
+   * head's row (128) the usual block */
+  rmsnorm_kernel<<<rows, dim >= 4 * WIDE_BLOCK ? WIDE_BLOCK : BLOCK, 0, dev->stream>>> (
+    d_dst, d_src, dim, d_w, eps);
   dfl_cuda_launched (dev, "dfl_cuda_rmsnorm");
 }
 
@@ -821,21 +918,33 @@ better_of (float &v, int &i, float v2, int i2)
 /* The CPU's argmax keeps index 0 unless a later value is strictly above the
  * best so far, so NaNs never win and a NaN first gives 0: the same as the
  * first index of the largest non-NaN value, unless x[0] is NaN. */
-__global__ static void
+__global__ static void __launch_bounds__ (WIDE_BLOCK)
 argmax_kernel (const float *x, int n, int ld, int32_t *out)
 {
-  __shared__ float v_sh[BLOCK / 32];
-  __shared__ int i_sh[BLOCK / 32];
+  __shared__ float v_sh[WIDE_BLOCK / 32];
+  __shared__ int i_sh[WIDE_BLOCK / 32];
   const float *row = x + (size_t) blockIdx.x * ld;
+  const int step = blockDim.x, per_pass = 8;
   float best = -INFINITY;
   int at = -1;
 
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    float v = row[i];
-    if (!isnan (v) && (at < 0 || v > best)) {
-      best = v;
-      at = i;
+  /* a thread loads 8 values before comparing any, so a row of a large
+   * vocabulary costs a few load latencies, not one per value; it still
+   * meets its indices in increasing order, so the first of equal values
+   * wins */
+  for (int base = threadIdx.x; base < n; base += step * per_pass) {
+    float v[per_pass];
+#pragma unroll
+    for (int j = 0; j < per_pass; j++) {
+      int i = base + j * step;
+      v[j] = i < n ? row[i] : NAN;
     }
+#pragma unroll
+    for (int j = 0; j < per_pass; j++)
+      if (!isnan (v[j]) && (at < 0 || v[j] > best)) {
+        best = v[j];
+        at = base + j * step;
+      }
   }
   for (int off = 16; off > 0; off >>= 1) {
     float v2 = __shfl_down_sync (0xffffffffu, best, off);
@@ -848,7 +957,7 @@ argmax_kernel (const float *x, int n, int ld, int32_t *out)
   }
   __syncthreads ();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < BLOCK / 32; w++)
+    for (int w = 1; w < (int) blockDim.x / 32; w++)
       better_of (best, at, v_sh[w], i_sh[w]);
     out[blockIdx.x] = (at < 0 || isnan (row[0])) ? 0 : at;
   }
@@ -863,7 +972,7 @@ dfl_cuda_argmax (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, 
     dfl_cuda_note_invalid (dev, "dfl_cuda_argmax", "rows of %d values", n);
     return;
   }
-  argmax_kernel<<<rows, BLOCK, 0, dev->stream>>> (d_x, n, ld, d_out);
+  argmax_kernel<<<rows, WIDE_BLOCK, 0, dev->stream>>> (d_x, n, ld, d_out);
   dfl_cuda_launched (dev, "dfl_cuda_argmax");
 }
 

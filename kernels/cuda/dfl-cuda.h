@@ -109,9 +109,10 @@ typedef struct {
 /* d_y[r][o] (+)= x[r] · W[o] for r < rows, o < n_out (n_out ≤ W.rows: a
  * head's shortlist is its first rows). ldx, ldy: row strides in floats.
  * F32 weights: F32 products (no TF32). F16/BF16 weights: x is rounded to the
- * weights' type and multiplied on the tensor cores with F32 accumulation
- * (cuBLAS, whatever the row count); `d_scratch` holds
- * the rounded x (rows · in elements of 2 bytes; may be NULL for F32). */
+ * weights' type and multiplied with F32 accumulation: one row by a kernel
+ * that streams the weights, more rows on the tensor cores (cuBLAS);
+ * `d_scratch` holds the rounded x there (rows · in elements of 2 bytes; may
+ * be NULL for F32). */
 void dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, int rows,
                       int ldx, float *d_y, int ldy, int n_out, gboolean accumulate,
                       void *d_scratch);

@@ -168,10 +168,11 @@ test_errors (void)
  * x alone, 2⁻⁹ relative for BF16, would hide any error of the sum); what is
  * left is the F32 accumulation, held to 1e-5 of the row's scale Σ|x·w|. */
 static void
-check_matmul (DflDtype type, int rows, int in, int out, int n_out, gboolean acc)
+check_matmul_padded (DflDtype type, int rows, int in, int x_pad, int out, int n_out,
+                     gboolean acc)
 {
   g_autoptr (GRand) r = g_rand_new_with_seed (rows * 7919 + in * 31 + out + type * 3 + acc);
-  int ldx = in + 3, ldy = n_out + 5;
+  int ldx = in + x_pad, ldy = n_out + 5;
   size_t ny = (size_t) rows * ldy;
   g_autofree float *wf = random_floats (r, (size_t) out * in, 1.0f);
   g_autofree void *wh = pack (type, wf, (size_t) out * in);
@@ -214,6 +215,12 @@ check_matmul (DflDtype type, int rows, int in, int out, int n_out, gboolean acc)
 }
 
 static void
+check_matmul (DflDtype type, int rows, int in, int out, int n_out, gboolean acc)
+{
+  check_matmul_padded (type, rows, in, 3, out, n_out, acc);
+}
+
+static void
 test_matmul (void)
 {
   const DflDtype types[] = { DFL_DTYPE_F32, DFL_DTYPE_BF16, DFL_DTYPE_F16 };
@@ -225,6 +232,10 @@ test_matmul (void)
       check_matmul (types[t], rows[i], 256, 130, 97, TRUE);   /* a shortlist of the rows */
       check_matmul (types[t], rows[i], 1000, 301, 301, FALSE);
       check_matmul (types[t], rows[i], 1000, 301, 301, TRUE);
+      /* rows 16-byte aligned, in a multiple of 8: the one-row kernel's
+       * vector loads */
+      check_matmul_padded (types[t], rows[i], 1024, 4, 515, 515, FALSE);
+      check_matmul_padded (types[t], rows[i], 2048, 0, 300, 257, TRUE);
     }
 }
 

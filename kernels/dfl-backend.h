@@ -176,8 +176,8 @@ gboolean dfl_device_supports (DflDevice *dev, DflOp op, DflDtype dtype);
  * a whole number of blocks (nb[0] a block's bytes: dfl_tensor_2d); x
  * [rows][in] F32, y [rows][n_out] F32, any row strides. The CPU quantizes
  * x by groups of 32 to int8 for quantized weights (quant-matmul.c).
- * Batch-invariant on every back end: a row's result does not depend on
- * the other rows of the call. */
+ * Batch-invariant where the device's caps say DFL_OP_CAP_ROW_INVARIANT: a
+ * row's result does not depend on the other rows of the call. */
 gboolean dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
                         gboolean accumulate, GError **error);
 /* Each row: x / sqrt(mean(x²) + eps) ⊙ w; x, y [rows][dim] packed (y may

@@ -402,17 +402,17 @@ dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int wid
 
 /* Grouped-query attention in two passes.
  *
- * Pass one: a block per (kv head, chunk of keys, group of up to ATT_QMAX
- * query vectors). The query vectors of one kv head are every row's heads of
- * that group, so the chunk's keys and values are read from memory once for
- * all of them (a verify step's 16 rows × 4 heads share each read). The
+ * Pass one: a block per (kv head, chunk of keys, group of query vectors).
+ * The query vectors of one kv head are every row's heads of that group, so
+ * the chunk's keys and values are read from memory once for all of them
+ * (a verify step's 16 rows × 4 heads share the reads of two blocks). The
  * whole chunk goes into shared memory at once, its loads all in flight
  * together, so a block waits on memory once; chunks are short (64 keys, 32
  * at head_dim above 128) so that even a decode step at 1024 keys spreads
  * over a card's worth of blocks. The block then works in three steps, each
  * shared out by whole pieces over its threads, so a decode step's four
- * query vectors keep only the threads they need busy and sixty-four keep
- * them all:
+ * query vectors keep only the threads they need busy and many keep them
+ * all:
  *   scores  a piece is 4 query vectors × 4 keys over a quarter of the
  *           head's dimensions (every 16th float4); the quarters are summed
  *           across a quad of lanes;
@@ -432,6 +432,8 @@ dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int wid
  * output is bitwise the same decoded alone, verified among 16, or launched
  * over a longer key bound: speculative and plain decoding on the card
  * cannot part on a near-tie in attention. */
+/* the most query vectors a block takes (its shared memory is set up for
+ * them) */
 #define ATT_QMAX 64
 #define ATT_THREADS 256
 /* The key sets of a launch: one, or a table's (a row's entry by `which`). */
@@ -449,15 +451,37 @@ attention_chunk_keys (int head_dim)
   return head_dim <= 128 ? 64 : 32;
 }
 
-/* Shared memory of a block: Q [QMAX][hd + 4], K [CH][hd + 4], V [CH][hd],
- * the scores [QMAX][CH + 4], p transposed [CH][QMAX + 4], the key ranges. */
-static size_t
-attention_smem (int head_dim)
+/* The query vectors a block takes (a multiple of 4): up to ATT_QBLOCK, and
+ * no more than the launch has, so a decode step's few query vectors take
+ * shared memory for themselves and not for ATT_QMAX, and more blocks fit
+ * a multiprocessor. A verify step's query vectors of a kv head go to
+ * several blocks, each reading the chunk again (from L2): more blocks with
+ * less shared memory each ran faster than one block taking them all.
+ * Over a table a group holds at least one row's heads. Which block takes a
+ * query vector changes none of its arithmetic. */
+#define ATT_QBLOCK 32
+
+static int
+round_up4 (int n)
 {
-  size_t ch = (size_t) attention_chunk_keys (head_dim), ld = (size_t) head_dim + 4;
-  return sizeof (float) * (ATT_QMAX * ld + ch * ld + ch * head_dim + ATT_QMAX * (ch + 4)
-                           + ch * (ATT_QMAX + 4))
-         + sizeof (int) * 2 * ATT_QMAX;
+  return (n + 3) / 4 * 4;
+}
+
+static int
+attention_qmax (int rows, int hpg, gboolean table)
+{
+  return MIN (round_up4 (table ? MAX (ATT_QBLOCK, hpg) : ATT_QBLOCK), round_up4 (rows * hpg));
+}
+
+/* Shared memory of a block: Q [qmax][hd + 4], K [CH][hd + 4], V [CH][hd],
+ * the scores [qmax][CH + 4], p transposed [CH][qmax + 4], the key ranges. */
+static size_t
+attention_smem (int head_dim, int ch, int qmax)
+{
+  size_t ld = (size_t) head_dim + 4;
+  return sizeof (float) * (qmax * ld + ch * ld + ch * head_dim + qmax * (ch + 4)
+                           + ch * (qmax + 4))
+         + sizeof (int) * 2 * qmax;
 }
 
 template <int CH>
@@ -466,20 +490,20 @@ __launch_bounds__ (ATT_THREADS)
 attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int head_dim,
                         AttKeys keys, const int32_t *which, int kv_stride,
                         const int32_t *lo_arr, const int32_t *hi_arr, float scale,
-                        float *partial, int chunks)
+                        float *partial, int chunks, int qmax)
 {
   extern __shared__ float4 sh4[];
   float *sh = (float *) sh4;
   const int hd = head_dim, ld = hd + 4, hd4 = hd / 4, hpg = heads / kv_heads;
   const int g = blockIdx.x, chunk = blockIdx.y;
-  /* query vectors of a block: ATT_QMAX of any rows; or, over a table, those
+  /* query vectors of a block: qmax of any rows; or, over a table, those
    * of a group of rows of one entry (a block a row, the blocks of rows
    * that lead no group leave at once) */
-  int q0 = blockIdx.z * ATT_QMAX, nq = MIN (ATT_QMAX, rows * hpg - q0), entry = 0;
+  int q0 = blockIdx.z * qmax, nq = MIN (qmax, rows * hpg - q0), entry = 0;
   if (which) {
     /* a row leads a group where its entry's rows start or at a multiple
      * of `per`; the group runs to the next row that leads one */
-    const int r = blockIdx.z, per = ATT_QMAX / hpg;
+    const int r = blockIdx.z, per = qmax / hpg;
     int n = 1;
     entry = which[r];
     if (r % per != 0 && which[r - 1] == entry)
@@ -493,12 +517,12 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
   const float *k = keys.k[entry], *v = keys.v[entry];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int kb0 = chunk * CH;
-  float *q_sh = sh, *k_sh = q_sh + ATT_QMAX * ld, *v_sh = k_sh + CH * ld;
-  float *s_sh = v_sh + CH * hd, *p_sh = s_sh + ATT_QMAX * (CH + 4);
-  int *lo_sh = (int *) (p_sh + CH * (ATT_QMAX + 4)), *hi_sh = lo_sh + ATT_QMAX;
+  float *q_sh = sh, *k_sh = q_sh + qmax * ld, *v_sh = k_sh + CH * ld;
+  float *s_sh = v_sh + CH * hd, *p_sh = s_sh + qmax * (CH + 4);
+  int *lo_sh = (int *) (p_sh + CH * (qmax + 4)), *hi_sh = lo_sh + qmax;
   __shared__ int range[2];
 
-  if (t < ATT_QMAX) {
+  if (t < qmax) {
     int lo = 0, hi = 0;
     if (t < nq) {
       int r = (q0 + t) / hpg;
@@ -627,7 +651,7 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
 #pragma unroll
     for (int u = 0; u < CH / 32; u++) {
       float p = s[u] == -INFINITY ? 0.0f : expf (s[u] - mx);
-      p_sh[(lane + 32 * u) * (ATT_QMAX + 4) + qi] = p;
+      p_sh[(lane + 32 * u) * (qmax + 4) + qi] = p;
       sum += p;
     }
 #pragma unroll
@@ -652,7 +676,7 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
       acc[x] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 4
     for (int j = 0; j < CH; j++) {
-      float4 p = *(const float4 *) &p_sh[j * (ATT_QMAX + 4) + qg * 4];
+      float4 p = *(const float4 *) &p_sh[j * (qmax + 4) + qg * 4];
       float4 vv = *(const float4 *) &v_sh[j * hd + d];
       float px[4] = { p.x, p.y, p.z, p.w };
 #pragma unroll
@@ -712,9 +736,9 @@ dfl_cuda_kernels_setup (DflCudaDevice *dev)
 {
   /* above the default 48 KiB of shared memory a launch must opt in */
   cudaFuncSetAttribute (attention_chunk_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                        (int) attention_smem (128));
+                        (int) attention_smem (128, 64, ATT_QMAX));
   cudaFuncSetAttribute (attention_chunk_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                        (int) attention_smem (ATT_MAX_HEAD_DIM));
+                        (int) attention_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
   (void) dev;
 }
 
@@ -767,7 +791,7 @@ attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int ro
                   const int32_t *d_which, int kv_stride, const int32_t *d_lo,
                   const int32_t *d_hi, int max_keys, float scale, float *d_out)
 {
-  int ch, chunks, groups;
+  int ch, chunks, groups, qmax;
   uintptr_t aligned = (uintptr_t) d_q;
   size_t smem;
   dim3 grid;
@@ -812,17 +836,18 @@ attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int ro
   chunks = MAX ((max_keys + ch - 1) / ch, 1);
   /* over a table, a block a row: those that lead a group of rows of one
    * entry take the group, the others leave */
-  groups = d_which ? rows : (rows * (heads / kv_heads) + ATT_QMAX - 1) / ATT_QMAX;
+  qmax = attention_qmax (rows, heads / kv_heads, d_which != NULL);
+  groups = d_which ? rows : (rows * (heads / kv_heads) + qmax - 1) / qmax;
   grid = dim3 (kv_heads, chunks, groups);
-  smem = attention_smem (head_dim);
+  smem = attention_smem (head_dim, ch, qmax);
   if (ch == 64)
     attention_chunk_kernel<64><<<grid, ATT_THREADS, smem, dev->stream>>> (
       d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
-      dev->d_att_partial, chunks);
+      dev->d_att_partial, chunks, qmax);
   else
     attention_chunk_kernel<32><<<grid, ATT_THREADS, smem, dev->stream>>> (
       d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
-      dev->d_att_partial, chunks);
+      dev->d_att_partial, chunks, qmax);
   dfl_cuda_launched (dev, what);
   attention_combine_kernel<<<rows * heads, 128, 0, dev->stream>>> (dev->d_att_partial, chunks,
                                                                    head_dim, d_out);

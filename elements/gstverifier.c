@@ -31,13 +31,15 @@
  * on the src pad takes every round waiting whenever the target is free
  * (one a sequence; it never waits for more) and verifies them in one target
  * pass (dfl_round_verify_batch), each sequence's verdict bitwise its own
- * pass's on the CPU. Where the target runs one sequence a forward (CUDA
- * today) they are verified one by one, and the log says so. A round of the
- * sequence the last one-round pass verified, arriving with nothing queued
- * and the target idle, is verified in the streaming thread that brought
- * it: one sequence decoding alone pays no hand-off to the task, and a
- * second sequence's round still goes to the task, where rounds batch. The `batches`
- * and `max-batch` properties count the passes and their largest.
+ * pass's on the CPU. Every target engine (the CPU's, and the device
+ * engine of CUDA and Vulkan) takes such a pass; should one refuse a batch,
+ * the rounds are verified one by one from then on, and the log says so.
+ * A round of the sequence the last one-round pass verified, arriving with
+ * nothing queued and the target idle, is verified in the streaming thread
+ * that brought it: one sequence decoding alone pays no hand-off to the
+ * task, and a second sequence's round still goes to the task, where rounds
+ * batch. The `batches` and `max-batch` properties count the passes and
+ * their largest.
  *
  * Each round posts an element message `dflash-round` (sequence, round,
  * position, drafted, accepted, source, draft-time, verify-time — the

@@ -159,9 +159,8 @@ layer (DflDraftRun *run, int l, const DflTensor *pos, GError **error)
   /* attention */
   if (!dfl_op_rmsnorm (dev, &run->h, &L->in_norm, &run->x, eps, error)
       || !conv_in (run, L, 0, &x, error)
-      || !dfl_op_matmul (dev, &L->q, x, &run->q, FALSE, error)
-      || !dfl_op_matmul (dev, &L->k, x, &bk, FALSE, error)
-      || !dfl_op_matmul (dev, &L->v, x, &bv, FALSE, error)
+      || !dfl_op_matmul_group (dev, 3, (const DflTensor *[]) { &L->q, &L->k, &L->v }, x,
+                               (DflTensor *[]) { &run->q, &bk, &bv }, FALSE, error)
       || !dfl_op_rmsnorm (dev, &q_rows, &L->q_norm, &q_rows, eps, error)
       || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error))
     return FALSE;
@@ -178,8 +177,8 @@ layer (DflDraftRun *run, int l, const DflTensor *pos, GError **error)
   x = &run->x;
   return dfl_op_rmsnorm (dev, &run->h, &L->post_norm, &run->x, eps, error)
          && conv_in (run, L, 1, &x, error)
-         && dfl_op_matmul (dev, &L->gate, x, &run->gate, FALSE, error)
-         && dfl_op_matmul (dev, &L->up, x, &run->up, FALSE, error)
+         && dfl_op_matmul_group (dev, 2, (const DflTensor *[]) { &L->gate, &L->up }, x,
+                                 (DflTensor *[]) { &run->gate, &run->up }, FALSE, error)
          && dfl_op_silu_mul (dev, &run->gate, &run->up, error)
          && dfl_op_matmul (dev, &L->down, &run->gate, &run->o, FALSE, error)
          && conv_out_add (run, L, 1, error);

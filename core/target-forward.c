@@ -822,9 +822,8 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
   DflTensor qh = split_rows (&sc->q, nh), kh = split_rows (&sc->k, kv);
 
   if (!dfl_op_rmsnorm (dev, &sc->h, &l->in_norm, &sc->x, eps, error)
-      || !dfl_op_matmul (dev, &l->q, &sc->x, &sc->q, FALSE, error)
-      || !dfl_op_matmul (dev, &l->k, &sc->x, &sc->k, FALSE, error)
-      || !dfl_op_matmul (dev, &l->v, &sc->x, &sc->v, FALSE, error))
+      || !dfl_op_matmul_group (dev, 3, (const DflTensor *[]) { &l->q, &l->k, &l->v }, &sc->x,
+                               (DflTensor *[]) { &sc->q, &sc->k, &sc->v }, FALSE, error))
     return FALSE;
   if (l->has_bias
       && !(add_bias (dev, &sc->q, &l->q_bias, error) && add_bias (dev, &sc->k, &l->k_bias, error)
@@ -841,8 +840,8 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
   if (!dfl_op_matmul (dev, &l->o, &sc->att, &sc->h, TRUE, error)
       || (l->has_bias && !add_bias (dev, &sc->h, &l->o_bias, error))
       || !dfl_op_rmsnorm (dev, &sc->h, &l->post_norm, &sc->x, eps, error)
-      || !dfl_op_matmul (dev, &l->gate, &sc->x, &sc->gate, FALSE, error)
-      || !dfl_op_matmul (dev, &l->up, &sc->x, &sc->up, FALSE, error)
+      || !dfl_op_matmul_group (dev, 2, (const DflTensor *[]) { &l->gate, &l->up }, &sc->x,
+                               (DflTensor *[]) { &sc->gate, &sc->up }, FALSE, error)
       || !dfl_op_silu_mul (dev, &sc->gate, &sc->up, error)
       || !dfl_op_matmul (dev, &l->down, &sc->gate, &sc->h, TRUE, error))
     return FALSE;

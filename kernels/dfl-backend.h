@@ -180,6 +180,17 @@ gboolean dfl_device_supports (DflDevice *dev, DflOp op, DflDtype dtype);
  * row's result does not depend on the other rows of the call. */
 gboolean dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
                         gboolean accumulate, GError **error);
+/* The most products dfl_op_matmul_group takes. */
+#define DFL_OP_GROUP_MAX 4
+/* y[i] (+)= x · w[i]ᵀ for i < n (1 ≤ n ≤ DFL_OP_GROUP_MAX): products of
+ * one x (q, k and v; gate and up), each as dfl_op_matmul takes it. A back
+ * end may run them as one piece of work (the CPU shares the outputs of
+ * all of them out over its threads at once, one wait instead of one a
+ * product); the others run one dfl_op_matmul a product. Each y[i] is
+ * bitwise what dfl_op_matmul gives for it. */
+gboolean dfl_op_matmul_group (DflDevice *dev, int n, const DflTensor *const *w,
+                              const DflTensor *x, DflTensor *const *y, gboolean accumulate,
+                              GError **error);
 /* Each row: x / sqrt(mean(x²) + eps) ⊙ w; x, y [rows][dim] packed (y may
  * be x), w [dim]. */
 gboolean dfl_op_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y,

@@ -61,6 +61,9 @@ struct _DflBackendOps {
 
   gboolean (*matmul) (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
                       gboolean accumulate, GError **error);
+  /* may be NULL: the dispatch runs one matmul a product */
+  gboolean (*matmul_group) (DflDevice *dev, int n, const DflTensor *const *w, const DflTensor *x,
+                            DflTensor *const *y, gboolean accumulate, GError **error);
   gboolean (*rmsnorm) (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y,
                        float eps, GError **error);
   gboolean (*rope) (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq,

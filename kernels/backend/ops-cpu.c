@@ -106,6 +106,32 @@ cpu_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y
   return TRUE;
 }
 
+static gboolean
+cpu_matmul_group (DflDevice *dev, int n, const DflTensor *const *w, const DflTensor *x,
+                  DflTensor *const *y, gboolean accumulate, GError **error)
+{
+  DflWeights wt[DFL_OP_GROUP_MAX];
+  float *ys[DFL_OP_GROUP_MAX];
+  int ldy[DFL_OP_GROUP_MAX], n_out[DFL_OP_GROUP_MAX];
+
+  G_STATIC_ASSERT (DFL_OP_GROUP_MAX <= DFL_MATMUL_GROUP_MAX);
+  for (int i = 0; i < n; i++) {
+    /* quantized weights quantize x for their own blocks: a product each */
+    if (dfl_dtype_is_quantized (w[i]->dtype)) {
+      for (int j = 0; j < n; j++)
+        if (!cpu_matmul (dev, w[j], x, y[j], accumulate, error))
+          return FALSE;
+      return TRUE;
+    }
+    wt[i] = (DflWeights) { dfl_tensor_data (w[i]), w[i]->dtype, DFL_ROWS (w[i]), DFL_COLS (w[i]) };
+    ys[i] = F32 (y[i]);
+    ldy[i] = DFL_LD (y[i]);
+    n_out[i] = DFL_COLS (y[i]);
+  }
+  dfl_matmul_w_group (n, wt, F32 (x), DFL_ROWS (x), DFL_LD (x), ys, ldy, n_out, accumulate);
+  return TRUE;
+}
+
 typedef struct {
   const float *x, *w;
   float *y;
@@ -421,6 +447,7 @@ cpu_sync (DflDevice *dev, GError **error)
 static const DflBackendOps dfl_backend_cpu_ops = {
   .caps = cpu_caps,
   .matmul = cpu_matmul,
+  .matmul_group = cpu_matmul_group,
   .rmsnorm = cpu_rmsnorm,
   .rope = cpu_rope,
   .attention = cpu_attention,

@@ -309,6 +309,46 @@ dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor
   return c.ok && dev->backend->ops->matmul (dev, w, x, y, accumulate, error);
 }
 
+/* The checks of dfl_op_matmul for product i (its errors name w[i], y[i]). */
+static gboolean
+check_product (Check *c, int i, const DflTensor *w, const DflTensor *x, const DflTensor *y)
+{
+  char wn[24], yn[24], wcols[24], yrows[24];
+
+  g_snprintf (wn, sizeof wn, "w[%d]", i);
+  g_snprintf (yn, sizeof yn, "y[%d]", i);
+  g_snprintf (wcols, sizeof wcols, "w[%d]'s", i);
+  g_snprintf (yrows, sizeof yrows, "y[%d]'s", i);
+  if (tensor (c, wn, w, w ? w->dtype : DFL_DTYPE_F32, 2, FALSE) && packed (c, wn, w)
+      && tensor (c, yn, y, DFL_DTYPE_F32, 2, FALSE) && row_stride (c, yn, y)
+      && same (c, "x's columns", x->ne[0], wcols, w->ne[0])
+      && same (c, "x's rows", x->ne[1], yrows, y->ne[1])
+      && y->ne[0] > w->ne[1])
+    fail (c, DFL_ERROR_MISMATCH, "%s has %" G_GINT64_FORMAT " columns, %s only %"
+          G_GINT64_FORMAT " rows", yn, y->ne[0], wn, w->ne[1]);
+  return c->ok;
+}
+
+gboolean
+dfl_op_matmul_group (DflDevice *dev, int n, const DflTensor *const *w, const DflTensor *x,
+                     DflTensor *const *y, gboolean accumulate, GError **error)
+{
+  g_return_val_if_fail (n >= 1 && n <= DFL_OP_GROUP_MAX && w != NULL && y != NULL, FALSE);
+  for (int i = 0; i < n; i++) {
+    /* each product as dfl_op_matmul checks it, by its weights' type */
+    Check c = check_op (dev, DFL_OP_MATMUL, w[i] ? w[i]->dtype : DFL_DTYPE_F32, error);
+    if (!(tensor (&c, "x", x, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "x", x)
+          && check_product (&c, i, w[i], x, y[i])))
+      return FALSE;
+  }
+  if (dev->backend->ops->matmul_group)
+    return dev->backend->ops->matmul_group (dev, n, w, x, y, accumulate, error);
+  for (int i = 0; i < n; i++)
+    if (!dev->backend->ops->matmul (dev, w[i], x, y[i], accumulate, error))
+      return FALSE;
+  return TRUE;
+}
+
 gboolean
 dfl_op_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTensor *y, float eps,
                 GError **error)

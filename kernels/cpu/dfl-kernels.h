@@ -36,6 +36,15 @@ typedef struct {
  * (dfl_op_matmul) has checked. */
 void dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
                    float *y, int ldy, int n_out, int accumulate);
+/* The most products dfl_matmul_w_group takes. */
+#define DFL_MATMUL_GROUP_MAX 4
+/* y[i] (+)= x · W[i] for i < n: products of one x (q, k and v), each as
+ * dfl_matmul_w computes it, bitwise. Where each product would share its
+ * outputs out over the threads by blocks (a few rows of float weights),
+ * the blocks of all of them are shared out at once: one wait for the
+ * threads instead of one a product. */
+void dfl_matmul_w_group (int n, const DflWeights *w, const float *x, int rows, int ldx,
+                         float *const *y, const int *ldy, const int *n_out, int accumulate);
 size_t dfl_weights_bytes (const DflWeights *w);
 /* Use the plain-C paths even where AVX2 is there (tests: both must agree
  * bitwise). */

@@ -1057,6 +1057,27 @@ typedef struct {
   atomic_int next;
 } Rows;
 
+/* Block b of outputs: the same whichever thread takes it. */
+static void
+rows_block (const Rows *r, int b)
+{
+  int o0 = b * r->block, o1 = o0 + r->block < r->n_out ? o0 + r->block : r->n_out;
+
+#ifdef DFL_X86
+  if (r->use_few) {
+    rows_few_avx512 (r->x, r->rows, r->ldx, r->w, o0, o1, r->n_out, r->y, r->ldy, r->accumulate);
+    return;
+  }
+  if (r->use_avx2) {
+    rows_avx2 (r->x, r->rows, r->ldx, r->w->data, r->w->type, r->w->cols, r->w->cols, o0, o1,
+               r->n_out, r->y, r->ldy, r->accumulate);
+    return;
+  }
+#endif
+  tile_scalar (r->x, r->rows, r->ldx, r->w->data, r->w->type, r->w->cols, r->w->cols, o0, o1,
+               r->y, r->ldy, r->accumulate);
+}
+
 static void
 rows_work (void *data, int slot)
 {
@@ -1064,60 +1085,118 @@ rows_work (void *data, int slot)
   int b;
 
   (void) slot;
-  while ((b = atomic_fetch_add_explicit (&r->next, 1, memory_order_relaxed)) < r->n_blocks) {
-    int o0 = b * r->block, o1 = o0 + r->block < r->n_out ? o0 + r->block : r->n_out;
-#ifdef DFL_X86
-    if (r->use_few) {
-      rows_few_avx512 (r->x, r->rows, r->ldx, r->w, o0, o1, r->n_out, r->y, r->ldy, r->accumulate);
-      continue;
-    }
-    if (r->use_avx2) {
-      rows_avx2 (r->x, r->rows, r->ldx, r->w->data, r->w->type, r->w->cols, r->w->cols, o0, o1,
-                 r->n_out, r->y, r->ldy, r->accumulate);
-      continue;
-    }
-#endif
-    tile_scalar (r->x, r->rows, r->ldx, r->w->data, r->w->type, r->w->cols, r->w->cols, o0, o1,
-                 r->y, r->ldy, r->accumulate);
+  while ((b = atomic_fetch_add_explicit (&r->next, 1, memory_order_relaxed)) < r->n_blocks)
+    rows_block (r, b);
+}
+
+/* The blocks of several products under one counter: block b is block
+ * b − start(i) of product i. */
+typedef struct {
+  Rows part[DFL_MATMUL_GROUP_MAX];
+  int end[DFL_MATMUL_GROUP_MAX];
+  int n;
+  atomic_int next;
+} RowsGroup;
+
+static void
+rows_group_work (void *data, int slot)
+{
+  RowsGroup *g = data;
+  int b;
+
+  (void) slot;
+  while ((b = atomic_fetch_add_explicit (&g->next, 1, memory_order_relaxed)) < g->end[g->n - 1]) {
+    int i = 0;
+    while (b >= g->end[i])
+      i++;
+    rows_block (&g->part[i], b - (i ? g->end[i - 1] : 0));
   }
+}
+
+/* The job of the path by blocks of outputs (one row and its neighbours),
+ * which every thread count computes the same way. With `or_blocked`, 0
+ * where the rows are many enough for the blocked paths instead. */
+static int
+rows_path (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy, int n_out,
+           int accumulate, int or_blocked, Rows *r)
+{
+  int use_avx2 = 0, use_few = 0;
+
+#ifdef DFL_X86
+  {
+    DflKernelsIsa isa = dfl_kernels_isa ();
+    use_avx2 = isa != DFL_KERNELS_GENERIC;
+    use_few = isa == DFL_KERNELS_AVX512 && rows >= 2 && rows <= FEW_ROWS_MAX;
+    if (or_blocked && ((isa == DFL_KERNELS_AVX512 && rows >= BLOCKED5_ROWS)
+                       || (use_avx2 && rows >= BLOCKED_ROWS)))
+      return 0;
+  }
+#endif
+  (void) or_blocked;
+  *r = (Rows) { .w = w, .x = x, .rows = rows, .ldx = ldx, .y = y, .ldy = ldy, .n_out = n_out,
+                .accumulate = accumulate, .use_avx2 = use_avx2, .use_few = use_few,
+                .block = 64, .n_blocks = (n_out + 63) / 64 };
+  atomic_init (&r->next, 0);
+  return 1;
+}
+
+static void
+run_rows (Rows *r)
+{
+  dfl_parallel_run (r->n_blocks > 1 && (size_t) r->rows * r->n_out * r->w->cols > 32768
+                    ? dfl_parallel_threads () : 1, rows_work, r);
 }
 
 void
 dfl_matmul_w (const DflWeights *w, const float *x, int rows, int ldx,
               float *y, int ldy, int n_out, int accumulate)
 {
-  int use_avx2 = 0, use_few = 0;
+  Rows r;
 
   /* blocks of quantized weights: integer products (quant-matmul.c) */
   if (dfl_dtype_is_quantized (w->type)) {
     dfl_matmul_q (w, x, rows, ldx, y, ldy, n_out, accumulate);
     return;
   }
+  if (!rows_path (w, x, rows, ldx, y, ldy, n_out, accumulate, 1, &r)) {
 #ifdef DFL_X86
-  {
     DflKernelsIsa isa = dfl_kernels_isa ();
-    use_avx2 = isa != DFL_KERNELS_GENERIC;
-    use_few = isa == DFL_KERNELS_AVX512 && rows >= 2 && rows <= FEW_ROWS_MAX;
     if (isa == DFL_KERNELS_AVX512 && rows >= BLOCKED5_ROWS
         && blocked (w, x, rows, ldx, y, ldy, n_out, accumulate, 1))
       return;
-    if (use_avx2 && rows >= BLOCKED_ROWS
+    if (isa != DFL_KERNELS_GENERIC && rows >= BLOCKED_ROWS
         && blocked (w, x, rows, ldx, y, ldy, n_out, accumulate, 0))
       return;
-  }
 #endif
-  {
-    /* Outputs go across the threads in blocks of 64. */
-    int block = 64;
-    int n_blocks = (n_out + block - 1) / block;
-    Rows r = { .w = w, .x = x, .rows = rows, .ldx = ldx, .y = y, .ldy = ldy, .n_out = n_out,
-               .accumulate = accumulate, .use_avx2 = use_avx2, .use_few = use_few, .block = block,
-               .n_blocks = n_blocks };
-    atomic_init (&r.next, 0);
-    dfl_parallel_run (n_blocks > 1 && (size_t) rows * n_out * w->cols > 32768
-                      ? dfl_parallel_threads () : 1, rows_work, &r);
+    /* no memory for the blocked paths' panels: by blocks of outputs */
+    rows_path (w, x, rows, ldx, y, ldy, n_out, accumulate, 0, &r);
   }
-  (void) use_avx2;
+  run_rows (&r);
+}
+
+void
+dfl_matmul_w_group (int n, const DflWeights *w, const float *x, int rows, int ldx,
+                    float *const *y, const int *ldy, const int *n_out, int accumulate)
+{
+  RowsGroup g;
+  size_t work = 0;
+
+  g.n = n;
+  for (int i = 0; i < n; i++) {
+    if (n > DFL_MATMUL_GROUP_MAX || dfl_dtype_is_quantized (w[i].type)
+        || !rows_path (&w[i], x, rows, ldx, y[i], ldy[i], n_out[i], accumulate, 1,
+                       &g.part[i])) {
+      /* a product that goes another way: each on its own */
+      for (int j = 0; j < n; j++)
+        dfl_matmul_w (&w[j], x, rows, ldx, y[j], ldy[j], n_out[j], accumulate);
+      return;
+    }
+    g.end[i] = (i ? g.end[i - 1] : 0) + g.part[i].n_blocks;
+    work += (size_t) rows * n_out[i] * w[i].cols;
+  }
+  atomic_init (&g.next, 0);
+  dfl_parallel_run (g.end[n - 1] > 1 && work > 32768 ? dfl_parallel_threads () : 1,
+                    rows_group_work, &g);
 }
 
 size_t

@@ -228,6 +228,92 @@ test_matmul (gconstpointer data)
     }
 }
 
+/* Products of one x in one call: each y[i] against float64 as for one
+ * product, and bitwise what dfl_op_matmul gives for it alone; mixed weight
+ * types; a product that does not fit is refused by its index. */
+static void
+test_matmul_group (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const DflDtype types[][3] = { { DFL_DTYPE_BF16, DFL_DTYPE_BF16, DFL_DTYPE_BF16 },
+                                { DFL_DTYPE_F16, DFL_DTYPE_F16, DFL_DTYPE_F16 },
+                                { DFL_DTYPE_F32, DFL_DTYPE_F32, DFL_DTYPE_F32 },
+                                { DFL_DTYPE_BF16, DFL_DTYPE_F32, DFL_DTYPE_F16 } };
+  /* one row and a few (the CPU shares their blocks out, over its threads
+   * from one row on at these sizes), more (a product each) */
+  const int row_counts[] = { 1, 3, 17, 32 }, outs[3] = { 400, 72, 136 }, in = 64;
+  g_autoptr (GError) refused = NULL;
+
+  if (!dev)
+    return;
+  for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++)
+    for (guint ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+      g_autoptr (GRand) r = g_rand_new_with_seed (700 + ti * 10 + ri);
+      int rows = row_counts[ri];
+      gboolean acc = ri % 2 == 1;
+      /* the last product a shortlist of its weights' rows */
+      int n_out[3] = { outs[0], outs[1], ri == 2 ? 13 : outs[2] };
+      g_autofree float *x = random_floats (r, (gsize) rows * in, 1.0f);
+      float *wf[3], *y0[3], *y[3], *alone[3];
+      guint16 *w16[3];
+      const void *w[3];
+      DflTensor tw[3], ty[3], tx = put (dev, DFL_DTYPE_F32, in, rows, 1, x);
+
+      for (int i = 0; i < 3; i++) {
+        wf[i] = random_floats (r, (gsize) outs[i] * in, 1.0f);
+        y0[i] = random_floats (r, (gsize) rows * n_out[i], 1.0f);
+        y[i] = g_new (float, (gsize) rows * n_out[i]);
+        alone[i] = g_new (float, (gsize) rows * n_out[i]);
+        w16[i] = g_new (guint16, (gsize) outs[i] * in);
+        w[i] = stored_as (types[ti][i], wf[i], w16[i], (gsize) outs[i] * in);
+        tw[i] = put (dev, types[ti][i], in, outs[i], 1, w[i]);
+        ty[i] = put (dev, DFL_DTYPE_F32, n_out[i], rows, 1, y0[i]);
+      }
+      OK (dfl_op_matmul_group (dev, 3, (const DflTensor *[]) { &tw[0], &tw[1], &tw[2] }, &tx,
+                               (DflTensor *[]) { &ty[0], &ty[1], &ty[2] }, acc, &op_error));
+      for (int i = 0; i < 3; i++) {
+        /* CUDA rounds x to the weights' type for 16-bit products */
+        double eps = types[ti][i] == DFL_DTYPE_F32
+                     || dfl_device_backend (dev) != DFL_BACKEND_CUDA ? 1e-5
+                     : types[ti][i] == DFL_DTYPE_F16 ? 2e-3 : 1e-2;
+        get (dev, &ty[i], y[i]);
+        run_matmul (dev, types[ti][i], w[i], outs[i], in, x, rows, n_out[i], acc, y0[i],
+                    alone[i]);
+        for (int k = 0; k < rows; k++)
+          for (int o = 0; o < n_out[i]; o++) {
+            gsize at = (gsize) k * n_out[i] + o;
+            double want = acc ? y0[i][at] : 0.0, scale = fabs (want);
+            for (int c = 0; c < in; c++) {
+              want += (double) x[(gsize) k * in + c] * wf[i][(gsize) o * in + c];
+              scale += fabs ((double) x[(gsize) k * in + c] * wf[i][(gsize) o * in + c]);
+            }
+            assert_close ("matmul_group", at, y[i][at], want, eps * scale + 1e-30);
+          }
+        g_assert_cmpmem (y[i], sizeof (float) * rows * n_out[i], alone[i],
+                         sizeof (float) * rows * n_out[i]);
+        g_free (wf[i]);
+        g_free (y0[i]);
+        g_free (y[i]);
+        g_free (alone[i]);
+        g_free (w16[i]);
+      }
+      release ();
+    }
+
+  /* a y with a row count x does not have, named by its index */
+  {
+    DflTensor a = put (dev, DFL_DTYPE_F32, 8, 4, 1, NULL);
+    DflTensor b = put (dev, DFL_DTYPE_F32, 8, 4, 1, NULL);
+    DflTensor x = put (dev, DFL_DTYPE_F32, 8, 2, 1, NULL);
+    DflTensor ya = put (dev, DFL_DTYPE_F32, 4, 2, 1, NULL);
+    DflTensor yb = put (dev, DFL_DTYPE_F32, 4, 3, 1, NULL);
+    assert_refused (dfl_op_matmul_group (dev, 2, (const DflTensor *[]) { &a, &b }, &x,
+                                         (DflTensor *[]) { &ya, &yb }, FALSE, &refused),
+                    &refused, DFL_ERROR_MISMATCH, "x's rows is 2", "y[1]'s is 3");
+    release ();
+  }
+}
+
 /* --- rmsnorm, rope, silu_mul, add --- */
 
 static void
@@ -1206,7 +1292,8 @@ main (int argc, char **argv)
     const char *name;
     GTestDataFunc func;
   } tests[] = {
-    { "matmul", test_matmul }, { "rmsnorm", test_rmsnorm }, { "rope", test_rope },
+    { "matmul", test_matmul }, { "matmul_group", test_matmul_group },
+    { "rmsnorm", test_rmsnorm }, { "rope", test_rope },
     { "elementwise", test_elementwise }, { "attention", test_attention },
     { "row_conv", test_row_conv }, { "embed", test_embed }, { "copy_rows", test_copy_rows },
     { "convert", test_convert }, { "argmax", test_argmax }, { "top_k", test_top_k },

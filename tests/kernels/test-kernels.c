@@ -168,6 +168,61 @@ test_matmul_blocks (void)
   }
 }
 
+/* Products of one x in one call (dfl_matmul_w_group): each output bitwise
+ * what dfl_matmul_w gives for its product alone, on every path this CPU
+ * runs and on 1 and 2 threads; 1 to 3 rows share their blocks out, more go
+ * a product at a time. */
+static void
+test_matmul_group (void)
+{
+  const int in = 200, outs[3] = { 130, 64, 97 }, n_out[3] = { 130, 64, 90 };
+
+  for (int t = 0; t < 3; t++)
+    for (int rows = 1; rows <= 5; rows++) {
+      g_autoptr (GRand) r = g_rand_new_with_seed (900 + t * 10 + rows);
+      int ldx = in + 3, ldy[3];
+      g_autofree float *x = g_new (float, (gsize) rows * ldx);
+      void *w[3];
+      double *exact[3];
+      float *alone[3], *y[3];
+      DflWeights W[3];
+
+      for (gsize i = 0; i < (gsize) rows * ldx; i++)
+        x[i] = dfl_test_frand (r);
+      for (int i = 0; i < 3; i++) {
+        exact[i] = g_new (double, (gsize) outs[i] * in);
+        w[i] = make_weights (r, t, outs[i] * in, exact[i]);
+        W[i] = (DflWeights) { w[i], t, outs[i], in };
+        ldy[i] = n_out[i] + 2;
+        alone[i] = g_new0 (float, (gsize) rows * ldy[i]);
+        y[i] = g_new0 (float, (gsize) rows * ldy[i]);
+        dfl_matmul_w (&W[i], x, rows, ldx, alone[i], ldy[i], n_out[i], rows % 2);
+      }
+      for (int isa = DFL_KERNELS_GENERIC; isa <= DFL_KERNELS_AVX512; isa++) {
+        if (!dfl_kernels_set_isa (isa))
+          continue;
+        for (int threads = 1; threads <= 2; threads++) {
+          int was = omp_get_max_threads ();
+          omp_set_num_threads (threads);
+          for (int i = 0; i < 3; i++)
+            memset (y[i], 0, sizeof (float) * rows * ldy[i]);
+          dfl_matmul_w_group (3, W, x, rows, ldx, y, ldy, n_out, rows % 2);
+          omp_set_num_threads (was);
+          for (int i = 0; i < 3; i++)
+            g_assert_cmpmem (y[i], sizeof (float) * rows * ldy[i], alone[i],
+                             sizeof (float) * rows * ldy[i]);
+        }
+        dfl_kernels_set_isa (DFL_KERNELS_BEST);
+      }
+      for (int i = 0; i < 3; i++) {
+        g_free (exact[i]);
+        g_free (w[i]);
+        g_free (alone[i]);
+        g_free (y[i]);
+      }
+    }
+}
+
 static void
 test_rmsnorm (void)
 {
@@ -346,6 +401,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/matmul", test_matmul);
   g_test_add_func ("/kernels/matmul-edges", test_matmul_edges);
   g_test_add_func ("/kernels/matmul-blocks", test_matmul_blocks);
+  g_test_add_func ("/kernels/matmul-group", test_matmul_group);
   g_test_add_func ("/kernels/rmsnorm", test_rmsnorm);
   g_test_add_func ("/kernels/rope", test_rope);
   g_test_add_func ("/kernels/attention", test_attention);

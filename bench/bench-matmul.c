@@ -1,7 +1,7 @@
 /* gst-dflash — dfl_matmul_w's speed at the shapes of a speculative round.
  *
  *   bench-matmul [--type bf16|f16|f32] [--rows LIST] [--shapes LIST] [--set MIB]
- *                [--rounds N] [--generic] [--cpu-time]
+ *                [--rounds N] [--generic] [--cpu-time] [--group IN:OUT,OUT…]
  *
  * For each shape (inputs→outputs) and row count it times y = x · Wᵀ with
  * every instruction set this CPU has a path for (dfl_kernels_set_isa), the
@@ -18,7 +18,10 @@
  * shared with other work it leaves out the time this process waited for a
  * core, which makes single-thread figures (OMP_NUM_THREADS=1) steadier; with
  * more threads it also counts the time a thread spins waiting for the
- * others. A benchmark, not a test: it asserts nothing about time.
+ * others. With --group (q, k and v: e.g. 384:384,192,192) it times instead
+ * the products of one x in one call (dfl_matmul_w_group) against a call a
+ * product, the two taking turns within each round, for each --rows. A
+ * benchmark, not a test: it asserts nothing about time.
  */
 #include <glib.h>
 #include <omp.h>
@@ -90,10 +93,84 @@ time_batch (DflKernelsIsa isa, DflWeights *w, int copies, const float *x, int ro
   return (now () - t0) / calls;
 }
 
+/* --group: seconds a call of the group, or of its products one by one. */
+static double
+time_group (gboolean grouped, int n, const DflWeights *w, const float *x, int rows, float **y,
+            const int *ld, int calls)
+{
+  double t0 = now ();
+
+  for (int c = 0; c < calls; c++) {
+    if (grouped)
+      dfl_matmul_w_group (n, w, x, rows, w[0].cols, y, ld, ld, 0);
+    else
+      for (int i = 0; i < n; i++)
+        dfl_matmul_w (&w[i], x, rows, w[i].cols, y[i], ld[i], ld[i], 0);
+  }
+  return (now () - t0) / calls;
+}
+
+static int
+bench_group (const char *spec, DflDtype type, const int *rows_list, int n_rows, int rounds)
+{
+  g_auto (GStrv) halves = g_strsplit (spec, ":", 2);
+  int list[DFL_MATMUL_GROUP_MAX + 1], n = 0, in;
+  DflWeights w[DFL_MATMUL_GROUP_MAX];
+  float *y[DFL_MATMUL_GROUP_MAX];
+  GRand *rng = g_rand_new_with_seed (12);
+  size_t esz = type == DFL_DTYPE_F32 ? 4 : 2;
+
+  if (!halves[0] || !halves[1] || !parse_list (halves[0], list, 1, &n, FALSE)
+      || !parse_list (halves[1], list + 1, DFL_MATMUL_GROUP_MAX, &n, FALSE)) {
+    fprintf (stderr, "bench-matmul: --group \"%s\" is no IN:OUT,OUT… of at most %d products\n",
+             spec, DFL_MATMUL_GROUP_MAX);
+    return 2;
+  }
+  in = list[0];
+  printf ("threads %d, products of one x (%s): one dfl_matmul_w_group call against a "
+          "dfl_matmul_w a product, median of %d rounds\n", omp_get_max_threads (), spec, rounds);
+  printf ("%5s %12s %12s %8s\n", "rows", "grouped ms", "a call ms", "ratio");
+  for (int i = 0; i < n; i++) {
+    guint16 *d = g_malloc ((size_t) in * list[1 + i] * esz);
+    for (size_t j = 0; j < (size_t) in * list[1 + i] * esz / 2; j++)
+      d[j] = (guint16) (0x3c00 + g_rand_int_range (rng, 0, 256));   /* small, finite */
+    w[i] = (DflWeights) { d, type, list[1 + i], in };
+  }
+  for (int ri = 0; ri < n_rows; ri++) {
+    int rows = rows_list[ri], ld[DFL_MATMUL_GROUP_MAX], calls = 1;
+    float *x = g_new (float, (size_t) rows * in);
+    double tg[1000], ts[1000];
+
+    for (size_t i = 0; i < (size_t) rows * in; i++)
+      x[i] = (float) (g_rand_double (rng) * 2 - 1);
+    for (int i = 0; i < n; i++) {
+      ld[i] = w[i].rows;
+      y[i] = g_new (float, (size_t) rows * ld[i]);
+    }
+    while (calls < (1 << 20) && time_group (FALSE, n, w, x, rows, y, ld, calls) * calls < 0.04)
+      calls *= 2;
+    for (int rd = 0; rd < rounds; rd++) {
+      tg[rd] = time_group (TRUE, n, w, x, rows, y, ld, calls);
+      ts[rd] = time_group (FALSE, n, w, x, rows, y, ld, calls);
+    }
+    qsort (tg, rounds, sizeof (double), cmp_double);
+    qsort (ts, rounds, sizeof (double), cmp_double);
+    printf ("%5d %12.4f %12.4f %8.3f\n", rows, tg[rounds / 2] * 1e3, ts[rounds / 2] * 1e3,
+            tg[rounds / 2] / ts[rounds / 2]);
+    for (int i = 0; i < n; i++)
+      g_free (y[i]);
+    g_free (x);
+  }
+  for (int i = 0; i < n; i++)
+    g_free ((void *) w[i].data);
+  g_rand_free (rng);
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
-  g_autofree char *type_s = NULL, *rows_s = NULL, *shapes_s = NULL;
+  g_autofree char *type_s = NULL, *rows_s = NULL, *shapes_s = NULL, *group_s = NULL;
   int set_mib = 64, rounds = 7;
   gboolean generic = FALSE;
   GOptionEntry entries[] = {
@@ -107,6 +184,9 @@ main (int argc, char **argv)
     { "rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "Timed rounds per set (default 7)", "N" },
     { "generic", 0, 0, G_OPTION_ARG_NONE, &generic, "Time the plain-C path too (slow)", NULL },
     { "cpu-time", 0, 0, G_OPTION_ARG_NONE, &cpu_time, "Time by the process's CPU time", NULL },
+    { "group", 0, 0, G_OPTION_ARG_STRING, &group_s,
+      "Products of one x, IN:OUT,OUT… (e.g. 384:384,192,192): one call against a call each",
+      "SPEC" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- dfl_matmul_w's speed");
@@ -144,6 +224,10 @@ main (int argc, char **argv)
   if (set_mib < 0 || set_mib > 4096 || rounds < 1 || rounds > 1000) {
     fprintf (stderr, "bench-matmul: --set must be 0 … 4096 and --rounds 1 … 1000\n");
     return 2;
+  }
+  if (group_s) {
+    g_rand_free (rng);
+    return bench_group (group_s, type, rows_list, n_rows, rounds);
   }
   for (guint i = generic ? 0 : 1; i < G_N_ELEMENTS (all); i++)
     if (dfl_kernels_set_isa (all[i]))

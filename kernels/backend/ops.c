@@ -289,6 +289,24 @@ is_float (Check *c, const char *name, const DflTensor *t)
 
 /* --- the operations --- */
 
+/* The checks of a product y (+)= x · wᵀ, its errors naming w and y as
+ * `wn` and `yn` (w[1], y[1] in a group) and their sizes as `ws`, `ys`
+ * (w's, w[1]'s). */
+static gboolean
+check_matmul (Check *c, const char *wn, const char *ws, const char *yn, const char *ys,
+              const DflTensor *w, const DflTensor *x, const DflTensor *y)
+{
+  if (tensor (c, wn, w, w ? w->dtype : DFL_DTYPE_F32, 2, FALSE) && packed (c, wn, w)
+      && tensor (c, "x", x, DFL_DTYPE_F32, 2, FALSE) && row_stride (c, "x", x)
+      && tensor (c, yn, y, DFL_DTYPE_F32, 2, FALSE) && row_stride (c, yn, y)
+      && same (c, "x's columns", x->ne[0], ws, w->ne[0])
+      && same (c, "x's rows", x->ne[1], ys, y->ne[1])
+      && y->ne[0] > w->ne[1])
+    fail (c, DFL_ERROR_MISMATCH, "%s has %" G_GINT64_FORMAT " columns, %s only %"
+          G_GINT64_FORMAT " rows", yn, y->ne[0], wn, w->ne[1]);
+  return c->ok;
+}
+
 gboolean
 dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
                gboolean accumulate, GError **error)
@@ -297,36 +315,8 @@ dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor
 
   g_return_val_if_fail (w != NULL, FALSE);
   c = check_op (dev, DFL_OP_MATMUL, w->dtype, error);
-
-  if (tensor (&c, "w", w, w->dtype, 2, FALSE) && packed (&c, "w", w)
-      && tensor (&c, "x", x, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "x", x)
-      && tensor (&c, "y", y, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "y", y)
-      && same (&c, "x's columns", x->ne[0], "w's", w->ne[0])
-      && same (&c, "x's rows", x->ne[1], "y's", y->ne[1])
-      && y->ne[0] > w->ne[1])
-    fail (&c, DFL_ERROR_MISMATCH, "y has %" G_GINT64_FORMAT " columns, w only %" G_GINT64_FORMAT
-          " rows", y->ne[0], w->ne[1]);
-  return c.ok && dev->backend->ops->matmul (dev, w, x, y, accumulate, error);
-}
-
-/* The checks of dfl_op_matmul for product i (its errors name w[i], y[i]). */
-static gboolean
-check_product (Check *c, int i, const DflTensor *w, const DflTensor *x, const DflTensor *y)
-{
-  char wn[24], yn[24], wcols[24], yrows[24];
-
-  g_snprintf (wn, sizeof wn, "w[%d]", i);
-  g_snprintf (yn, sizeof yn, "y[%d]", i);
-  g_snprintf (wcols, sizeof wcols, "w[%d]'s", i);
-  g_snprintf (yrows, sizeof yrows, "y[%d]'s", i);
-  if (tensor (c, wn, w, w ? w->dtype : DFL_DTYPE_F32, 2, FALSE) && packed (c, wn, w)
-      && tensor (c, yn, y, DFL_DTYPE_F32, 2, FALSE) && row_stride (c, yn, y)
-      && same (c, "x's columns", x->ne[0], wcols, w->ne[0])
-      && same (c, "x's rows", x->ne[1], yrows, y->ne[1])
-      && y->ne[0] > w->ne[1])
-    fail (c, DFL_ERROR_MISMATCH, "%s has %" G_GINT64_FORMAT " columns, %s only %"
-          G_GINT64_FORMAT " rows", yn, y->ne[0], wn, w->ne[1]);
-  return c->ok;
+  return check_matmul (&c, "w", "w's", "y", "y's", w, x, y)
+         && dev->backend->ops->matmul (dev, w, x, y, accumulate, error);
 }
 
 gboolean
@@ -337,8 +327,13 @@ dfl_op_matmul_group (DflDevice *dev, int n, const DflTensor *const *w, const Dfl
   for (int i = 0; i < n; i++) {
     /* each product as dfl_op_matmul checks it, by its weights' type */
     Check c = check_op (dev, DFL_OP_MATMUL, w[i] ? w[i]->dtype : DFL_DTYPE_F32, error);
-    if (!(tensor (&c, "x", x, DFL_DTYPE_F32, 2, FALSE) && row_stride (&c, "x", x)
-          && check_product (&c, i, w[i], x, y[i])))
+    char wn[16], ws[16], yn[16], ys[16];
+
+    g_snprintf (wn, sizeof wn, "w[%d]", i);
+    g_snprintf (ws, sizeof ws, "w[%d]'s", i);
+    g_snprintf (yn, sizeof yn, "y[%d]", i);
+    g_snprintf (ys, sizeof ys, "y[%d]'s", i);
+    if (!check_matmul (&c, wn, ws, yn, ys, w[i], x, y[i]))
       return FALSE;
   }
   if (dev->backend->ops->matmul_group)

@@ -2,13 +2,14 @@
  *
  * A pure-read pass over 1 GiB gives the rate the card reads memory at (the
  * device-to-device copy rate is printed beside it, labelled); the
- * projections of Qwen3-8B (4096 → 12288, 12288 → 4096, the 4096 → 151936
- * head) with BF16 weights at 1, 16 and 512 rows are timed with CUDA events
- * (the median of N calls) and set against it: a few rows are bound by
- * reading the weights, so their weight bytes per second over the read rate
- * says how close to the memory they run. Attention of 16 rows (a verify step) and of one
- * row (a decode step) over 1024 and 4096 keys and the
- * choice kernels follow. Weights are random, made on the card.
+ * projections of Qwen3-8B (4096 → 12288, 12288 → 4096, 4096 → 4096, 4096 →
+ * 1024, the 4096 → 151936 head) with BF16 weights at 1, 16 and 512 rows
+ * are timed with CUDA events (the median of N calls) on every path
+ * that takes them, and set against it: a few rows are bound by reading the
+ * weights, so their weight bytes per second over the read rate says how
+ * close to the memory they run. Attention of 16 rows (a verify step) and
+ * of one row (a decode step) over 1024 and 4096 keys and the choice
+ * kernels follow. Weights are random, made on the card.
  */
 #include <cuda_runtime.h>
 #include <glib.h>
@@ -84,14 +85,37 @@ typedef struct {
   float *d_x, *d_y;
   void *d_scratch;
   int rows;
+  DflCudaMatmulPath path;
 } Matmul;
 
 static void
 matmul_launch (gpointer data)
 {
   Matmul *m = data;
-  dfl_cuda_matmul (dev, &m->w, m->d_x, m->rows, m->w.cols, m->d_y, m->w.rows, m->w.rows, FALSE,
-                   m->d_scratch);
+  dfl_cuda_matmul_path (dev, m->path, &m->w, m->d_x, m->rows, m->w.cols, m->d_y, m->w.rows,
+                        m->w.rows, FALSE, m->d_scratch);
+}
+
+/* Products of one x: in one call (dfl_cuda_matmul_group) or a call each. */
+typedef struct {
+  DflCudaWeights w[3];
+  float *d_x, *d_y[3];
+  void *d_scratch;
+  int n, rows, ldy[3], n_out[3];
+  gboolean grouped;
+} Group;
+
+static void
+group_launch (gpointer data)
+{
+  Group *g = data;
+  if (g->grouped)
+    dfl_cuda_matmul_group (dev, g->n, g->w, g->d_x, g->rows, g->w[0].cols, g->d_y, g->ldy,
+                           g->n_out, FALSE, g->d_scratch);
+  else
+    for (int i = 0; i < g->n; i++)
+      dfl_cuda_matmul (dev, &g->w[i], g->d_x, g->rows, g->w[i].cols, g->d_y[i], g->ldy[i],
+                       g->n_out[i], FALSE, g->d_scratch);
 }
 
 typedef struct {
@@ -133,8 +157,13 @@ int
 main (int argc, char **argv)
 {
   GError *error = NULL;
-  const int shapes[][2] = { { 4096, 12288 }, { 12288, 4096 }, { 4096, 151936 } };
+  const int shapes[][2] = { { 4096, 12288 }, { 12288, 4096 }, { 4096, 4096 }, { 4096, 1024 },
+                            { 4096, 151936 } };
   const int rows[] = { 1, 16, 512 };
+  const struct {
+    DflCudaMatmulPath path;
+    const char *name;
+  } paths[] = { { DFL_CUDA_MATMUL_ONE_ROW, "one-row" }, { DFL_CUDA_MATMUL_CUBLAS, "cuBLAS" } };
   double copy, read;
 
   dev = dfl_cuda_device_open (0, &error);
@@ -149,31 +178,75 @@ main (int argc, char **argv)
   printf ("pure read of 1 GiB: %.0f GB/s (the rate a step's weights can stream at)\n\n",
           read / 1e9);
 
-  printf ("BF16 matmul y = x·Wᵀ, median of %d calls\n", CALLS);
-  printf ("%6s %7s %5s %10s %12s %10s %10s\n", "in", "out", "rows", "µs/call", "weight GB/s",
-          "÷ read", "TFLOP/s");
+  printf ("BF16 matmul y = x·Wᵀ, median of %d calls, each path that takes the rows "
+          "(* what dfl_cuda_matmul picks)\n", CALLS);
+  printf ("%6s %7s %5s %10s %10s %12s %10s %10s\n", "in", "out", "rows", "path", "µs/call",
+          "weight GB/s", "÷ read", "TFLOP/s");
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
     int in = shapes[s][0], out = shapes[s][1];
     size_t nw = (size_t) in * out;
     Matmul m = { { alloc (nw * 2), DFL_DTYPE_BF16, out, in } };
     dfl_cuda_fill_random (dev, (void *) m.w.d_data, DFL_DTYPE_BF16, nw, 1, 0.02f);
     for (guint r = 0; r < G_N_ELEMENTS (rows); r++) {
-      double ms, wbps;
       m.rows = rows[r];
       m.d_x = alloc (sizeof (float) * m.rows * in);
       m.d_y = alloc (sizeof (float) * m.rows * out);
       m.d_scratch = alloc ((size_t) m.rows * in * 2);
       dfl_cuda_fill_random (dev, m.d_x, DFL_DTYPE_F32, (size_t) m.rows * in, 2, 1.0f);
-      ms = time_ms (matmul_launch, &m);
-      wbps = nw * 2 / (ms / 1e3);
-      printf ("%6d %7d %5d %10.1f %12.0f %10.2f %10.1f\n", in, out, m.rows, ms * 1e3,
-              wbps / 1e9, wbps / read, 2.0 * m.rows * nw / (ms / 1e3) / 1e12);
+      for (guint p = 0; p < G_N_ELEMENTS (paths); p++) {
+        double ms, wbps;
+        m.path = paths[p].path;
+        if (!dfl_cuda_matmul_path (dev, m.path, &m.w, m.d_x, m.rows, in, m.d_y, out, out,
+                                   FALSE, m.d_scratch))
+          continue;
+        ms = time_ms (matmul_launch, &m);
+        wbps = nw * 2 / (ms / 1e3);
+        printf ("%6d %7d %5d %9s%s %10.1f %12.0f %10.2f %10.1f\n", in, out, m.rows,
+                paths[p].name, dfl_cuda_matmul_choice (&m.w, m.rows) == m.path ? "*" : " ", ms * 1e3, wbps / 1e9,
+                wbps / read, 2.0 * m.rows * nw / (ms / 1e3) / 1e12);
+      }
       dfl_cuda_free (dev, m.d_x);
       dfl_cuda_free (dev, m.d_y);
       dfl_cuda_free (dev, m.d_scratch);
     }
     dfl_cuda_free (dev, (void *) m.w.d_data);
   }
+
+  printf ("\nproducts of one x (q, k, v: 4096 → 4096, 1024, 1024; gate, up: 4096 → 12288 "
+          "twice), BF16: one call of dfl_cuda_matmul_group against a call a product\n");
+  printf ("%10s %5s %12s %12s %16s\n", "products", "rows", "grouped µs", "a call µs",
+          "grouped ÷ read");
+  for (int set = 0; set < 2; set++)
+    for (int ri = 0; ri < 2; ri++) {
+      const int qkv[] = { 4096, 1024, 1024 }, gu[] = { 12288, 12288 };
+      Group g = { .n = set ? 2 : 3, .rows = ri ? 16 : 1 };
+      size_t bytes = 0;
+      double grouped, each;
+      g.d_x = alloc (sizeof (float) * g.rows * 4096);
+      g.d_scratch = alloc ((size_t) g.rows * 4096 * 2);
+      dfl_cuda_fill_random (dev, g.d_x, DFL_DTYPE_F32, (size_t) g.rows * 4096, 7, 1.0f);
+      for (int i = 0; i < g.n; i++) {
+        int out = set ? gu[i] : qkv[i];
+        g.w[i] = (DflCudaWeights) { alloc ((size_t) out * 4096 * 2), DFL_DTYPE_BF16, out, 4096 };
+        dfl_cuda_fill_random (dev, (void *) g.w[i].d_data, DFL_DTYPE_BF16, (size_t) out * 4096,
+                              8 + i, 0.02f);
+        g.d_y[i] = alloc (sizeof (float) * g.rows * out);
+        g.ldy[i] = g.n_out[i] = out;
+        bytes += (size_t) out * 4096 * 2;
+      }
+      g.grouped = TRUE;
+      grouped = time_ms (group_launch, &g);
+      g.grouped = FALSE;
+      each = time_ms (group_launch, &g);
+      printf ("%10s %5d %12.1f %12.1f %16.2f\n", set ? "gate, up" : "q, k, v", g.rows,
+              grouped * 1e3, each * 1e3, bytes / (grouped / 1e3) / read);
+      for (int i = 0; i < g.n; i++) {
+        dfl_cuda_free (dev, (void *) g.w[i].d_data);
+        dfl_cuda_free (dev, g.d_y[i]);
+      }
+      dfl_cuda_free (dev, g.d_x);
+      dfl_cuda_free (dev, g.d_scratch);
+    }
 
   printf ("\n");
   for (int at = 0; at < 4; at++) {

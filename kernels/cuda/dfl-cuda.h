@@ -117,6 +117,40 @@ void dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *
                       int ldx, float *d_y, int ldy, int n_out, gboolean accumulate,
                       void *d_scratch);
 
+/* The most products dfl_cuda_matmul_group takes. */
+#define DFL_CUDA_GROUP_MAX 4
+
+/* Products of one x: d_y[i] (+)= x · w[i]ᵀ for i < n, each as
+ * dfl_cuda_matmul takes it (n_out[i], ldy[i]). Where the weights share a
+ * 16-bit type and their width, one row is one launch, each output the
+ * same bits as dfl_cuda_matmul's, and 2 to 32 rows over few outputs in all
+ * are one launch on the tensor cores; otherwise, a dfl_cuda_matmul a
+ * product (d_scratch as there). bench-cuda-kernels times it against a call
+ * a product; the CUDA back end does not route dfl_op_matmul_group here
+ * until a whole step has been timed with it on a card. */
+void dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w,
+                            const float *d_x, int rows, int ldx, float *const *d_y,
+                            const int *ldy, const int *n_out, gboolean accumulate,
+                            void *d_scratch);
+
+/* The kernels a product can take, for the benchmark that sets them side by
+ * side; dfl_cuda_matmul takes AUTO. */
+typedef enum {
+  DFL_CUDA_MATMUL_AUTO,
+  DFL_CUDA_MATMUL_ONE_ROW,    /* one row of 16-bit weights */
+  DFL_CUDA_MATMUL_CUBLAS,
+} DflCudaMatmulPath;
+
+/* The path dfl_cuda_matmul takes for `rows` rows of w. */
+DflCudaMatmulPath dfl_cuda_matmul_choice (const DflCudaWeights *w, int rows);
+
+/* dfl_cuda_matmul by `path`; FALSE (nothing launched) where that path does
+ * not take these arguments. */
+gboolean dfl_cuda_matmul_path (DflCudaDevice *dev, DflCudaMatmulPath path,
+                               const DflCudaWeights *w, const float *d_x, int rows, int ldx,
+                               float *d_y, int ldy, int n_out, gboolean accumulate,
+                               void *d_scratch);
+
 /* Rows of a table (F32/F16/BF16 [n][dim]) gathered by id into F32:
  * d_out[i] = table[d_ids[i]] for i < n. Ids are checked by the caller. */
 void dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflDtype type, int dim,

@@ -239,6 +239,164 @@ test_matmul (void)
     }
 }
 
+/* Products of one x in one launch (dfl_cuda_matmul_group) over `rows`
+ * rows from row `first` of x (and of y's starting values, made for 32
+ * rows): against double as check_matmul_padded (three products, the last
+ * a shortlist of its weights, x and y with padded strides); and returns
+ * the outputs, product after product, in `got`. */
+static void
+run_matmul_group (DflDtype type, int rows, int first, int in, int x_pad, gboolean acc,
+                  const float *x,
+                  const float *const *wf, const void *const *wh, const int *outs,
+                  const int *n_out, float *got)
+{
+  int ldx = in + x_pad;
+  float *d_x = up (x + (size_t) first * ldx, sizeof (float) * rows * ldx), *d_y[3];
+  void *d_w[3], *d_scratch = up (NULL, (size_t) rows * in * 2);
+  DflCudaWeights w[3];
+  int ldy[3];
+  float *y0[3];
+  size_t at = 0;
+
+  for (int i = 0; i < 3; i++) {
+    g_autoptr (GRand) r = g_rand_new_with_seed (50 + i);
+    ldy[i] = n_out[i] + 3;
+    y0[i] = random_floats (r, (size_t) 32 * ldy[i], 1.0f);
+    memmove (y0[i], y0[i] + (size_t) first * ldy[i], sizeof (float) * rows * ldy[i]);
+    d_w[i] = up (wh[i], (size_t) outs[i] * in * 2);
+    d_y[i] = up (y0[i], sizeof (float) * rows * ldy[i]);
+    w[i] = (DflCudaWeights) { d_w[i], type, outs[i], in };
+  }
+  dfl_cuda_matmul_group (dev, 3, w, d_x, rows, ldx, d_y, ldy, n_out, acc, d_scratch);
+  sync_ok ();
+  for (int i = 0; i < 3; i++) {
+    g_autofree float *y = g_new (float, (size_t) rows * ldy[i]);
+    down (y, d_y[i], sizeof (float) * rows * ldy[i]);
+    for (int k = 0; k < rows; k++)
+      for (int o = 0; o < ldy[i]; o++) {
+        size_t yi = (size_t) k * ldy[i] + o;
+        double want = acc ? y0[i][yi] : 0.0, scale = fabs (want);
+        if (o >= n_out[i]) {
+          g_assert_true (memcmp (&y[yi], &y0[i][yi], sizeof (float)) == 0);
+          continue;
+        }
+        for (int c = 0; c < in; c++) {
+          double p = (double) round_to (type, x[(size_t) k * ldx + c])
+                     * round_to (type, wf[i][(size_t) o * in + c]);
+          want += p;
+          scale += fabs (p);
+        }
+        assert_close ("matmul_group", yi, y[yi], want, 1e-5 * scale + 1e-30);
+        got[at++] = y[yi];
+      }
+    dfl_cuda_free (dev, d_w[i]);
+    dfl_cuda_free (dev, d_y[i]);
+    g_free (y0[i]);
+  }
+  dfl_cuda_free (dev, d_x);
+  dfl_cuda_free (dev, d_scratch);
+}
+
+/* A group against double for 1 to 32 rows (one row: each output bitwise
+ * what dfl_cuda_matmul gives alone; 2 to 32 rows of few outputs: the
+ * tensor-core kernel, whose row's outputs are bitwise the same for any
+ * number of rows from 2 to 32), then wider groups and ragged inputs that
+ * fall back to a product a call. */
+static void
+check_matmul_group (DflDtype type, int in, int x_pad, const int *outs, const int *n_out)
+{
+  const int all = 32, counts[] = { 1, 2, 3, 16, 17, 31 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (in * 7 + outs[0] + type);
+  int ldx = in + x_pad;
+  size_t per_row = (size_t) n_out[0] + n_out[1] + n_out[2];
+  g_autofree float *x = random_floats (r, (size_t) all * ldx, 1.0f);
+  g_autofree float *whole = g_new (float, all * per_row);
+  g_autofree float *part = g_new (float, all * per_row);
+  float *wf[3];
+  void *wh[3];
+
+  for (int i = 0; i < 3; i++) {
+    wf[i] = random_floats (r, (size_t) outs[i] * in, 1.0f);
+    wh[i] = pack (type, wf[i], (size_t) outs[i] * in);
+  }
+  for (int acc = 0; acc < 2; acc++) {
+    run_matmul_group (type, all, 0, in, x_pad, acc, x, (const float *const *) wf,
+                      (const void *const *) wh, outs, n_out, whole);
+    for (guint c = 0; c < G_N_ELEMENTS (counts); c++) {
+      int n = counts[c], first = (all - n) / 2;
+      run_matmul_group (type, n, first, in, x_pad, acc, x, (const float *const *) wf,
+                        (const void *const *) wh, outs, n_out, part);
+      if (n == 1) {
+        /* one row: each product's outputs those of dfl_cuda_matmul */
+        float *d_x = up (x + (size_t) first * ldx, sizeof (float) * in);
+        size_t at = 0;
+        for (int i = 0; i < 3; i++) {
+          g_autoptr (GRand) ry = g_rand_new_with_seed (50 + i);
+          g_autofree float *y0 = random_floats (ry, (size_t) 32 * (n_out[i] + 3), 1.0f);
+          g_autofree float *alone = g_new (float, n_out[i]);
+          void *d_w = up (wh[i], (size_t) outs[i] * in * 2);
+          float *d_y = up (y0 + (size_t) first * (n_out[i] + 3), sizeof (float) * n_out[i]);
+          DflCudaWeights w = { d_w, type, outs[i], in };
+          dfl_cuda_matmul (dev, &w, d_x, 1, ldx, d_y, n_out[i], n_out[i], acc, NULL);
+          sync_ok ();
+          down (alone, d_y, sizeof (float) * n_out[i]);
+          g_assert_cmpmem (part + at, sizeof (float) * n_out[i], alone,
+                           sizeof (float) * n_out[i]);
+          at += n_out[i];
+          dfl_cuda_free (dev, d_w);
+          dfl_cuda_free (dev, d_y);
+        }
+        dfl_cuda_free (dev, d_x);
+      } else if (in % 32 == 0 && ldx % 4 == 0 && per_row <= 8192) {
+        /* the rows from `first` in each product: the same bits as among 32 */
+        size_t a = 0, b = 0;
+        for (int i = 0; i < 3; i++) {
+          g_assert_cmpmem (part + a, sizeof (float) * n * n_out[i],
+                           whole + b + (size_t) first * n_out[i], sizeof (float) * n * n_out[i]);
+          a += (size_t) n * n_out[i];
+          b += (size_t) all * n_out[i];
+        }
+      }
+    }
+  }
+  for (int i = 0; i < 3; i++) {
+    g_free (wf[i]);
+    g_free (wh[i]);
+  }
+}
+
+static void
+test_matmul_group (void)
+{
+  const DflDtype types[] = { DFL_DTYPE_BF16, DFL_DTYPE_F16 };
+  /* q, k and v of a small model; the last a shortlist */
+  const int qkv[3] = { 512, 128, 128 }, qkv_n[3] = { 512, 128, 100 };
+  /* outputs that end mid-tile, an input split unevenly over the warps */
+  const int ragged[3] = { 515, 9, 77 };
+  /* wider than one launch of the tensor-core kernel takes */
+  const int wide[3] = { 4100, 4100, 8 };
+
+  for (guint t = 0; t < G_N_ELEMENTS (types); t++) {
+    check_matmul_group (types[t], 1024, 4, qkv, qkv_n);
+    check_matmul_group (types[t], 800, 0, ragged, ragged);
+    check_matmul_group (types[t], 64, 0, wide, wide);
+    /* in not a multiple of 32, x not aligned: a product a call */
+    check_matmul_group (types[t], 100, 3, ragged, ragged);
+  }
+  /* more products than a launch takes: refused, named */
+  {
+    GError *error = NULL;
+    DflCudaWeights w[5] = { { NULL } };
+    float *y[5] = { NULL };
+    int ld[5] = { 0 }, n[5] = { 0 };
+    dfl_cuda_matmul_group (dev, 5, w, NULL, 1, 1, y, ld, n, FALSE, NULL);
+    g_assert_false (dfl_cuda_sync (dev, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+    g_assert_nonnull (strstr (error->message, "dfl_cuda_matmul_group"));
+    g_clear_error (&error);
+  }
+}
+
 /* --- gathers and element-wise work --- */
 
 static void
@@ -1218,6 +1376,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/device", test_device);
   g_test_add_func ("/cuda/errors", test_errors);
   g_test_add_func ("/cuda/matmul", test_matmul);
+  g_test_add_func ("/cuda/matmul-group", test_matmul_group);
   g_test_add_func ("/cuda/embed", test_embed);
   g_test_add_func ("/cuda/rmsnorm", test_rmsnorm);
   g_test_add_func ("/cuda/rope", test_rope);

@@ -184,10 +184,13 @@ gboolean dfl_op_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, 
 #define DFL_OP_GROUP_MAX 4
 /* y[i] (+)= x · w[i]ᵀ for i < n (1 ≤ n ≤ DFL_OP_GROUP_MAX): products of
  * one x (q, k and v; gate and up), each as dfl_op_matmul takes it. A back
- * end may run them as one piece of work (the CPU shares the outputs of
- * all of them out over its threads at once, one wait instead of one a
- * product); the others run one dfl_op_matmul a product. Each y[i] is
- * bitwise what dfl_op_matmul gives for it. */
+ * end may run them as one piece of work: the CPU shares the outputs of
+ * all of them out over its threads at once (one wait instead of one a
+ * product); CUDA reads them in one launch (one row; 2 to 32 rows of q, k
+ * and v on the tensor cores); Vulkan runs a dfl_op_matmul a product. Each
+ * y[i] is bitwise what dfl_op_matmul gives for it, except CUDA's 2 to 32
+ * rows, which equal it within the rounding of the sum (its dfl_op_matmul
+ * is cuBLAS's there, whose kernels depend on the shape). */
 gboolean dfl_op_matmul_group (DflDevice *dev, int n, const DflTensor *const *w,
                               const DflTensor *x, DflTensor *const *y, gboolean accumulate,
                               GError **error);

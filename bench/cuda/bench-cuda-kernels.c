@@ -163,7 +163,8 @@ main (int argc, char **argv)
   const struct {
     DflCudaMatmulPath path;
     const char *name;
-  } paths[] = { { DFL_CUDA_MATMUL_ONE_ROW, "one-row" }, { DFL_CUDA_MATMUL_CUBLAS, "cuBLAS" } };
+  } paths[] = { { DFL_CUDA_MATMUL_ONE_ROW, "one-row" }, { DFL_CUDA_MATMUL_FEW_ROWS, "few-rows" },
+                { DFL_CUDA_MATMUL_CUBLAS, "cuBLAS" } };
   double copy, read;
 
   dev = dfl_cuda_device_open (0, &error);

@@ -103,6 +103,34 @@ cuda_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *
   return ok;
 }
 
+/* Products of one x: one launch where dfl_cuda_matmul_group can (one
+ * row; 2 to 32 rows of q, k, v), else a product at a time there. */
+static gboolean
+cuda_matmul_group (DflDevice *dev, int n, const DflTensor *const *w, const DflTensor *x,
+                   DflTensor *const *y, gboolean accumulate, GError **error)
+{
+  DflCudaWeights wt[DFL_OP_GROUP_MAX];
+  float *ys[DFL_OP_GROUP_MAX];
+  int ldy[DFL_OP_GROUP_MAX], n_out[DFL_OP_GROUP_MAX];
+  gboolean ok;
+
+  G_STATIC_ASSERT (DFL_OP_GROUP_MAX <= DFL_CUDA_GROUP_MAX);
+  for (int i = 0; i < n; i++) {
+    wt[i] = (DflCudaWeights) { dfl_tensor_data (w[i]), w[i]->dtype, DFL_ROWS (w[i]),
+                               DFL_COLS (w[i]) };
+    ys[i] = F32 (y[i]);
+    ldy[i] = DFL_LD (y[i]);
+    n_out[i] = DFL_COLS (y[i]);
+  }
+  dfl_cuda_device_lock (NATIVE (dev));
+  ok = scratch_for (dev, (gsize) DFL_ROWS (x) * DFL_COLS (x) * 2, error);
+  if (ok)
+    dfl_cuda_matmul_group (NATIVE (dev), n, wt, F32 (x), DFL_ROWS (x), DFL_LD (x), ys, ldy,
+                           n_out, accumulate, STATE (dev)->d_scratch);
+  dfl_cuda_device_unlock (NATIVE (dev));
+  return ok;
+}
+
 /* One launch, the device held around it. */
 #define LAUNCH(dev, call) \
   G_STMT_START { \
@@ -392,6 +420,7 @@ static const DflBackendOps dfl_backend_cuda_ops = {
   .init = cuda_init,
   .fini = cuda_fini,
   .matmul = cuda_matmul,
+  .matmul_group = cuda_matmul_group,
   .rmsnorm = cuda_rmsnorm,
   .rope = cuda_rope,
   .attention = cuda_attention,

@@ -10,7 +10,8 @@
  *     blocks and read the weights more slowly), one launch for a group;
  *   - a group of a few rows (2 to 32) of 16-bit weights with few outputs
  *     in all (q, k and v): one launch of a kernel of ours on the tensor
- *     cores, in place of one cuBLAS call a product;
+ *     cores, in place of one cuBLAS call a product (whose kernels leave
+ *     narrow products short of work);
  *   - everything else (F32 weights, one product of several rows, prefill,
  *     batches): cuBLAS, on the tensor cores for 16-bit weights, after x is
  *     rounded into a scratch.
@@ -345,12 +346,31 @@ launch_few_rows (DflCudaDevice *dev, const Group &g, int in, const float *d_x, i
 
 /* --- the dispatch --- */
 
+static bool
+sixteen_bit (DflDtype type)
+{
+  return type == DFL_DTYPE_BF16 || type == DFL_DTYPE_F16;
+}
+
+/* A product alone of 2 to 32 rows goes to cuBLAS even where the tensor-core
+ * kernel reads its weights faster in isolation (k, v): within a step, where
+ * the weights come from memory rather than L2, its launch over one narrow
+ * product has too few blocks to keep the reads in flight and the step was
+ * slower; a group's launch over q, k and v together has enough. */
 extern "C" DflCudaMatmulPath
 dfl_cuda_matmul_choice (const DflCudaWeights *w, int rows)
 {
-  if ((w->type == DFL_DTYPE_BF16 || w->type == DFL_DTYPE_F16) && rows == 1)
+  if (sixteen_bit (w->type) && rows == 1)
     return DFL_CUDA_MATMUL_ONE_ROW;
   return DFL_CUDA_MATMUL_CUBLAS;
+}
+
+/* The few-rows kernel reads x and W in 16-byte loads, 32 columns a step. */
+static bool
+few_rows_take (const DflCudaWeights *w, const float *d_x, int rows, int ldx)
+{
+  return sixteen_bit (w->type) && rows >= 2 && rows <= FEW_ROWS_MAX && w->cols % 32 == 0
+         && ldx % 4 == 0 && (uintptr_t) d_x % 16 == 0 && (uintptr_t) w->d_data % 16 == 0;
 }
 
 static void
@@ -392,7 +412,7 @@ dfl_cuda_matmul_path (DflCudaDevice *dev, DflCudaMatmulPath path, const DflCudaW
                       const float *d_x, int rows, int ldx, float *d_y, int ldy, int n_out,
                       gboolean accumulate, void *d_scratch)
 {
-  bool sixteen = w->type == DFL_DTYPE_BF16 || w->type == DFL_DTYPE_F16;
+  bool sixteen = sixteen_bit (w->type);
   bool bf16 = w->type == DFL_DTYPE_BF16;
 
   if (rows <= 0 || n_out <= 0)
@@ -419,6 +439,18 @@ dfl_cuda_matmul_path (DflCudaDevice *dev, DflCudaMatmulPath path, const DflCudaW
     }
     dfl_cuda_launched (dev, "dfl_cuda_matmul (one row)");
     return TRUE;
+  case DFL_CUDA_MATMUL_FEW_ROWS:
+    if (!few_rows_take (w, d_x, rows, ldx))
+      return FALSE;
+    {
+      Group g = { { w->d_data }, { d_y }, { ldy }, { n_out }, 1 };
+      if (bf16)
+        launch_few_rows<__nv_bfloat16> (dev, g, w->cols, d_x, ldx, rows, accumulate);
+      else
+        launch_few_rows<__half> (dev, g, w->cols, d_x, ldx, rows, accumulate);
+    }
+    dfl_cuda_launched (dev, "dfl_cuda_matmul (few rows)");
+    return TRUE;
   default:
     if (sixteen && !d_scratch) {
       dfl_cuda_note_invalid (dev, "dfl_cuda_matmul",
@@ -439,9 +471,9 @@ dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, 
 }
 
 /* Outputs up to which a group of a few rows is one launch of the tensor-
- * core kernel rather than a cuBLAS call a product: narrow products (a kv
- * head's k and v) leave cuBLAS's kernels short of work, wide ones (gate
- * and up) are read faster by cuBLAS. */
+ * core kernel rather than a cuBLAS call a product: q, k and v of an 8B
+ * model (6144) are; gate and up (24576), which cuBLAS reads faster, are
+ * not. */
 #define FEW_ROWS_GROUP_OUTPUTS 8192
 
 extern "C" void
@@ -449,9 +481,8 @@ dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w, const
                        int rows, int ldx, float *const *d_y, const int *ldy, const int *n_out,
                        gboolean accumulate, void *d_scratch)
 {
-  bool joint = n > 1 && n <= DFL_CUDA_GROUP_MAX
-               && (w[0].type == DFL_DTYPE_BF16 || w[0].type == DFL_DTYPE_F16);
-  bool aligned = w[0].cols % 32 == 0 && ldx % 4 == 0 && ((uintptr_t) d_x) % 16 == 0;
+  /* one launch where the products share a 16-bit type and their width */
+  bool joint = n > 1 && sixteen_bit (w[0].type), few = true;
   Group g = { { NULL }, { NULL }, { 0 }, { 0 }, n };
   int total = 0;
 
@@ -468,7 +499,7 @@ dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w, const
       return;
     }
     joint = joint && w[i].type == w[0].type && w[i].cols == w[0].cols;
-    aligned = aligned && ((uintptr_t) w[i].d_data) % 16 == 0;
+    few = few && few_rows_take (&w[i], d_x, rows, ldx);
     total += n_out[i];
     g.w[i] = w[i].d_data;
     g.y[i] = d_y[i];
@@ -485,7 +516,7 @@ dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w, const
     dfl_cuda_launched (dev, "dfl_cuda_matmul_group (one row)");
     return;
   }
-  if (joint && aligned && rows <= FEW_ROWS_MAX && total <= FEW_ROWS_GROUP_OUTPUTS) {
+  if (joint && few && total <= FEW_ROWS_GROUP_OUTPUTS) {
     if (w[0].type == DFL_DTYPE_BF16)
       launch_few_rows<__nv_bfloat16> (dev, g, w[0].cols, d_x, ldx, rows, accumulate);
     else

@@ -123,11 +123,11 @@ void dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *
 /* Products of one x: d_y[i] (+)= x · w[i]ᵀ for i < n, each as
  * dfl_cuda_matmul takes it (n_out[i], ldy[i]). Where the weights share a
  * 16-bit type and their width, one row is one launch, each output the
- * same bits as dfl_cuda_matmul's, and 2 to 32 rows over few outputs in all
- * are one launch on the tensor cores; otherwise, a dfl_cuda_matmul a
- * product (d_scratch as there). bench-cuda-kernels times it against a call
- * a product; the CUDA back end does not route dfl_op_matmul_group here
- * until a whole step has been timed with it on a card. */
+ * same bits as dfl_cuda_matmul's, and 2 to 32 rows over at most 8192
+ * outputs in all (q, k, v) are one launch of a tensor-core kernel of ours
+ * (a row's outputs the same bits among 2 to 32 rows, equal to cuBLAS's
+ * within the rounding of the sum); otherwise, a dfl_cuda_matmul a product
+ * (d_scratch as there). */
 void dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w,
                             const float *d_x, int rows, int ldx, float *const *d_y,
                             const int *ldy, const int *n_out, gboolean accumulate,
@@ -138,6 +138,7 @@ void dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w,
 typedef enum {
   DFL_CUDA_MATMUL_AUTO,
   DFL_CUDA_MATMUL_ONE_ROW,    /* one row of 16-bit weights */
+  DFL_CUDA_MATMUL_FEW_ROWS,   /* 2 to 32 rows of 16-bit weights, the group's kernel */
   DFL_CUDA_MATMUL_CUBLAS,
 } DflCudaMatmulPath;
 

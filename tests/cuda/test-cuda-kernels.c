@@ -267,6 +267,9 @@ run_matmul_group (DflDtype type, int rows, int first, int in, int x_pad, gboolea
     d_y[i] = up (y0[i], sizeof (float) * rows * ldy[i]);
     w[i] = (DflCudaWeights) { d_w[i], type, outs[i], in };
   }
+  g_test_message ("matmul_group: %s, %d rows from %d, in %d, outputs %d %d %d%s",
+                  dfl_dtype_name (type), rows, first, in, n_out[0], n_out[1], n_out[2],
+                  acc ? ", accumulating" : "");
   dfl_cuda_matmul_group (dev, 3, w, d_x, rows, ldx, d_y, ldy, n_out, acc, d_scratch);
   sync_ok ();
   for (int i = 0; i < 3; i++) {
@@ -281,7 +284,7 @@ run_matmul_group (DflDtype type, int rows, int first, int in, int x_pad, gboolea
           continue;
         }
         for (int c = 0; c < in; c++) {
-          double p = (double) round_to (type, x[(size_t) k * ldx + c])
+          double p = (double) round_to (type, x[(size_t) (first + k) * ldx + c])
                      * round_to (type, wf[i][(size_t) o * in + c]);
           want += p;
           scale += fabs (p);

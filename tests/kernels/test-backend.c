@@ -229,8 +229,9 @@ test_matmul (gconstpointer data)
 }
 
 /* Products of one x in one call: each y[i] against float64 as for one
- * product, and bitwise what dfl_op_matmul gives for it alone; mixed weight
- * types; a product that does not fit is refused by its index. */
+ * product, and bitwise what dfl_op_matmul gives for it alone (CUDA: at
+ * one row); mixed weight types; a product that does not fit is refused by
+ * its index. */
 static void
 test_matmul_group (gconstpointer data)
 {
@@ -289,8 +290,10 @@ test_matmul_group (gconstpointer data)
             }
             assert_close ("matmul_group", at, y[i][at], want, eps * scale + 1e-30);
           }
-        g_assert_cmpmem (y[i], sizeof (float) * rows * n_out[i], alone[i],
-                         sizeof (float) * rows * n_out[i]);
+        /* CUDA's q, k, v of several rows run on a kernel of their own */
+        if (dfl_device_backend (dev) != DFL_BACKEND_CUDA || rows == 1)
+          g_assert_cmpmem (y[i], sizeof (float) * rows * n_out[i], alone[i],
+                           sizeof (float) * rows * n_out[i]);
         g_free (wf[i]);
         g_free (y0[i]);
         g_free (y[i]);

@@ -559,31 +559,73 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
 }
 
 /* The chunks of one (row, head) merged in order, each rescaled to the
- * largest m; chunks the row saw nothing of (l = 0) are skipped. */
-__global__ static void
+ * largest m; chunks the row saw nothing of (l = 0) are skipped.
+ *
+ * A chunk's weight exp(m − top) is formed once, by one thread, into
+ * shared memory, a tile of chunks at a time, and the sums then run over
+ * the tile in chunk order from there: every thread's loads of the
+ * partial sums are independent of each other, so a decode step's 16 to
+ * 64 chunks cost a few round trips to memory, not one a chunk. */
+#define COMBINE_THREADS 128
+#define COMBINE_TILE 256
+static_assert (ATT_MAX_HEAD_DIM <= 2 * COMBINE_THREADS, "a combine thread takes two dimensions");
+
+__global__ static void __launch_bounds__ (COMBINE_THREADS)
 attention_combine_kernel (const float *partial, int chunks, int head_dim, float *out)
 {
-  const float *p = partial + (size_t) blockIdx.x * chunks * (head_dim + 2);
+  /* a tile's weights, or -1 for a chunk skipped (exp is never negative) */
+  __shared__ float weight[COMBINE_TILE], seen_l[COMBINE_TILE];
+  __shared__ float warp_top[COMBINE_THREADS / 32];
+  const int t = threadIdx.x, stride = head_dim + 2;
+  const float *p = partial + (size_t) blockIdx.x * chunks * stride;
   float *o = out + (size_t) blockIdx.x * head_dim;
   float top = -INFINITY, total = 0.0f;
+  /* dimensions t and t + COMBINE_THREADS (head_dim ≤ 256) */
+  float a[2] = { 0.0f, 0.0f };
 
-  /* every thread forms the same m and l from the chunks */
-  for (int c = 0; c < chunks; c++)
-    if (p[(size_t) c * (head_dim + 2) + 1] > 0.0f)
-      top = fmaxf (top, p[(size_t) c * (head_dim + 2)]);
-  for (int c = 0; c < chunks; c++) {
-    const float *pc = p + (size_t) c * (head_dim + 2);
-    if (pc[1] > 0.0f)
-      total += pc[1] * expf (pc[0] - top);
-  }
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float a = 0.0f;
-    for (int c = 0; c < chunks; c++) {
-      const float *pc = p + (size_t) c * (head_dim + 2);
-      if (pc[1] > 0.0f)
-        a += pc[2 + d] * expf (pc[0] - top);
+  /* the largest m of a seen chunk: max is the same in any order */
+  for (int c = t; c < chunks; c += COMBINE_THREADS)
+    if (p[(size_t) c * stride + 1] > 0.0f)
+      top = fmaxf (top, p[(size_t) c * stride]);
+  for (int off = 16; off > 0; off >>= 1)
+    top = fmaxf (top, __shfl_xor_sync (0xffffffffu, top, off));
+  if (t % 32 == 0)
+    warp_top[t / 32] = top;
+  __syncthreads ();
+  for (int w = 0; w < COMBINE_THREADS / 32; w++)
+    top = fmaxf (top, warp_top[w]);
+
+  for (int c0 = 0; c0 < chunks; c0 += COMBINE_TILE) {
+    const int n = MIN (COMBINE_TILE, chunks - c0);
+    __syncthreads ();
+    for (int c = t; c < n; c += COMBINE_THREADS) {
+      const float *pc = p + (size_t) (c0 + c) * stride;
+      float l = pc[1];
+      weight[c] = l > 0.0f ? expf (pc[0] - top) : -1.0f;
+      seen_l[c] = l;
     }
-    o[d] = total > 0.0f ? a / total : 0.0f;
+    __syncthreads ();
+    /* every thread forms the same l, in chunk order */
+    for (int c = 0; c < n; c++)
+      if (weight[c] >= 0.0f)
+        total += seen_l[c] * weight[c];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int d = t + h * COMBINE_THREADS;
+      if (d < head_dim) {
+        const float *pd = p + (size_t) c0 * stride + 2 + d;
+#pragma unroll 8
+        for (int c = 0; c < n; c++)
+          if (weight[c] >= 0.0f)
+            a[h] += pd[(size_t) c * stride] * weight[c];
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int d = t + h * COMBINE_THREADS;
+    if (d < head_dim)
+      o[d] = total > 0.0f ? a[h] / total : 0.0f;
   }
 }
 
@@ -705,8 +747,8 @@ attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int ro
       d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
       dev->d_att_partial, chunks, qmax);
   dfl_cuda_launched (dev, what);
-  attention_combine_kernel<<<rows * heads, 128, 0, dev->stream>>> (dev->d_att_partial, chunks,
-                                                                   head_dim, d_out);
+  attention_combine_kernel<<<rows * heads, COMBINE_THREADS, 0, dev->stream>>> (
+    dev->d_att_partial, chunks, head_dim, d_out);
   dfl_cuda_launched (dev, what);
 }
 

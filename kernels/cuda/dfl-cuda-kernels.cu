@@ -291,15 +291,25 @@ dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int wid
 /* the most query vectors a block takes (its shared memory is set up for
  * them) */
 #define ATT_QMAX 64
+/* threads of a block of few query vectors, and of many */
 #define ATT_THREADS 256
+#define ATT_THREADS_MANY 512
 /* The key sets of a launch: one, or a table's (a row's entry by `which`). */
 typedef struct {
   const float *k[DFL_CUDA_TABLE_MAX], *v[DFL_CUDA_TABLE_MAX];
 } AttKeys;
 #define ATT_MAX_HEAD_DIM 256
-/* float4 loads of K (and of V) a thread issues for a chunk: CH · head_dim / 4
- * over the threads, at most 64 · 128 / 4 / 256 = 32 · 256 / 4 / 256 */
-#define ATT_KV_LOADS 8
+
+/* 16 bytes from global to shared memory without passing through registers
+ * (cp.async, sm_80 on); zeros where `valid` is false (nothing is read). */
+__device__ static inline void
+copy_async16 (void *shared_dst, const void *global_src, bool valid)
+{
+  unsigned dst = (unsigned) __cvta_generic_to_shared (shared_dst);
+
+  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                :: "r"(dst), "l"(global_src), "r"(valid ? 16 : 0) : "memory");
+}
 
 static int
 attention_chunk_keys (int head_dim)
@@ -340,9 +350,9 @@ attention_smem (int head_dim, int ch, int qmax)
          + sizeof (int) * 2 * qmax;
 }
 
-template <int CH>
+template <int CH, int THREADS>
 __global__ static void
-__launch_bounds__ (ATT_THREADS)
+__launch_bounds__ (THREADS)
 attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int head_dim,
                         AttKeys keys, const int32_t *which, int kv_stride,
                         const int32_t *lo_arr, const int32_t *hi_arr, float scale,
@@ -401,7 +411,7 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
   __syncthreads ();
   if (range[0] >= range[1]) {
     /* none: every query vector's share of this chunk is empty */
-    for (int qi = t; qi < nq; qi += ATT_THREADS) {
+    for (int qi = t; qi < nq; qi += THREADS) {
       int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
       float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
       p[0] = -INFINITY;
@@ -410,22 +420,21 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
     return;
   }
 
-  /* K and V of the chunk (zeros outside the keys seen) and the query
-   * vectors, every load issued before the first store */
+  /* K and V of the chunk (zeros outside the keys seen) copied straight
+   * into shared memory, every copy issued before the query vectors are
+   * read: no registers hold them on the way (they would cap the blocks a
+   * multiprocessor runs at once) */
   {
     const int klo = range[0], khi = range[1];
-    float4 kr[ATT_KV_LOADS], vr[ATT_KV_LOADS];
-#pragma unroll
-    for (int it = 0; it < ATT_KV_LOADS; it++) {
-      int i = t + it * ATT_THREADS, j = i / hd4, d = (i % hd4) * 4, key = kb0 + j;
-      kr[it] = vr[it] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-      if (j < CH && key >= klo && key < khi) {
-        size_t o = (size_t) key * kv_stride + (size_t) g * hd + d;
-        kr[it] = *(const float4 *) (k + o);
-        vr[it] = *(const float4 *) (v + o);
-      }
+    for (int i = t; i < CH * hd4; i += THREADS) {
+      int j = i / hd4, d = (i % hd4) * 4, key = kb0 + j;
+      bool seen = key >= klo && key < khi;
+      size_t o = seen ? (size_t) key * kv_stride + (size_t) g * hd + d : 0;
+      copy_async16 (&k_sh[j * ld + d], k + o, seen);
+      copy_async16 (&v_sh[j * hd + d], v + o, seen);
     }
-    for (int i = t; i < nqg * 4 * hd4; i += ATT_THREADS) {
+    asm volatile ("cp.async.commit_group;\n" ::);
+    for (int i = t; i < nqg * 4 * hd4; i += THREADS) {
       int qi = i / hd4, d = (i % hd4) * 4;
       float4 x = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
       if (qi < nq) {
@@ -434,14 +443,7 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
       }
       *(float4 *) &q_sh[qi * ld + d] = x;
     }
-#pragma unroll
-    for (int it = 0; it < ATT_KV_LOADS; it++) {
-      int i = t + it * ATT_THREADS, j = i / hd4, d = (i % hd4) * 4;
-      if (j < CH) {
-        *(float4 *) &k_sh[j * ld + d] = kr[it];
-        *(float4 *) &v_sh[j * hd + d] = vr[it];
-      }
-    }
+    asm volatile ("cp.async.wait_group 0;\n" ::);
   }
   __syncthreads ();
 
@@ -449,7 +451,7 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
    * against keys 4·((i / 4) % (CH / 4)) … + 3. A quarter is the float4
    * groups 4·quarter, +16, +32, …; the four quarters sit in one quad of
    * lanes (CH is a multiple of 32, so a warp's pieces are all there). */
-  for (int i = t; i < nqg * CH; i += ATT_THREADS) {
+  for (int i = t; i < nqg * CH; i += THREADS) {
     const int quarter = i & 3, kg = (i >> 2) % (CH / 4), qg = i / CH;
     float a[4][4];
 #pragma unroll
@@ -492,7 +494,7 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
 
   /* softmax over the chunk: a warp per query vector, lane j holding keys
    * j, j + 32, …; the sum of p by a fixed tree of shuffles */
-  for (int qi = warp; qi < nqg * 4; qi += ATT_THREADS / 32) {
+  for (int qi = warp; qi < nqg * 4; qi += THREADS / 32) {
     float s[CH / 32], mx = -INFINITY, sum = 0.0f;
 #pragma unroll
     for (int u = 0; u < CH / 32; u++) {
@@ -524,7 +526,7 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
 
   /* values: piece i is query vectors 4·(i / (hd/4)) … + 3 × dimensions
    * 4·(i % (hd/4)) … + 3, the chunk's keys summed in order */
-  for (int i = t; i < nqg * hd4; i += ATT_THREADS) {
+  for (int i = t; i < nqg * hd4; i += THREADS) {
     const int d = (i % hd4) * 4, qg = i / hd4;
     float4 acc[4];
 #pragma unroll
@@ -633,9 +635,17 @@ void
 dfl_cuda_kernels_setup (DflCudaDevice *dev)
 {
   /* above the default 48 KiB of shared memory a launch must opt in */
-  cudaFuncSetAttribute (attention_chunk_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute (attention_chunk_kernel<64, ATT_THREADS>,
+                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                         (int) attention_smem (128, 64, ATT_QMAX));
-  cudaFuncSetAttribute (attention_chunk_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute (attention_chunk_kernel<32, ATT_THREADS>,
+                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        (int) attention_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
+  cudaFuncSetAttribute (attention_chunk_kernel<64, ATT_THREADS_MANY>,
+                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        (int) attention_smem (128, 64, ATT_QMAX));
+  cudaFuncSetAttribute (attention_chunk_kernel<32, ATT_THREADS_MANY>,
+                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                         (int) attention_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
   (void) dev;
 }
@@ -680,6 +690,24 @@ extern "C" guint64
 dfl_cuda_attention_scratch_generation (DflCudaDevice *dev)
 {
   return dev->att_partial_generation;
+}
+
+/* The first pass at chunks of `ch` keys and THREADS a block. */
+template <int THREADS>
+static void
+launch_chunks (DflCudaDevice *dev, dim3 grid, size_t smem, int ch, const float *d_q, int rows,
+               int heads, int kv_heads, int head_dim, const AttKeys *keys, const int32_t *d_which,
+               int kv_stride, const int32_t *d_lo, const int32_t *d_hi, float scale, int chunks,
+               int qmax)
+{
+  if (ch == 64)
+    attention_chunk_kernel<64, THREADS><<<grid, THREADS, smem, dev->stream>>> (
+      d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
+      dev->d_att_partial, chunks, qmax);
+  else
+    attention_chunk_kernel<32, THREADS><<<grid, THREADS, smem, dev->stream>>> (
+      d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
+      dev->d_att_partial, chunks, qmax);
 }
 
 /* Both forms: `keys` one key set (which NULL) or a table's. */
@@ -738,14 +766,16 @@ attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int ro
   groups = d_which ? rows : (rows * (heads / kv_heads) + qmax - 1) / qmax;
   grid = dim3 (kv_heads, chunks, groups);
   smem = attention_smem (head_dim, ch, qmax);
-  if (ch == 64)
-    attention_chunk_kernel<64><<<grid, ATT_THREADS, smem, dev->stream>>> (
-      d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
-      dev->d_att_partial, chunks, qmax);
+  /* a verify step's blocks (16 query vectors or more) have the work for
+   * 16 warps; a decode step's 4 keep 8 busy, and more blocks of them fit
+   * a multiprocessor. The threads a block has change none of its
+   * arithmetic. */
+  if (qmax >= 16)
+    launch_chunks<ATT_THREADS_MANY> (dev, grid, smem, ch, d_q, rows, heads, kv_heads, head_dim,
+                                     keys, d_which, kv_stride, d_lo, d_hi, scale, chunks, qmax);
   else
-    attention_chunk_kernel<32><<<grid, ATT_THREADS, smem, dev->stream>>> (
-      d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
-      dev->d_att_partial, chunks, qmax);
+    launch_chunks<ATT_THREADS> (dev, grid, smem, ch, d_q, rows, heads, kv_heads, head_dim, keys,
+                                d_which, kv_stride, d_lo, d_hi, scale, chunks, qmax);
   dfl_cuda_launched (dev, what);
   attention_combine_kernel<<<rows * heads, COMBINE_THREADS, 0, dev->stream>>> (
     dev->d_att_partial, chunks, head_dim, d_out);

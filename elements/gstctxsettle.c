@@ -20,6 +20,17 @@
  * is an error, never a short draft. On the CPU this is the round's settle
  * step (core/round.h).
  *
+ * Under a router that decides each round before the block is drafted (the
+ * router's #GstDflashRouter:decide-first, which ctxsettle learns by a
+ * query downstream when the first round comes), a round may go to the
+ * chain and need no block: ctxsettle then only queues the round's rows,
+ * and dflashblock settles whatever waits when it drafts a block. The
+ * chain's rounds, which wait for this branch's (empty) proposal at the
+ * router, so pay no settling (on the default pair on two CPU cores that
+ * was about a third of a millisecond a round, with the target's step
+ * about two). Without such a router every round drafts a block, and the
+ * rows settle here, before it.
+ *
  * With `backend=vulkan` the context lives on the Vulkan device (the taps
  * come in system memory from the CPU target and are uploaded); with
  * `backend=cuda`, or auto and taps in CUDA memory, on the CUDA device, the
@@ -47,6 +58,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_ctx_settle_debug);
 
 struct _GstCtxSettle {
   GstDflashFilter parent;
+  int decide_first;    /* −1: not asked yet */
 };
 
 #define _do_init \
@@ -76,9 +88,29 @@ gst_ctx_settle_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GString *w
       "vocab", G_TYPE_INT, c->vocab, "block", G_TYPE_INT, g->block, NULL);
 }
 
-/* The round's rows into the sequence's context, settled, and checked for
- * the block that comes next. The taps are where the context takes them:
- * on its device (the target ran there), or in system memory. */
+/* Whether a router downstream decides each round before the block: asked
+ * once, by a query, when the first round comes (as dflashblock asks). */
+static gboolean
+decides_first (GstCtxSettle *self)
+{
+  if (self->decide_first < 0) {
+    GstQuery *q = gst_dflash_route_query_new ();
+    self->decide_first = gst_pad_peer_query (gst_dflash_filter_src_pad (GST_DFLASH_FILTER (self)),
+                                             q)
+        && gst_dflash_route_query_get (q);
+    gst_query_unref (q);
+    GST_INFO_OBJECT (self, "%s", self->decide_first
+                     ? "the router downstream decides each round first: rows wait for the block"
+                     : "every round drafts a block: rows settle here");
+  }
+  return self->decide_first;
+}
+
+/* The round's rows into the sequence's context: settled, and checked for
+ * the block that comes next, or (where a router decides first and the
+ * round may need no block) queued for the block to settle. The taps are
+ * where the context takes them: on its device (the target ran there), or
+ * in system memory. */
 static gboolean
 settle (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
         GError **error)
@@ -94,8 +126,10 @@ settle (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundM
                                          DFL_DTYPE_F32, meta->ctx_rows,
                                          gst_dflash_model_tap_width (m), &taps, error))
     return FALSE;
-  /* the block is next: its rows become context now, in one batch */
-  ok = dfl_round_settle (ctx, meta->round == 0, meta->ctx_pos, &taps, meta->anchor_pos, error);
+  /* the block is next: its rows become context now, in one batch (an
+   * anchor of −1 only queues them) */
+  ok = dfl_round_settle (ctx, meta->round == 0, meta->ctx_pos, &taps,
+                         decides_first (GST_CTX_SETTLE (filter)) ? -1 : meta->anchor_pos, error);
   if (map.memory)
     gst_buffer_unmap (in, &map);
   return ok;
@@ -114,8 +148,9 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
     goto wrong_size;
   if (!s || !settle (filter, s, in, meta, &error))
     goto settle_failed;
-  GST_LOG_OBJECT (filter, "sequence %u: %u rows settled at %" G_GINT64_FORMAT, meta->sequence,
-                  meta->ctx_rows, meta->ctx_pos);
+  GST_LOG_OBJECT (filter, "sequence %u: %u rows %s at %" G_GINT64_FORMAT, meta->sequence,
+                  meta->ctx_rows, GST_CTX_SETTLE (filter)->decide_first ? "queued" : "settled",
+                  meta->ctx_pos);
   *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
   return GST_FLOW_OK;
 
@@ -133,6 +168,13 @@ settle_failed:
 }
 
 static void
+gst_ctx_settle_reset (GstDflashFilter *filter)
+{
+  /* a new start may have another pipeline downstream */
+  GST_CTX_SETTLE (filter)->decide_first = -1;
+}
+
+static void
 gst_ctx_settle_class_init (GstCtxSettleClass *klass)
 {
   GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
@@ -145,6 +187,7 @@ gst_ctx_settle_class_init (GstCtxSettleClass *klass)
       GST_DFLASH_CONTEXT_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]");
   filter_class->src_caps = gst_ctx_settle_src_caps;
   filter_class->process = gst_ctx_settle_process;
+  filter_class->reset = gst_ctx_settle_reset;
   /* under Vulkan the target stays on the CPU: its taps come in system memory */
   filter_class->vulkan_takes_system = TRUE;
 }
@@ -152,4 +195,5 @@ gst_ctx_settle_class_init (GstCtxSettleClass *klass)
 static void
 gst_ctx_settle_init (GstCtxSettle *self)
 {
+  self->decide_first = -1;
 }

@@ -52,12 +52,19 @@
 
 #include "dfl-error.h"
 #include "gstdflashdevicememory.h"
+#include "gstdflashelement.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_ctx_settle_debug);
 #define GST_CAT_DEFAULT gst_ctx_settle_debug
 
+enum {
+  PROP_0,
+  PROP_QUEUED_ROUNDS,
+};
+
 struct _GstCtxSettle {
   GstDflashFilter parent;
+  guint64 queued;      /* the queued-rounds figure (object lock) */
   int decide_first;    /* −1: not asked yet */
 };
 
@@ -148,6 +155,11 @@ gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMe
     goto wrong_size;
   if (!s || !settle (filter, s, in, meta, &error))
     goto settle_failed;
+  if (GST_CTX_SETTLE (filter)->decide_first) {
+    GST_OBJECT_LOCK (filter);
+    GST_CTX_SETTLE (filter)->queued++;
+    GST_OBJECT_UNLOCK (filter);
+  }
   GST_LOG_OBJECT (filter, "sequence %u: %u rows %s at %" G_GINT64_FORMAT, meta->sequence,
                   meta->ctx_rows, GST_CTX_SETTLE (filter)->decide_first ? "queued" : "settled",
                   meta->ctx_pos);
@@ -177,8 +189,23 @@ gst_ctx_settle_reset (GstDflashFilter *filter)
 static void
 gst_ctx_settle_class_init (GstCtxSettleClass *klass)
 {
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstDflashFilterClass *filter_class = GST_DFLASH_FILTER_CLASS (klass);
 
+  gobject_class->set_property = gst_dflash_field_set_property;
+  gobject_class->get_property = gst_dflash_field_get_property;
+  /**
+   * GstCtxSettle:queued-rounds
+   *
+   * Rounds whose rows were only queued, under a router that decides each
+   * round first, for the block to settle if one is drafted.
+   */
+  gst_dflash_install_field_property (gobject_class, PROP_QUEUED_ROUNDS,
+      g_param_spec_uint64 ("queued-rounds", "Queued rounds",
+          "Rounds whose rows were queued for the block to settle, not settled here (under a "
+          "router that decides each round first)", 0, G_MAXUINT64, 0,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+      G_STRUCT_OFFSET (GstCtxSettle, queued));
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash context settle",
       "Filter/Tensor", "Turns the target's tapped rows into the drafter's keys and values",
       "gst-dflash developers");

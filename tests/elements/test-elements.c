@@ -1190,14 +1190,16 @@ GST_END_TEST;
 /* The router decides each round when the chain's proposal arrives and
  * tells dflashblock, which drafts only the block's rounds: the block is
  * skipped on exactly the rounds the chain got, the text is still the plain
- * decoding's, and with decide-first off every round is drafted. */
-#define ROUTED_FIRST "tapsource name=src max-new-tokens=%d ! tee name=t ! queue ! ctxsettle ! " \
+ * decoding's, and with decide-first off every round is drafted. Under
+ * decide-first ctxsettle only queues every round's rows (the block settles
+ * them), and settles them itself otherwise. */
+#define ROUTED_FIRST "tapsource name=src max-new-tokens=%d ! tee name=t ! queue ! ctxsettle name=ctx ! " \
     "dflashblock name=blk ! selector ! router name=r policy=%s decide-first=%s ! verifier name=v ! " \
     "fakesink name=out  t. ! queue ! ngramdraft name=ng ! r.chain"
 /* pipelines/routed.pipeline's shape: the chain's branch first, unqueued, so
  * the route is there before the block's branch sees the round */
 #define ROUTED_CHAIN_FIRST "tapsource name=src max-new-tokens=%d ! tee name=t ! ngramdraft name=ng ! " \
-    "r.chain  t. ! queue ! ctxsettle ! dflashblock name=blk ! selector ! " \
+    "r.chain  t. ! queue ! ctxsettle name=ctx ! dflashblock name=blk ! selector ! " \
     "router name=r policy=%s decide-first=%s ! verifier name=v ! fakesink name=out"
 
 static void
@@ -1207,8 +1209,8 @@ routed_first_in (const gchar *shape, const gchar *policy, gboolean first)
   g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, max_new);
   Run *r = run_new_printf (shape, max_new, policy, first ? "true" : "false");
   g_autofree gchar *text = NULL;
-  GstElement *router, *blk;
-  guint64 block_rounds = 0, chain_rounds = 0, skipped = 0;
+  GstElement *router, *blk, *ctx;
+  guint64 block_rounds = 0, chain_rounds = 0, skipped = 0, queued = 0;
   guint rounds;
 
   run_to_eos (r);
@@ -1219,9 +1221,13 @@ routed_first_in (const gchar *shape, const gchar *policy, gboolean first)
   blk = run_get (r, "blk");
   g_object_get (router, "block-rounds", &block_rounds, "chain-rounds", &chain_rounds, NULL);
   g_object_get (blk, "skipped-rounds", &skipped, NULL);
+  ctx = run_get (r, "ctx");
+  g_object_get (ctx, "queued-rounds", &queued, NULL);
   gst_object_unref (router);
   gst_object_unref (blk);
+  gst_object_unref (ctx);
   fail_unless_equals_int (block_rounds + chain_rounds, rounds);
+  fail_unless_equals_int (queued, first ? rounds : 0);
   if (first) {
     fail_unless_equals_int (skipped, chain_rounds);
     if (!g_strcmp0 (policy, "chain"))

@@ -15,7 +15,8 @@
  *   - everything else (F32 weights, one product of several rows, prefill,
  *     batches): cuBLAS, on the tensor cores for 16-bit weights, after x is
  *     rounded into a scratch.
- * 16-bit paths round x to the weights' type, as the CPU kernels do.
+ * 16-bit paths round x to the weights' type (the CPU's 16-bit kernels keep x in
+ * F32; the parity tests' tolerances hold the difference).
  */
 #include "dfl-cuda-private.h"
 #include "dfl-error.h"

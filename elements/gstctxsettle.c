@@ -101,11 +101,8 @@ static gboolean
 decides_first (GstCtxSettle *self)
 {
   if (self->decide_first < 0) {
-    GstQuery *q = gst_dflash_route_query_new ();
-    self->decide_first = gst_pad_peer_query (gst_dflash_filter_src_pad (GST_DFLASH_FILTER (self)),
-                                             q)
-        && gst_dflash_route_query_get (q);
-    gst_query_unref (q);
+    self->decide_first =
+        gst_dflash_route_decided_first (gst_dflash_filter_src_pad (GST_DFLASH_FILTER (self)));
     GST_INFO_OBJECT (self, "%s", self->decide_first
                      ? "the router downstream decides each round first: rows wait for the block"
                      : "every round drafts a block: rows settle here");

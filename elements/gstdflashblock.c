@@ -243,10 +243,8 @@ static gboolean
 decides_first (GstDflashBlock *self)
 {
   if (self->decide_first < 0) {
-    GstQuery *q = gst_dflash_route_query_new ();
-    self->decide_first = gst_pad_peer_query (gst_dflash_filter_src_pad (GST_DFLASH_FILTER (self)), q)
-        && gst_dflash_route_query_get (q);
-    gst_query_unref (q);
+    self->decide_first =
+        gst_dflash_route_decided_first (gst_dflash_filter_src_pad (GST_DFLASH_FILTER (self)));
     GST_INFO_OBJECT (self, "%s", self->decide_first
                      ? "the router downstream decides each round first: waiting for its routes"
                      : "no router downstream decides first: every round is drafted");

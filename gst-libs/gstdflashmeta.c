@@ -193,3 +193,13 @@ gst_dflash_route_query_get (GstQuery *query)
   gst_structure_get_boolean (gst_query_get_structure (query), "first", &first);
   return first;
 }
+
+gboolean
+gst_dflash_route_decided_first (GstPad *srcpad)
+{
+  GstQuery *q = gst_dflash_route_query_new ();
+  gboolean first = gst_pad_peer_query (srcpad, q) && gst_dflash_route_query_get (q);
+
+  gst_query_unref (q);
+  return first;
+}

@@ -79,5 +79,8 @@ GstQuery *gst_dflash_route_query_new (void);
 void gst_dflash_route_query_set (GstQuery *query, gboolean first);
 gboolean gst_dflash_route_query_get (GstQuery *query);
 gboolean gst_dflash_is_route_query (GstQuery *query);
+/* Asked from the block's branch (ctxsettle, dflashblock): whether a router
+ * downstream of `srcpad` decides each round first. */
+gboolean gst_dflash_route_decided_first (GstPad *srcpad);
 
 G_END_DECLS

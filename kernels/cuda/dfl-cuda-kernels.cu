@@ -631,22 +631,25 @@ attention_combine_kernel (const float *partial, int chunks, int head_dim, float 
   }
 }
 
+/* Above the default 48 KiB of shared memory a launch must opt in: the
+ * first pass's kernels of THREADS a block, at both chunk lengths. */
+template <int THREADS>
+static void
+chunks_allow_smem (void)
+{
+  cudaFuncSetAttribute (attention_chunk_kernel<64, THREADS>,
+                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        (int) attention_smem (128, 64, ATT_QMAX));
+  cudaFuncSetAttribute (attention_chunk_kernel<32, THREADS>,
+                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        (int) attention_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
+}
+
 void
 dfl_cuda_kernels_setup (DflCudaDevice *dev)
 {
-  /* above the default 48 KiB of shared memory a launch must opt in */
-  cudaFuncSetAttribute (attention_chunk_kernel<64, ATT_THREADS>,
-                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                        (int) attention_smem (128, 64, ATT_QMAX));
-  cudaFuncSetAttribute (attention_chunk_kernel<32, ATT_THREADS>,
-                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                        (int) attention_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
-  cudaFuncSetAttribute (attention_chunk_kernel<64, ATT_THREADS_MANY>,
-                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                        (int) attention_smem (128, 64, ATT_QMAX));
-  cudaFuncSetAttribute (attention_chunk_kernel<32, ATT_THREADS_MANY>,
-                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                        (int) attention_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
+  chunks_allow_smem<ATT_THREADS> ();
+  chunks_allow_smem<ATT_THREADS_MANY> ();
   (void) dev;
 }
 

@@ -31,13 +31,25 @@
  * dozen rounds should not pay for a block it may not need); the side the
  * figures favour less (at first the block, which has none) is tried once
  * every `probe_every` decisions, so its figure is made and stays current
- * (a machine that gets busier, a drafter that finds its stride).
+ * (a machine that gets busier, a drafter that finds its stride). A try
+ * made when that side's figure (of at least DFL_ROUTE_COST_MIN_ROUNDS
+ * rounds) still trails doubles the gap to the next, up to
+ * DFL_ROUTE_COST_PROBE_MAX decisions, and the arms' swapping sets it back:
+ * a side that keeps losing is tried less and less (on two CPU cores a
+ * try of the block costs several plain steps), one that gains is seen
+ * within a few tries.
  * Decisions depend only on what was observed: two estimators fed the same
  * rounds decide alike.
+ *
+ * The figures can be kept between runs (dfl_route_cost_to_json, _from_json:
+ * the router's figures-file): a run that starts from the last run's
+ * figures on the same machine and pair neither re-learns them nor pays
+ * again for the tries that made them.
  */
 #pragma once
 
 #include <glib.h>
+#include <cjson/cJSON.h>
 
 G_BEGIN_DECLS
 
@@ -46,6 +58,7 @@ G_BEGIN_DECLS
 #define DFL_ROUTE_COST_MARGIN 0.10
 #define DFL_ROUTE_COST_MIN_ROUNDS 3
 #define DFL_ROUTE_COST_PROBE_EVERY 16
+#define DFL_ROUTE_COST_PROBE_MAX 256
 
 typedef enum {
   DFL_ROUTE_ARM_BLOCK,   /* draft the block */
@@ -59,6 +72,7 @@ typedef struct {
   int next[2];                    /* the ring's next slot, by arm */
   DflRouteArm favoured;                         /* the arm decisions go to */
   int probe_every;                /* decisions between tries of the other arm (0: never) */
+  int probe_doublings;            /* the gap now: probe_every doubled this many times */
   int since_other;                /* decisions since the less favoured arm was tried */
 } DflRouteCost;
 
@@ -71,5 +85,44 @@ void dfl_route_cost_observe (DflRouteCost *rc, DflRouteArm arm, int tokens, doub
 /* Tokens a second of an arm so far: its decayed mean tokens a round over
  * the median of its last rounds' seconds (0 before it was observed). */
 double dfl_route_cost_rate (const DflRouteCost *rc, DflRouteArm arm);
+/* Decisions between two tries of the less favoured arm now. */
+int dfl_route_cost_probe_gap (const DflRouteCost *rc);
+
+/* The figures (each arm's decayed sums and last rounds' seconds, the arm
+ * favoured, the doublings of the gap between tries, the decisions since
+ * the last) as a
+ * JSON object, and back: NULL, or
+ * FALSE with a DFL_ERROR_FORMAT error naming the member and its value,
+ * where `json` is not such an object (rc is then left as it was). The
+ * probe_every of `rc` stays its own. */
+
+cJSON *dfl_route_cost_to_json (const DflRouteCost *rc);
+gboolean dfl_route_cost_from_json (DflRouteCost *rc, const cJSON *json, GError **error);
+
+/* Whether the figures say the block trails a plain step clearly: its
+ * figure made (DFL_ROUTE_COST_MIN_ROUNDS rounds), the chain favoured and
+ * ahead by the margin, and the next try of the block not yet due. A run
+ * can then go without the block at all (dflash generate builds the
+ * chain's pipeline alone) and count its decisions towards that try. */
+gboolean dfl_route_cost_block_trails (const DflRouteCost *rc);
+
+/* Where a target runs, for the figures: its own for each. */
+typedef enum {
+  DFL_ROUTE_PLACE_CPU,
+  DFL_ROUTE_PLACE_CUDA,
+  DFL_ROUTE_PLACES
+} DflRoutePlace;
+
+/* A figures file: {"format": "gst-dflash route figures", "version": 1,
+ * "cpu": figures, "cuda": figures}, each place's member where it has any.
+ * Read: the places the file has replace those of `cost` (their
+ * probe_every kept); a file that is not there is no error (a pair's first
+ * run has none); FALSE with a DFL_ERROR_IO or DFL_ERROR_FORMAT error
+ * naming what is wrong, `cost` then as it was. Write: the folder made where
+ * missing, the file replaced at once (written beside it, renamed over it). */
+gboolean dfl_route_figures_read (const char *path, DflRouteCost cost[DFL_ROUTE_PLACES],
+                                 GError **error);
+gboolean dfl_route_figures_write (const char *path, const DflRouteCost cost[DFL_ROUTE_PLACES],
+                                  GError **error);
 
 G_END_DECLS

@@ -24,7 +24,8 @@
  * costs a fraction of a target step (a large target on a GPU), that is the
  * block; where it costs several (a small target, on a few CPU cores or on
  * a GPU alike), mostly a plain step, the block still tried once every
- * #GstDflashRouter:probe-every decisions. A near tie does not flip the
+ * #GstDflashRouter:probe-every decisions, then, while its figure trails,
+ * at gaps that double up to 256. A near tie does not flip the
  * choice from run to run: an arm's seconds are the median of its last
  * rounds (a slow hand-off does not move it) and the other arm takes over
  * only when ahead by 10% (core/route-cost.h). The figures are the router's
@@ -33,7 +34,12 @@
  * machine's and the pair's, not the run's), and never shared with another
  * router: the model is the same for every pipeline on it, but how fast a
  * block pays is each pipeline's own (an A/B of two pipelines must not
- * have one learn from the other). `block` and
+ * have one learn from the other). With #GstDflashRouter:figures-file they
+ * outlive the process too: read from the file when the router starts,
+ * written back when it stops, so that a new process on the same machine
+ * and pair (each `dflash generate`, which keeps one such file a pair)
+ * starts from them instead of paying again for the tries of the block that
+ * made them. `block` and
  * `chain` always take one. The verdict of the round goes back up the
  * block's branch only, so tapsource hears it once.
  *
@@ -71,6 +77,8 @@
 #include "gstdflashelement.h"
 #include "gstdflashseq.h"
 #include "route-cost.h"
+
+#include <string.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_dflash_router_debug);
 #define GST_CAT_DEFAULT gst_dflash_router_debug
@@ -111,6 +119,7 @@ enum {
   PROP_CHAIN_ROUNDS,
   PROP_DECIDE_FIRST,
   PROP_PROBE_EVERY,
+  PROP_FIGURES_FILE,
   PROP_BLOCK_RATE,
   PROP_CHAIN_RATE,
 };
@@ -133,11 +142,12 @@ struct _GstDflashRouter {
   guint64 block_rounds, chain_rounds;
   gboolean decide_first;
   int probe_every;
+  char *figures_file;
   /* policy=cost, under the object lock (the chain's branch decides, the
    * verifier's thread brings the verdict): the figures, by where the
    * target runs (CPU, CUDA); by sequence, the round decided on them; where
    * the last one's target ran */
-  DflRouteCost cost[2];
+  DflRouteCost cost[DFL_ROUTE_PLACES];
   GHashTable *pending;
   gboolean last_cuda;
 };
@@ -483,16 +493,64 @@ gst_dflash_router_set_context (GstElement *element, GstContext *context)
   GST_ELEMENT_CLASS (parent_class)->set_context (element, context);
 }
 
+/* The figures in `path` (dfl_route_figures_read) into self->cost, each
+ * with the router's probe-every; FALSE with the reason. */
+static gboolean
+read_figures (GstDflashRouter *self, const char *path, GError **error)
+{
+  DflRouteCost cost[DFL_ROUTE_PLACES];
+
+  GST_OBJECT_LOCK (self);
+  memcpy (cost, self->cost, sizeof cost);
+  for (int i = 0; i < DFL_ROUTE_PLACES; i++)
+    cost[i].probe_every = self->probe_every;
+  GST_OBJECT_UNLOCK (self);
+  if (!dfl_route_figures_read (path, cost, error))
+    return FALSE;
+  GST_OBJECT_LOCK (self);
+  memcpy (self->cost, cost, sizeof cost);
+  GST_OBJECT_UNLOCK (self);
+  return TRUE;
+}
+
 static gboolean
 gst_dflash_router_start (GstAggregator *agg)
 {
   GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
 
   /* the cost figures stay: they are the machine's, not this run's */
   GST_OBJECT_LOCK (self);
   self->block_rounds = self->chain_rounds = 0;
   g_hash_table_remove_all (self->pending);
+  path = g_strdup (self->figures_file);
   GST_OBJECT_UNLOCK (self);
+  /* a file that cannot be used costs this run its head start, no more:
+   * said on the bus, the router goes on with the figures it has */
+  if (path && *path && !read_figures (self, path, &error))
+    GST_ELEMENT_WARNING (self, RESOURCE, READ,
+                         ("figures-file %s: %s; going on without its figures", path,
+                          error->message), (NULL));
+  return TRUE;
+}
+
+static gboolean
+gst_dflash_router_stop (GstAggregator *agg)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  DflRouteCost cost[DFL_ROUTE_PLACES];
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+
+  GST_OBJECT_LOCK (self);
+  path = g_strdup (self->figures_file);
+  memcpy (cost, self->cost, sizeof cost);
+  GST_OBJECT_UNLOCK (self);
+  if (path && *path && !dfl_route_figures_write (path, cost, &error))
+    GST_ELEMENT_WARNING (self, RESOURCE, WRITE,
+                         ("figures-file %s: %s; the next run starts afresh", path, error->message),
+                         (NULL));
   return TRUE;
 }
 
@@ -532,6 +590,7 @@ gst_dflash_router_get_property (GObject *object, guint prop_id, GValue *value, G
 static void
 gst_dflash_router_finalize (GObject *object)
 {
+  g_free (GST_DFLASH_ROUTER (object)->figures_file);
   g_clear_object (&GST_DFLASH_ROUTER (object)->model);
   g_hash_table_unref (GST_DFLASH_ROUTER (object)->pending);
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -592,14 +651,32 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
    * policy=cost: the side its figures favour less (at first the block,
    * which has none: the chain goes first) is tried once every this many
    * decisions, so that its figure is made and follows the machine and the
-   * text.
+   * text; once the figure is made, each try that finds it still trailing
+   * doubles the gap to the next, up to 256 decisions (or this, if more),
+   * and the two sides' swapping sets it back.
    */
   gst_dflash_install_field_property (gobject_class, PROP_PROBE_EVERY,
       g_param_spec_int ("probe-every", "Probe every",
-          "policy=cost: decisions between two tries of the side it favours less (0: never)",
+          "policy=cost: decisions between two tries of the side it favours less, doubled while it trails (0: never)",
           0, 1000000, DFL_ROUTE_COST_PROBE_EVERY,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
       G_STRUCT_OFFSET (GstDflashRouter, probe_every));
+  /**
+   * GstDflashRouter:figures-file
+   *
+   * policy=cost: a JSON file the figures are read from when the router
+   * starts and written to when it stops (its folder made where missing),
+   * so that the next process on this machine and model pair starts from
+   * them. A file that is missing is the first run's; one that cannot be
+   * read or is not such figures is said in a warning on the bus, and the
+   * router goes on with the figures it has (none in a new element).
+   */
+  gst_dflash_install_field_property (gobject_class, PROP_FIGURES_FILE,
+      g_param_spec_string ("figures-file", "Figures file",
+          "policy=cost: JSON file the figures are read from at start and written to at stop "
+          "(unset: kept in this element only)",
+          NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstDflashRouter, figures_file));
   /**
    * GstDflashRouter:block-tokens-per-second
    *
@@ -636,6 +713,7 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   agg_class->src_query = GST_DEBUG_FUNCPTR (gst_dflash_router_src_query);
   agg_class->sink_query = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_query);
   agg_class->start = GST_DEBUG_FUNCPTR (gst_dflash_router_start);
+  agg_class->stop = GST_DEBUG_FUNCPTR (gst_dflash_router_stop);
   agg_class->flush = GST_DEBUG_FUNCPTR (gst_dflash_router_flush);
   agg_class->update_src_caps = GST_DEBUG_FUNCPTR (gst_dflash_router_update_src_caps);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_POLICY, 0);

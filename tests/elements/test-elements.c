@@ -27,6 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "element-logs.h"
 #include "gstdflashcaps.h"
 #include "gstdflashmeta.h"
@@ -1148,6 +1150,121 @@ GST_START_TEST (test_routed_cost)
 }
 GST_END_TEST;
 
+/* The block arm's seconds in a figures file (its "cpu" member). */
+static GArray *
+figures_block_seconds (const gchar *path)
+{
+  g_autofree gchar *text = NULL;
+  g_autoptr (GError) error = NULL;
+  GArray *secs = g_array_new (FALSE, FALSE, sizeof (gdouble));
+  const cJSON *format, *a, *v;
+  cJSON *root;
+
+  fail_unless (g_file_get_contents (path, &text, NULL, &error), "%s: %s", path,
+      error ? error->message : "");
+  root = cJSON_Parse (text);
+  fail_unless (root != NULL, "%s is not JSON: %s", path, text);
+  format = cJSON_GetObjectItemCaseSensitive (root, "format");
+  fail_unless (cJSON_IsString (format), "%s has no format", path);
+  fail_unless_equals_string (format->valuestring, "gst-dflash route figures");
+  a = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (
+          cJSON_GetObjectItemCaseSensitive (root, "cpu"), "block"), "seconds");
+  fail_unless (cJSON_IsArray (a), "%s has no cpu.block.seconds: %s", path, text);
+  cJSON_ArrayForEach (v, a) {
+    gdouble d = v->valuedouble;
+    g_array_append_val (secs, d);
+  }
+  cJSON_Delete (root);
+  return secs;
+}
+
+/* Run to EOS, taking the WARNINGs it posts (their messages and debug). */
+static gchar *
+run_to_eos_warned (Run *r)
+{
+  GstBus *bus = gst_element_get_bus (r->pipeline);
+  GString *warnings = g_string_new (NULL);
+
+  fail_unless_equals_int (gst_element_set_state (r->pipeline, GST_STATE_PLAYING),
+      GST_STATE_CHANGE_ASYNC);
+  for (;;) {
+    GstMessage *msg = gst_bus_timed_pop_filtered (bus, 120 * GST_SECOND,
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING);
+    fail_unless (msg != NULL, "no EOS in 120 s");
+    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_WARNING) {
+      g_autoptr (GError) w = NULL;
+      g_autofree gchar *debug = NULL;
+      gst_message_parse_warning (msg, &w, &debug);
+      g_string_append_printf (warnings, "%s: %s (%s)\n", GST_MESSAGE_SRC_NAME (msg), w->message,
+          debug ? debug : "");
+    } else if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
+      g_autoptr (GError) e = NULL;
+      gst_message_parse_error (msg, &e, NULL);
+      fail ("ERROR from %s: %s", GST_MESSAGE_SRC_NAME (msg), e->message);
+    } else {
+      gst_message_unref (msg);
+      break;
+    }
+    gst_message_unref (msg);
+  }
+  gst_object_unref (bus);
+  return g_string_free (warnings, FALSE);
+}
+
+/* figures-file: the figures are written when the router stops (its folder
+ * made), read back when the next one starts on the same file (the next
+ * run's block rounds come after the first's), and a file that is not
+ * figures is said in a WARNING that names it, the run lossless all the
+ * same and the file written anew at its end. */
+GST_START_TEST (test_router_figures_file)
+{
+  const gint max_new = 64;
+  g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, max_new);
+  g_autofree gchar *dir = g_dir_make_tmp ("dflash-figures-XXXXXX", NULL);
+  g_autofree gchar *path = g_build_filename (dir, "route", "pair.json", NULL);
+  g_autofree gchar *policy = g_strdup_printf ("cost probe-every=4 figures-file=\"%s\"", path);
+  g_autoptr (GArray) first = NULL, second = NULL, fresh = NULL;
+  g_autofree gchar *warnings = NULL, *text = NULL;
+  Run *r;
+
+  for (gint run = 0; run < 2; run++) {
+    r = run_new_printf (ROUTED, max_new, policy);
+    run_to_eos (r);
+    text = run_text (r);
+    assert_text (text, want, "figures-file");
+    g_clear_pointer (&text, g_free);
+    run_free (r);
+    if (run == 0)
+      first = figures_block_seconds (path);
+    else
+      second = figures_block_seconds (path);
+  }
+  fail_unless (first->len > 0, "the first run wrote no block round");
+  fail_unless (second->len >= first->len, "the second run's figures lost the first's");
+  for (guint i = 0; i < first->len && second->len < 31; i++)
+    fail_unless (g_array_index (second, gdouble, i) == g_array_index (first, gdouble, i),
+        "block seconds %u: %g read back as %g", i, g_array_index (first, gdouble, i),
+        g_array_index (second, gdouble, i));
+
+  fail_unless (g_file_set_contents (path, "{\"format\": \"gst-dflash route figures\", "
+          "\"version\": 1, \"cpu\": {\"favoured\": \"sometimes\"}}", -1, NULL));
+  r = run_new_printf (ROUTED, max_new, policy);
+  warnings = run_to_eos_warned (r);
+  text = run_text (r);
+  assert_text (text, want, "figures-file, a bad file");
+  run_free (r);
+  fail_unless (strstr (warnings, path) && strstr (warnings, "\"favoured\" is \"sometimes\""),
+      "the warning does not name the file and the member: %s", warnings);
+  fresh = figures_block_seconds (path);
+  fail_unless (fresh->len > 0, "the bad file was not written afresh");
+  g_unlink (path);
+  g_clear_pointer (&text, g_free);
+  text = g_path_get_dirname (path);
+  g_rmdir (text);
+  g_rmdir (dir);
+}
+GST_END_TEST;
+
 /* policy=cost weighs the block's drafting, which only decide-first lets
  * it see: without it the router refuses, naming the property. */
 GST_START_TEST (test_router_cost_needs_decide_first)
@@ -2003,6 +2120,7 @@ dflash_elements_suite (void)
   tcase_add_test (tc, test_routed_block);
   tcase_add_test (tc, test_routed_chain);
   tcase_add_test (tc, test_routed_cost);
+  tcase_add_test (tc, test_router_figures_file);
   tcase_add_test (tc, test_router_cost_needs_decide_first);
   tcase_add_test (tc, test_router_round_mismatch);
   tcase_add_test (tc, test_routed_decide_first);

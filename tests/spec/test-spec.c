@@ -9,6 +9,7 @@
  */
 #include <glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dfl-error.h"
@@ -208,8 +209,10 @@ cost_blocks (DflRouteCost *rc, int rounds, int block_tokens, double block_s, int
 }
 
 /* The cost rule: the chain first, the block tried at the probe_every-th
- * decision, then the one with more tokens a second, the other once every
- * probe_every decisions; a change of figures turns it within a few probes. */
+ * decision, then the one with more tokens a second, the other tried every
+ * probe_every decisions until its figure is made (3 rounds), then at gaps
+ * that double while it trails (up to 256); a change of figures turns it
+ * within a few tries, and the swap sets the gap back. */
 static void
 test_route_cost (void)
 {
@@ -224,15 +227,22 @@ test_route_cost (void)
                             arm == DFL_ROUTE_ARM_BLOCK ? 0.008 : 0.002);
   }
   /* a CPU's figures: the block 2 tokens in 8 ms, a plain step 1 in 2 ms;
-   * only the probes go to the block, one in 16 */
+   * only the tries go to the block: at 16 and 32 decisions on (its figure
+   * is then made of 3 rounds), then at gaps of 16, 32 and 64 (decisions
+   * 48, 80, 144), the gap doubling at each */
   g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_BLOCK), 250.0, 1e-6);
   g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_CHAIN), 500.0, 1e-6);
-  g_assert_cmpint (cost_blocks (&rc, 160, 2, 0.008, 1, 0.002), ==, 10);
+  g_assert_cmpint (cost_blocks (&rc, 160, 2, 0.008, 1, 0.002), ==, 5);
+  g_assert_cmpint (dfl_route_cost_probe_gap (&rc), ==, 128);
   /* a large target on a GPU: the block 6 tokens in 10 ms against a
-   * step's 1 in 7 ms; the probes bring the new figure in and the block
-   * takes over */
-  cost_blocks (&rc, 160, 6, 0.010, 1, 0.007);
-  g_assert_cmpint (cost_blocks (&rc, 160, 6, 0.010, 1, 0.007), ==, 150);
+   * step's 1 in 7 ms. Once the step's new seconds are the median of its
+   * window (16 decisions) the block's figure is ahead and takes over, the
+   * gap back at 16; the chain, its figure made, is then tried after 16,
+   * 32 and 64 decisions, and once in the next 160 */
+  g_assert_cmpint (cost_blocks (&rc, 160, 6, 0.010, 1, 0.007), ==, 141);
+  g_assert_cmpint (rc.favoured, ==, DFL_ROUTE_ARM_BLOCK);
+  g_assert_cmpint (cost_blocks (&rc, 160, 6, 0.010, 1, 0.007), ==, 159);
+  g_assert_cmpint (dfl_route_cost_probe_gap (&rc), ==, DFL_ROUTE_COST_PROBE_MAX);
   /* no probes: the favoured arm only, the chain where nothing is known */
   dfl_route_cost_init (&rc, 0);
   g_assert_cmpint (cost_blocks (&rc, 100, 1, 0.01, 1, 0.001), ==, 0);
@@ -241,6 +251,87 @@ test_route_cost (void)
   dfl_route_cost_observe (&rc, DFL_ROUTE_ARM_BLOCK, 5, 0.0);
   dfl_route_cost_observe (&rc, DFL_ROUTE_ARM_BLOCK, -1, 0.1);
   g_assert_cmpfloat_with_epsilon (dfl_route_cost_rate (&rc, DFL_ROUTE_ARM_BLOCK), 100.0, 1e-6);
+}
+
+/* The figures kept between runs: written and read back, an estimator
+ * decides as the one it was read from, on the same rounds; what is not such
+ * figures is refused by member and value, and leaves the estimator as it
+ * was. */
+static void
+test_route_cost_json (void)
+{
+  static const struct {
+    const char *json, *names;
+  } bad[] = {
+    { "[]", "not an object" },
+    { "{\"favoured\": \"both\"}", "\"favoured\" is \"both\"" },
+    { "{\"favoured\": 1}", "\"favoured\" is a number" },
+    { "{\"favoured\": \"block\", \"probe_doublings\": -3}", "\"probe_doublings\" is -3" },
+    { "{\"favoured\": \"block\", \"probe_doublings\": 0}", "\"since_try\" is missing" },
+    { "{\"favoured\": \"chain\", \"probe_doublings\": 0, \"since_try\": 0}", "\"block\" is missing" },
+    { "{\"favoured\": \"chain\", \"probe_doublings\": 0, \"since_try\": 3, \"block\": {\"tokens\": \"9\"}}",
+      "\"block\".tokens is a string" },
+    { "{\"favoured\": \"chain\", \"probe_doublings\": 0, \"since_try\": 3, \"block\": {\"tokens\": 2, \"rounds\": 1, "
+      "\"seconds\": [0.008, 0]}}", "\"block\".seconds[1] is 0" },
+    { "{\"favoured\": \"chain\", \"probe_doublings\": 0, \"since_try\": 3, \"block\": {\"tokens\": 2, \"rounds\": 1, "
+      "\"seconds\": []}}", "\"block\" has 0 seconds over 1 rounds" },
+    { "{\"favoured\": \"chain\", \"probe_doublings\": 0, \"since_try\": 3, \"block\": {\"tokens\": 0, \"rounds\": 0, "
+      "\"seconds\": []}, \"chain\": {\"tokens\": 1, \"rounds\": 1, \"seconds\": [1e400]}}",
+      "\"chain\".seconds[0] is inf" },
+  };
+  DflRouteCost rc, back;
+  cJSON *json;
+  char *text;
+
+  /* a CPU's figures, some tries made: the block's figure trails */
+  dfl_route_cost_init (&rc, 16);
+  cost_blocks (&rc, 200, 2, 0.008, 1, 0.002);
+  /* the block's figure made and trailing, its next try 128 decisions away:
+   * a run may go without it; not once the try is due */
+  g_assert_true (dfl_route_cost_block_trails (&rc));
+  back = rc;
+  back.since_other = dfl_route_cost_probe_gap (&back) - 1;
+  g_assert_false (dfl_route_cost_block_trails (&back));
+  json = dfl_route_cost_to_json (&rc);
+  text = cJSON_PrintUnformatted (json);
+  cJSON_Delete (json);
+  g_test_message ("%s", text);
+  json = cJSON_Parse (text);
+  dfl_route_cost_init (&back, 16);
+  g_assert_true (dfl_route_cost_from_json (&back, json, NULL));
+  cJSON_Delete (json);
+  free (text);
+  g_assert_cmpint (back.favoured, ==, rc.favoured);
+  g_assert_cmpint (back.probe_doublings, ==, rc.probe_doublings);
+  for (int arm = 0; arm < 2; arm++)
+    g_assert_cmpfloat (dfl_route_cost_rate (&back, arm), ==, dfl_route_cost_rate (&rc, arm));
+  /* a run that starts from them decides as the one they came from (the
+   * count since the last try goes on; the seconds' rings are in the same
+   * order, so a new round replaces the same oldest one) */
+  g_assert_cmpint (back.since_other, ==, rc.since_other);
+  for (int i = 0; i < 300; i++) {
+    DflRouteArm a = dfl_route_cost_choose (&rc), b = dfl_route_cost_choose (&back);
+    g_assert_cmpint (a, ==, b);
+    dfl_route_cost_observe (&rc, a, a == DFL_ROUTE_ARM_BLOCK ? 3 : 1, 0.002 + 0.0001 * (i % 7));
+    dfl_route_cost_observe (&back, b, b == DFL_ROUTE_ARM_BLOCK ? 3 : 1, 0.002 + 0.0001 * (i % 7));
+    g_assert_cmpfloat (dfl_route_cost_rate (&back, a), ==, dfl_route_cost_rate (&rc, a));
+  }
+  /* nothing known: no reason to leave the block out */
+  dfl_route_cost_init (&back, 16);
+  g_assert_false (dfl_route_cost_block_trails (&back));
+  g_assert_cmpint (dfl_route_cost_choose (&back), ==, DFL_ROUTE_ARM_CHAIN);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autoptr (GError) error = NULL;
+    DflRouteCost before = back;
+    json = cJSON_Parse (bad[i].json);
+    g_assert_nonnull (json);
+    g_assert_false (dfl_route_cost_from_json (&back, json, &error));
+    cJSON_Delete (json);
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_FORMAT);
+    if (!strstr (error->message, bad[i].names))
+      g_error ("%s: \"%s\" does not name \"%s\"", bad[i].json, error->message, bad[i].names);
+    g_assert_cmpmem (&back, sizeof back, &before, sizeof before);
+  }
 }
 
 /* Round figures as a machine gives them: `tokens` a round, `seconds` with
@@ -279,12 +370,13 @@ test_route_cost_stable (void)
 
   /* the block ahead by 3% (6 tokens in 10 ms against 4 in 6.86 ms): within
    * the margin, so every run, whatever its noise, stays on the chain it
-   * began with, and only the probes go to the block */
+   * began with, and only the tries go to the block: decisions 16, 32, 48,
+   * 64, then 96, 160 and 288 as the gap doubles */
   for (guint32 seed = 1; seed <= 8; seed++) {
     g_autoptr (GRand) rng = g_rand_new_with_seed (seed);
     int switches = 0;
     dfl_route_cost_init (&rc, 16);
-    g_assert_cmpint (noisy_blocks (&rc, rng, 400, 6, 0.010, 4, 0.00686, &switches), ==, 25);
+    g_assert_cmpint (noisy_blocks (&rc, rng, 400, 6, 0.010, 4, 0.00686, &switches), ==, 7);
     g_assert_cmpint (switches, ==, 0);
   }
   /* ahead by 40% (6 in 10 ms against 3 in 7 ms): every run turns to the
@@ -326,6 +418,7 @@ main (int argc, char **argv)
   g_test_add_func ("/spec/route-needs-drafter", test_route_needs_drafter);
   g_test_add_func ("/spec/route-cost", test_route_cost);
   g_test_add_func ("/spec/route-cost-stable", test_route_cost_stable);
+  g_test_add_func ("/spec/route-cost-json", test_route_cost_json);
   g_test_add_func ("/spec/lossless-block-auto-match-cost", test_lossless_block);
   return g_test_run ();
 }

@@ -3,8 +3,10 @@
  * what a run's sinks hand over. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "dfl-error.h"
+#include "dfl-kernels.h"
 #include "dflash-cli.h"
 #include "gstdflashelements.h"
 #include "qwen3-weights.h"
@@ -112,8 +114,26 @@ dfl_cli_quoted (const char *v)
 }
 
 char *
-dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width)
+dfl_cli_route_figures (const char *option, const char *target, const char *drafter)
 {
+  g_autofree char *t = NULL, *d = NULL, *key = NULL, *sum = NULL, *name = NULL;
+
+  if (option)
+    return strcmp (option, "none") ? g_strdup (option) : NULL;
+  t = g_canonicalize_filename (target, NULL);
+  d = drafter ? g_canonicalize_filename (drafter, NULL) : g_strdup ("");
+  key = g_strdup_printf ("target %s\ndrafter %s\nthreads %d\n", t, d, dfl_kernels_threads ());
+  sum = g_compute_checksum_for_string (G_CHECKSUM_SHA256, key, -1);
+  name = g_strdup_printf ("%.16s.json", sum);
+  return g_build_filename (g_get_user_cache_dir (), "gst-dflash", "route", name, NULL);
+}
+
+char *
+dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width,
+                  const char *route_figures)
+{
+  g_autofree char *figures = NULL;
+
   /* the settings of pipelines/routed.pipeline, the default run: the
    * selector cuts the block's draft where the drafter is unsure, the
    * chain proposes two tokens per token of the suffix it matched */
@@ -138,10 +158,14 @@ dfl_cli_describe (DflRoute route, const char *source, const char *select, int he
        * found nothing at all; the chain's branch first and without a queue,
        * as in pipelines/routed.pipeline, so its route reaches the block's
        * branch before the round does */
+      if (route == DFL_ROUTE_COST && route_figures) {
+        g_autofree char *q = dfl_cli_quoted (route_figures);
+        figures = g_strdup_printf (" figures-file=%s", q);
+      }
       return g_strdup_printf ("%s ! tee name=t ! %s ! r.chain  t. ! queue ! %s ! "
-                              "router name=r policy=%s%s ! %s", source, chain, block,
+                              "router name=r policy=%s%s%s ! %s", source, chain, block,
                               dfl_route_name (route), route == DFL_ROUTE_COST ? " match-min=1" : "",
-                              sinks);
+                              figures ? figures : "", sinks);
   }
 }
 

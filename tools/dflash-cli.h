@@ -45,7 +45,14 @@ char *dfl_cli_quoted (const char *v);
  * `head_width`: what `dflash generate` and `dflash serve` run. It ends in
  * the verifier `v`, its text in the fakesink `text` and its ids in the
  * fakesink `ids` (both signalling handoffs). */
-char *dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width);
+char *dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width,
+                        const char *route_figures);
+/* The cost router's figures file (the router's figures-file) for a pair:
+ * `option` where given (--route-figures; "none": NULL, no file), else one
+ * file a (target, drafter, kernel threads) under the user's cache folder,
+ * gst-dflash/route/, so each run on this machine starts from the last
+ * one's figures. */
+char *dfl_cli_route_figures (const char *option, const char *target, const char *drafter);
 
 /* The drafting options `dflash generate` and `dflash serve` share, checked:
  * --route (its value into `route`, left as it is where `route_name` is

@@ -20,12 +20,14 @@
 #include "gstdflashmodel.h"
 #include "gstdflashsummary.h"
 #include "round.h"
+#include "route-cost.h"
 
 #define DEFAULT_PROMPT "func ContainsRune(s string, r rune) bool {"
 #define DEFAULT_MAX_NEW 128
 
 static void
-print_json (const DflRoundStats *st, const DflCliOutput *o, const char *target_dir, DflRoute route)
+print_json (const DflRoundStats *st, const DflCliOutput *o, const char *target_dir, DflRoute route,
+            gboolean chain_alone)
 {
   cJSON *obj = cJSON_CreateObject ();
   cJSON *list = cJSON_AddArrayToObject (obj, "new_tokens");
@@ -53,6 +55,8 @@ print_json (const DflRoundStats *st, const DflCliOutput *o, const char *target_d
                            st->prefill_s > 0 ? st->prompt_tokens / st->prefill_s : 0);
   cJSON_AddNumberToObject (obj, "wall_s", st->wall_s + st->prefill_s);
   cJSON_AddStringToObject (obj, "route", dfl_route_name (route));
+  if (route == DFL_ROUTE_COST)
+    cJSON_AddStringToObject (obj, "route_pipeline", chain_alone ? "chain" : "routed");
   cJSON_AddStringToObject (obj, "target", target_dir);
   s = cJSON_PrintUnformatted (obj);
   printf ("%s\n", s);
@@ -60,7 +64,7 @@ print_json (const DflRoundStats *st, const DflCliOutput *o, const char *target_d
 }
 
 static void
-print_figures (const DflRoundStats *st, const DflCliOutput *o, DflRoute route)
+print_figures (const DflRoundStats *st, const DflCliOutput *o, DflRoute route, gboolean chain_alone)
 {
   fprintf (stderr, "\n[prompt %" G_GINT64_FORMAT " tokens, %u new; prefill %.1f tokens/s, "
            "decode %.1f tokens/s; %" G_GINT64_FORMAT " rounds", st->prompt_tokens, o->ids->len,
@@ -75,11 +79,23 @@ print_figures (const DflRoundStats *st, const DflCliOutput *o, DflRoute route)
       double r = dfl_round_stats_accept_rate (st, j);
       fprintf (stderr, " %.2f", isnan (r) ? 0.0 : r);
     }
+    if (chain_alone)
+      fprintf (stderr, "; prompt lookup alone: the block trails here");
   }
   fprintf (stderr, "]\n");
 }
 
 /* Run the pipeline to its end; its bus's ERROR becomes ours. */
+/* An element's WARNING, on stderr: the run goes on. */
+static void
+print_warning (GstMessage *msg)
+{
+  g_autoptr (GError) w = NULL;
+
+  gst_message_parse_warning (msg, &w, NULL);
+  fprintf (stderr, "dflash: warning: %s\n", w->message);
+}
+
 static gboolean
 run_pipeline (GstElement *pipeline, GstStructure **summary, GError **error)
 {
@@ -90,9 +106,12 @@ run_pipeline (GstElement *pipeline, GstStructure **summary, GError **error)
     ok = FALSE;
   for (;;) {
     GstMessage *msg = gst_bus_timed_pop_filtered (bus, GST_CLOCK_TIME_NONE,
-        GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_ELEMENT);
+        GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_ELEMENT | GST_MESSAGE_WARNING);
     gboolean end = FALSE;
     switch (GST_MESSAGE_TYPE (msg)) {
+      case GST_MESSAGE_WARNING:
+        print_warning (msg);
+        break;
       case GST_MESSAGE_ERROR: {
         g_autoptr (GError) e = NULL;
         gst_message_parse_error (msg, &e, NULL);
@@ -118,6 +137,11 @@ run_pipeline (GstElement *pipeline, GstStructure **summary, GError **error)
       break;
   }
   gst_element_set_state (pipeline, GST_STATE_NULL);
+  /* what the elements said as they stopped (the router's figures file) */
+  for (GstMessage *msg; (msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING));) {
+    print_warning (msg);
+    gst_message_unref (msg);
+  }
   if (!ok && error && !*error)
     g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_STATE_CHANGE, "the pipeline would not start");
   return ok;
@@ -127,7 +151,7 @@ int
 dfl_cmd_generate (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *prompt = NULL, *tokens = NULL, *drafter_path = NULL,
-      *route_name = NULL, *select = NULL, *system = NULL;
+      *route_name = NULL, *route_figures = NULL, *select = NULL, *system = NULL;
   int max_new = DEFAULT_MAX_NEW, head_width = 0;
   double temperature = 0.0, top_p = 1.0;
   gint64 seed = 0;
@@ -140,6 +164,7 @@ dfl_cmd_generate (int argc, char **argv)
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens to generate at most (default " G_STRINGIFY (DEFAULT_MAX_NEW) ")", "N" },
     { "no-draft", 0, 0, G_OPTION_ARG_NONE, &no_draft, "Plain decoding with the target alone", NULL },
     { "route", 0, 0, G_OPTION_ARG_STRING, &route_name, "cost (chain wherever prompt lookup matched, else whichever of the block and a plain step has given more tokens a second; the default with a drafter), block, chain (prompt lookup), match (chain on a 3-token match, else block) or auto (the sidecar's router)", "ROUTE" },
+    { "route-figures", 0, 0, G_OPTION_ARG_FILENAME, &route_figures, "Where route cost keeps its figures between runs (default: a file a model pair under the user cache folder, gst-dflash/route/; none: start afresh)", "FILE|none" },
     { "select", 0, 0, G_OPTION_ARG_STRING, &select, "rescore (the selector, default) or plain (each row's argmax)", "HOW" },
     { "head-width", 0, 0, G_OPTION_ARG_INT, &head_width, "Score drafts over the head's first N rows only (default: all)", "N" },
     { "temperature", 0, 0, G_OPTION_ARG_DOUBLE, &temperature, "Sample at this temperature (default 0: greedy)", "T" },
@@ -156,7 +181,7 @@ dfl_cmd_generate (int argc, char **argv)
   g_autoptr (GstDflashModel) model = NULL;
   g_autoptr (GArray) ids = NULL;
   g_autoptr (GstElement) pipeline = NULL;
-  g_autofree char *source = NULL, *desc = NULL, *q_model = NULL, *q_prompt = NULL;
+  g_autofree char *source = NULL, *desc = NULL, *figures = NULL, *q_model = NULL, *q_prompt = NULL;
   GstStructure *summary = NULL;
   GstContext *context;
   const DflQwen3Config *c;
@@ -166,6 +191,8 @@ dfl_cmd_generate (int argc, char **argv)
   DflCliOutput out = { 0 };
   DflRoundStats stats;
   guint64 prefill_ns = 0;
+  DflRouteCost kept[DFL_ROUTE_PLACES];
+  gboolean chain_alone;
   GstElement *e;
   gboolean ok;
   int status;
@@ -285,7 +312,18 @@ dfl_cmd_generate (int argc, char **argv)
   source = g_strdup_printf ("tapsource name=src model=%s %s max-new-tokens=%d temperature=%g "
                             "top-p=%g seed=%" G_GINT64_FORMAT, q_model, q_prompt, max_new,
                             temperature, top_p, seed);
-  desc = dfl_cli_describe (route, source, select ? select : "rescore", head_width);
+  figures = dfl_cli_route_figures (route_figures, target_dir,
+                                  gst_dflash_model_drafter_path (model));
+  /* route cost where this machine's figures for the pair say the block
+   * trails a plain step (and its next try is not due): prompt lookup's
+   * pipeline alone, the same tokens without the block's branch and its
+   * threads; the decisions count towards the block's next try */
+  for (int i = 0; i < DFL_ROUTE_PLACES; i++)
+    dfl_route_cost_init (&kept[i], DFL_ROUTE_COST_PROBE_EVERY);
+  chain_alone = route == DFL_ROUTE_COST && figures && dfl_route_figures_read (figures, kept, NULL)
+                && dfl_route_cost_block_trails (&kept[DFL_ROUTE_PLACE_CPU]);
+  desc = dfl_cli_describe (chain_alone ? DFL_ROUTE_CHAIN : route, source,
+                           select ? select : "rescore", head_width, figures);
   if (!(pipeline = gst_parse_launch (desc, &error)))
     return dfl_cli_fail (DFL_EXIT_ERROR, "the pipeline '%s': %s", desc, error->message);
   context = gst_dflash_model_context_new (model);
@@ -315,9 +353,17 @@ dfl_cmd_generate (int argc, char **argv)
     stats.prompt_tokens = ids->len;
     stats.prefill_s = prefill_ns / 1e9;
     if (json)
-      print_json (&stats, &out, target_dir, route);
+      print_json (&stats, &out, target_dir, route, chain_alone);
     else
-      print_figures (&stats, &out, route);
+      print_figures (&stats, &out, route, chain_alone);
+    if (chain_alone) {
+      /* every round of the run was one the block was not tried on */
+      g_autoptr (GError) e2 = NULL;
+      kept[DFL_ROUTE_PLACE_CPU].since_other =
+          (int) MIN ((gint64) kept[DFL_ROUTE_PLACE_CPU].since_other + stats.rounds, G_MAXINT / 2);
+      if (!dfl_route_figures_write (figures, kept, &e2))
+        fprintf (stderr, "dflash: warning: --route-figures %s: %s\n", figures, e2->message);
+    }
     dfl_round_stats_clear (&stats);
   }
   dfl_cli_output_clear (&out);

@@ -370,6 +370,11 @@ bus_watch (GstBus *bus, GstMessage *msg, Server *srv)
   } else if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS) {
     srv->failed = TRUE;
     g_main_loop_quit (srv->loop);
+  } else if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_WARNING) {
+    /* the pipeline goes on (the router's figures file, say) */
+    g_autoptr (GError) w = NULL;
+    gst_message_parse_warning (msg, &w, NULL);
+    fprintf (stderr, "dflash: serve: warning: %s\n", w->message);
   }
   return G_SOURCE_CONTINUE;
 }
@@ -611,7 +616,8 @@ on_signal (gpointer data)
 int
 dfl_cmd_serve (int argc, char **argv)
 {
-  g_autofree char *target_dir = NULL, *drafter_path = NULL, *route_name = NULL, *select = NULL,
+  g_autofree char *target_dir = NULL, *drafter_path = NULL, *route_name = NULL,
+      *route_figures = NULL, *select = NULL,
       *host = NULL, *model_name = NULL;
   int port = DEFAULT_PORT, max_sequences = DEFAULT_MAX_SEQUENCES, max_queue = DEFAULT_MAX_QUEUE,
       max_tokens = DEFAULT_MAX_TOKENS, head_width = 0;
@@ -627,13 +633,14 @@ dfl_cmd_serve (int argc, char **argv)
     { "model-name", 0, 0, G_OPTION_ARG_STRING, &model_name, "The model's id in the API (default: the target folder's name)", "NAME" },
     { "no-draft", 0, 0, G_OPTION_ARG_NONE, &no_draft, "Plain decoding with the target alone", NULL },
     { "route", 0, 0, G_OPTION_ARG_STRING, &route_name, "cost (default with a drafter), block, chain, match or auto, as dflash generate takes", "ROUTE" },
+    { "route-figures", 0, 0, G_OPTION_ARG_FILENAME, &route_figures, "Where route cost keeps its figures between runs (default: a file a model pair under the user cache folder, gst-dflash/route/; none: start afresh)", "FILE|none" },
     { "select", 0, 0, G_OPTION_ARG_STRING, &select, "rescore (default) or plain", "HOW" },
     { "head-width", 0, 0, G_OPTION_ARG_INT, &head_width, "Score drafts over the head's first N rows only (default: all)", "N" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- serve the OpenAI API over the pipeline");
   g_autoptr (GError) error = NULL;
-  g_autofree char *source = NULL, *desc = NULL, *q_model = NULL;
+  g_autofree char *source = NULL, *desc = NULL, *figures = NULL, *q_model = NULL;
   DflRoute route = DFL_ROUTE_BLOCK;
   DflDrafterWeights *drafter;
   Server srv = { 0 };
@@ -702,7 +709,9 @@ dfl_cmd_serve (int argc, char **argv)
   q_model = dfl_cli_quoted (target_dir);
   source = g_strdup_printf ("tapsource name=src model=%s serve=true in-flight=%d "
                             "max-new-tokens=%d", q_model, max_sequences, max_tokens);
-  desc = dfl_cli_describe (route, source, select ? select : "rescore", head_width);
+  figures = dfl_cli_route_figures (route_figures, target_dir,
+                                  gst_dflash_model_drafter_path (srv.model));
+  desc = dfl_cli_describe (route, source, select ? select : "rescore", head_width, figures);
   if (!(srv.pipeline = gst_parse_launch (desc, &error))) {
     fprintf (stderr, "dflash: the pipeline '%s': %s\n", desc, error->message);
     srv.status = DFL_EXIT_ERROR;

@@ -16,6 +16,9 @@ import tempfile
 DFLASH, FIXTURES = sys.argv[1], sys.argv[2]
 GOOD = os.path.join(FIXTURES, "qwen3", "bf16-tied")
 results = []
+# route cost's figures are kept under the user's cache folder: this run's own
+CACHE = tempfile.mkdtemp(prefix="dflash-cache-")
+os.environ["XDG_CACHE_HOME"] = CACHE
 
 
 def run(*args):
@@ -217,7 +220,8 @@ def main():
     # drafting (the random sidecar beside the checkpoint) changes nothing of the text
     plain = None
     for route in ("none", "block", "chain", "match", "auto", "cost"):
-        args = ["generate", "--target", GOOD, "--prompt", "the the cat the cat", "--max-new", "40", "--json"]
+        args = ["generate", "--target", GOOD, "--prompt", "the the cat the cat", "--max-new", "40", "--json",
+                "--route-figures", "none"]
         args += ["--no-draft"] if route == "none" else ["--route", route]
         rc, out, err = run(*args)
         try:
@@ -236,6 +240,62 @@ def main():
     check("the default route with a drafter is cost, and keeps the no-draft tokens",
           rc == 0 and json.loads(out).get("route") == "cost" and json.loads(out).get("new_tokens") == plain,
           f"rc={rc} {err}")
+    # route cost keeps its figures between runs: under the user's cache folder
+    # by default, in the file --route-figures names, nowhere with none
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["XDG_CACHE_HOME"] = os.path.join(tmp, "cache")
+        figures = os.path.join(tmp, "figures", "pair.json")
+        base = ["generate", "--target", GOOD, "--prompt", "the the cat the cat", "--max-new", "40", "--json"]
+        rc, out, err = run(*base)
+        route_dir = os.path.join(tmp, "cache", "gst-dflash", "route")
+        made = os.listdir(route_dir) if os.path.isdir(route_dir) else []
+        try:
+            kept = json.load(open(os.path.join(route_dir, made[0]))) if len(made) == 1 else {}
+        except ValueError:
+            kept = {}
+        check("route cost keeps its figures in the user's cache folder",
+              rc == 0 and kept.get("format") == "gst-dflash route figures" and "cpu" in kept,
+              f"rc={rc} {err} {made} {kept}")
+        rc, out, err = run(*base, "--route-figures", figures)
+        rc2, out2, err2 = run(*base, "--route-figures", figures)
+        try:
+            kept = json.load(open(figures))
+        except (OSError, ValueError):
+            kept = {}
+        check("--route-figures FILE: written, read back, the no-draft tokens",
+              rc == 0 and rc2 == 0 and kept.get("version") == 1
+              and json.loads(out2).get("new_tokens") == plain, err + err2)
+        shutil.rmtree(route_dir, ignore_errors=True)
+        rc, out, err = run(*base, "--route-figures", "none")
+        check("--route-figures none: no file", rc == 0 and not os.path.exists(route_dir), err)
+        with open(figures, "w") as f:
+            f.write("[1, 2")
+        rc, out, err = run(*base, "--route-figures", figures)
+        check("--route-figures on a file that is not figures: a warning naming it, the same tokens",
+              rc == 0 and figures in err and json.loads(out).get("new_tokens") == plain, err)
+        # figures where the block trails a plain step by far: route cost runs
+        # prompt lookup's pipeline alone, the same tokens, and counts the
+        # run's decisions towards the block's next try; once that is due, the
+        # router's pipeline again
+        def trailing(since):
+            arm = lambda s: {"tokens": 3, "rounds": 3, "seconds": [s] * 3}
+            return {"format": "gst-dflash route figures", "version": 1,
+                    "cpu": {"favoured": "chain", "probe_doublings": 4, "since_try": since,
+                            "block": arm(0.010), "chain": arm(0.001)}}
+        json.dump(trailing(0), open(figures, "w"))
+        rc, out, err = run(*base, "--route-figures", figures)
+        o = json.loads(out) if rc == 0 else {}
+        kept = json.load(open(figures))
+        check("route cost where the block trails: prompt lookup alone, the same tokens, the "
+              "decisions counted", o.get("route_pipeline") == "chain" and o.get("block_rounds") == 0
+              and o.get("new_tokens") == plain and kept["cpu"]["since_try"] == o.get("rounds"),
+              f"rc={rc} {err} {o} {kept}")
+        json.dump(trailing(255), open(figures, "w"))
+        rc, out, err = run(*base, "--route-figures", figures)
+        o = json.loads(out) if rc == 0 else {}
+        check("route cost with the block's try due: the router's pipeline",
+              o.get("route_pipeline") == "routed" and o.get("new_tokens") == plain, f"rc={rc} {err} {o}")
+        os.environ["XDG_CACHE_HOME"] = CACHE
     rc, out, err = run("generate", "--target", GOOD, "--max-new", "8", "--json", "--temperature", "0.8",
                        "--seed", "4", "--top-p", "0.9")
     rc2, out2, err2 = run("generate", "--target", GOOD, "--max-new", "8", "--json", "--temperature", "0.8",
@@ -295,6 +355,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         corrupt_tests(tmp)
 
+    shutil.rmtree(CACHE, ignore_errors=True)
     print(f"1..{len(results)}")
     for i, (name, ok, detail) in enumerate(results, 1):
         print(f"{'ok' if ok else 'not ok'} {i} - {name}")

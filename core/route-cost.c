@@ -16,10 +16,18 @@ dfl_route_cost_init (DflRouteCost *rc, int probe_every)
   rc->probe_every = MAX (probe_every, 0);
 }
 
+/* The longest gap between tries: DFL_ROUTE_COST_PROBE_MAX, or probe_every
+ * where that is longer. */
+static int
+probe_top (const DflRouteCost *rc)
+{
+  return MAX (DFL_ROUTE_COST_PROBE_MAX, rc->probe_every);
+}
+
 int
 dfl_route_cost_probe_gap (const DflRouteCost *rc)
 {
-  int top = MAX (DFL_ROUTE_COST_PROBE_MAX, rc->probe_every), gap = rc->probe_every;
+  int top = probe_top (rc), gap = rc->probe_every;
 
   for (int i = 0; i < rc->probe_doublings && gap < top; i++)
     gap *= 2;
@@ -71,7 +79,7 @@ dfl_route_cost_choose (DflRouteCost *rc)
     rc->since_other = 0;
     /* a made figure that still trails: the next try waits twice as long */
     if (rc->seen[other] >= DFL_ROUTE_COST_MIN_ROUNDS
-        && dfl_route_cost_probe_gap (rc) < MAX (DFL_ROUTE_COST_PROBE_MAX, rc->probe_every))
+        && dfl_route_cost_probe_gap (rc) < probe_top (rc))
       rc->probe_doublings++;
     return other;
   }
@@ -103,14 +111,14 @@ dfl_route_cost_to_json (const DflRouteCost *rc)
   for (int arm = 0; arm < 2; arm++) {
     cJSON *a = cJSON_AddObjectToObject (obj, arm_names[arm]);
     cJSON *secs = cJSON_AddArrayToObject (a, "seconds");
-    int n = rc->seen[arm];
+    int n = rc->seen[arm], oldest = rc->next[arm] - n + DFL_ROUTE_COST_WINDOW;
 
     cJSON_AddNumberToObject (a, "tokens", rc->tokens[arm]);
     cJSON_AddNumberToObject (a, "rounds", rc->rounds[arm]);
     /* oldest first: the ring from its next slot on */
     for (int i = 0; i < n; i++)
       cJSON_AddItemToArray (secs, cJSON_CreateNumber (
-          rc->seconds[arm][(rc->next[arm] - n + i + DFL_ROUTE_COST_WINDOW) % DFL_ROUTE_COST_WINDOW]));
+          rc->seconds[arm][(oldest + i) % DFL_ROUTE_COST_WINDOW]));
   }
   return obj;
 }
@@ -146,8 +154,10 @@ dfl_route_cost_from_json (DflRouteCost *rc, const cJSON *json, GError **error)
                  dfl_json_kind (json));
     return FALSE;
   }
-  if (!cJSON_IsString (fav) || (strcmp (fav->valuestring, "block") && strcmp (fav->valuestring, "chain"))) {
-    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "\"favoured\" is %s%s%s, not \"block\" or \"chain\"",
+  if (!cJSON_IsString (fav)
+      || (strcmp (fav->valuestring, "block") && strcmp (fav->valuestring, "chain"))) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                 "\"favoured\" is %s%s%s, not \"block\" or \"chain\"",
                  cJSON_IsString (fav) ? "\"" : dfl_json_kind (fav),
                  cJSON_IsString (fav) ? fav->valuestring : "", cJSON_IsString (fav) ? "\"" : "");
     return FALSE;
@@ -175,7 +185,8 @@ dfl_route_cost_from_json (DflRouteCost *rc, const cJSON *json, GError **error)
                    arm_names[arm], dfl_json_kind (a));
       return FALSE;
     }
-    if (!number_of (cJSON_GetObjectItemCaseSensitive (a, "tokens"), t, FALSE, &got.tokens[arm], error)
+    if (!number_of (cJSON_GetObjectItemCaseSensitive (a, "tokens"), t, FALSE, &got.tokens[arm],
+                    error)
         || !number_of (cJSON_GetObjectItemCaseSensitive (a, "rounds"), r, FALSE, &got.rounds[arm],
                        error))
       return FALSE;

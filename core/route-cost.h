@@ -90,12 +90,10 @@ int dfl_route_cost_probe_gap (const DflRouteCost *rc);
 
 /* The figures (each arm's decayed sums and last rounds' seconds, the arm
  * favoured, the doublings of the gap between tries, the decisions since
- * the last) as a
- * JSON object, and back: NULL, or
- * FALSE with a DFL_ERROR_FORMAT error naming the member and its value,
- * where `json` is not such an object (rc is then left as it was). The
- * probe_every of `rc` stays its own. */
-
+ * the last) as a JSON object, and back: FALSE with a DFL_ERROR_FORMAT
+ * error naming the member and its value where `json` is not such an
+ * object (rc is then left as it was). The probe_every of `rc` stays its
+ * own. */
 cJSON *dfl_route_cost_to_json (const DflRouteCost *rc);
 gboolean dfl_route_cost_from_json (DflRouteCost *rc, const cJSON *json, GError **error);
 

@@ -49,7 +49,7 @@ now (void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-#define MAX_TYPES 8
+#define MAX_TYPES 12
 #define MAX_ROUNDS 100
 #define TILE_ROWS 256
 
@@ -62,15 +62,17 @@ cmp_double (const void *a, const void *b)
 
 typedef struct {
   DflDtype type;
+  gboolean packed;   /* products from dfl_quant_pack's layout */
   DflWeights *w;
   int copies;
   guint8 *data;
   size_t bytes;
 } Mat;
 
-/* `out` × `in` weights of `type`, copies enough to fill set_mib */
+/* `out` × `in` weights of `type`, copies enough to fill set_mib (and
+ * with `packed`, each copy laid out by dfl_quant_pack) */
 static void
-mat_make (Mat *m, DflDtype type, int in, int out, size_t set_mib, GRand *rng)
+mat_make (Mat *m, DflDtype type, gboolean packed, int in, int out, size_t set_mib, GRand *rng)
 {
   size_t rb = dfl_dtype_is_quantized (type) ? dfl_dtype_row_bytes (type, in)
       : (size_t) in * dfl_dtype_size (type);
@@ -102,8 +104,15 @@ mat_make (Mat *m, DflDtype type, int in, int out, size_t set_mib, GRand *rng)
   for (int c = 1; c < m->copies; c++)
     memcpy (m->data + m->bytes * c, first, m->bytes);
   m->w = g_new (DflWeights, m->copies);
-  for (int c = 0; c < m->copies; c++)
+  for (int c = 0; c < m->copies; c++) {
     m->w[c] = (DflWeights) { m->data + m->bytes * c, type, out, in };
+    if (packed && !(m->w[c].packed = dfl_quant_pack (&m->w[c])))
+      g_error ("bench-quant: %s: no packed layout on this CPU (it needs AVX-512 VNNI)",
+               dfl_dtype_name (type));
+  }
+  m->packed = packed;
+  if (packed)
+    m->bytes = dfl_quant_packed_bytes (type, out, in);
   g_free (v);
 }
 
@@ -195,17 +204,27 @@ time_batch (const Mat *m, const float *x, int rows, float *y, int calls)
 }
 
 static gboolean
-parse_type (const char *s, DflDtype *t)
+parse_type (const char *s, DflDtype *t, gboolean *packed)
 {
   static const struct { const char *name; DflDtype type; } names[] = {
     { "f32", DFL_DTYPE_F32 }, { "f16", DFL_DTYPE_F16 }, { "bf16", DFL_DTYPE_BF16 },
     { "q8_0", DFL_DTYPE_Q8_0 }, { "q4_0", DFL_DTYPE_Q4_0 }, { "q4_k", DFL_DTYPE_Q4_K },
     { "q6_k", DFL_DTYPE_Q6_K },
   };
+  g_autofree char *base = g_strdup (s);
+  char *slash = strchr (base, '/');
+
+  /* TYPE/packed: dfl_quant_pack's layout of a type it packs */
+  *packed = slash != NULL;
+  if (slash) {
+    if (strcmp (slash, "/packed"))
+      return FALSE;
+    *slash = 0;
+  }
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
-    if (!g_ascii_strcasecmp (s, names[i].name)) {
+    if (!g_ascii_strcasecmp (base, names[i].name)) {
       *t = names[i].type;
-      return TRUE;
+      return !*packed || dfl_quant_packed_bytes (*t, 1, 256) > 0;
     }
   return FALSE;
 }
@@ -217,7 +236,10 @@ main (int argc, char **argv)
   int rounds = 5, set_mib = 256;
   GOptionEntry entries[] = {
     { "types", 0, 0, G_OPTION_ARG_STRING, &types_s,
-      "Weight types (default f32,bf16,q8_0,q4_0,q4_k,q6_k)", "LIST" },
+      "Weight types, a quantized one as TYPE/packed for dfl_quant_pack's layout (default "
+      "f32,bf16,q8_0,q4_0,q4_k,q6_k and q8_0, q4_0, q4_k /packed where the CPU has AVX-512 "
+      "VNNI)",
+      "LIST" },
     { "shapes", 0, 0, G_OPTION_ARG_STRING, &shapes_s,
       "INxOUT shapes (default 4096x4096,1024x151936)", "LIST" },
     { "rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "Timed rounds (default 5)", "N" },
@@ -230,15 +252,26 @@ main (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- quantized products against the "
                                                          "read floor");
   g_autoptr (GError) error = NULL;
-  DflDtype types[MAX_TYPES] = { DFL_DTYPE_F32, DFL_DTYPE_BF16, DFL_DTYPE_Q8_0, DFL_DTYPE_Q4_0,
-                                DFL_DTYPE_Q4_K, DFL_DTYPE_Q6_K };
-  int n_types = 6, shapes[16] = { 4096, 4096, 1024, 151936 }, n_shapes = 4;
+  DflDtype types[MAX_TYPES] = { DFL_DTYPE_F32, DFL_DTYPE_BF16, DFL_DTYPE_Q8_0, DFL_DTYPE_Q8_0,
+                                DFL_DTYPE_Q4_0, DFL_DTYPE_Q4_0, DFL_DTYPE_Q4_K, DFL_DTYPE_Q4_K,
+                                DFL_DTYPE_Q6_K };
+  gboolean packed[MAX_TYPES] = { FALSE, FALSE, FALSE, TRUE, FALSE, TRUE, FALSE, TRUE, FALSE };
+  int n_types = 9, shapes[16] = { 4096, 4096, 1024, 151936 }, n_shapes = 4;
   static const int row_counts[2] = { 1, 16 };
   GRand *rng = g_rand_new_with_seed (18);
   double read_bw;
   guint64 *probe;
   size_t probe_bytes;
 
+  /* without VNNI the default is the stored types alone */
+  if (!dfl_quant_has_vnni ()) {
+    int n = 0;
+    for (int t = 0; t < n_types; t++)
+      if (!packed[t])
+        types[n++] = types[t];
+    memset (packed, 0, sizeof packed);
+    n_types = n;
+  }
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error)) {
     fprintf (stderr, "bench-quant: %s\n", error->message);
@@ -248,9 +281,11 @@ main (int argc, char **argv)
     g_auto (GStrv) parts = g_strsplit (types_s, ",", -1);
     n_types = 0;
     for (int i = 0; parts[i]; i++)
-      if (n_types == MAX_TYPES || !parse_type (parts[i], &types[n_types++])) {
+      if (n_types == MAX_TYPES || !parse_type (parts[i], &types[n_types], &packed[n_types])
+          || (packed[n_types++] && !dfl_quant_has_vnni ())) {
         fprintf (stderr, "bench-quant: --types \"%s\": not a list of f32, f16, bf16, q8_0, "
-                 "q4_0, q4_k, q6_k\n", types_s);
+                 "q4_0, q4_k, q6_k (q8_0, q4_0, q4_k also /packed where the CPU has AVX-512 VNNI)\n",
+                 types_s);
         return 2;
       }
   }
@@ -292,7 +327,7 @@ main (int argc, char **argv)
     for (size_t i = 0; i < (size_t) 16 * in; i++)
       x[i] = (float) (g_rand_double (rng) * 2 - 1);
     for (int t = 0; t < n_types; t++) {
-      mat_make (&mats[t], types[t], in, out, set_mib, rng);
+      mat_make (&mats[t], types[t], packed[t], in, out, set_mib, rng);
       /* a batch of about 30 ms, warmed up */
       for (int k = 0; k < 2; k++) {
         calls[t][k] = 1;
@@ -309,23 +344,27 @@ main (int argc, char **argv)
           times[t][k][rd] = time_batch (&mats[t], x, row_counts[k], y, calls[t][k]);
     }
     printf ("\n%d→%d (read floor at %.2f GB/s)\n", in, out, read_bw / 1e9);
-    printf ("%-5s %9s %9s   %-22s %-13s   %-22s %-13s   %s\n", "type", "MB", "floor ms",
+    printf ("%-11s %9s %9s   %-22s %-13s   %-22s %-13s   %s\n", "type", "MB", "floor ms",
             "1 row ms best | med", "× floor", "16 rows ms best | med", "× floor",
             "16 rows ÷ 1 row");
     for (int t = 0; t < n_types; t++) {
       double floor = mats[t].bytes / read_bw, best[2], med[2];
+      g_autofree char *name = g_strdup_printf ("%s%s", dfl_dtype_name (types[t]),
+                                               packed[t] ? "/packed" : "");
       for (int k = 0; k < 2; k++) {
         qsort (times[t][k], rounds, sizeof (double), cmp_double);
         best[k] = times[t][k][0];
         med[k] = times[t][k][rounds / 2];
       }
-      printf ("%-5s %9.1f %9.3f   %8.3f | %8.3f   %5.2f | %5.2f   %8.3f | %8.3f   %5.2f | %5.2f"
-              "   %5.2f | %5.2f\n", dfl_dtype_name (types[t]), mats[t].bytes / 1e6, floor * 1e3,
+      printf ("%-11s %9.1f %9.3f   %8.3f | %8.3f   %5.2f | %5.2f   %8.3f | %8.3f   %5.2f | %5.2f"
+              "   %5.2f | %5.2f\n", name, mats[t].bytes / 1e6, floor * 1e3,
               best[0] * 1e3, med[0] * 1e3, best[0] / floor, med[0] / floor, best[1] * 1e3,
               med[1] * 1e3, best[1] / floor, med[1] / floor, best[1] / best[0], med[1] / med[0]);
       fflush (stdout);
     }
     for (int t = 0; t < n_types; t++) {
+      for (int c = 0; c < mats[t].copies; c++)
+        free ((void *) mats[t].w[c].packed);
       g_free (mats[t].w);
       g_free (mats[t].data);
     }

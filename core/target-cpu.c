@@ -16,7 +16,8 @@ typedef struct {
     float *norms[DFL_QWEN3_N_NORMS];      /* in DflQwen3Norm's order */
   };
   union {
-    /* read in place from the mapped file */
+    /* read in place from the mapped file (block-quantized ones through a
+     * packed copy where the CPU has one: weights_of) */
     struct { DflWeights q, k, v, o, gate, up, down; };
     DflWeights matrices[DFL_QWEN3_N_MATRICES];   /* in DflQwen3Matrix's order */
   };
@@ -53,6 +54,12 @@ weights_of (const DflStoredTensor *tensor, DflWeights *w)
   w->type = tensor->dtype;
   w->rows = tensor->shape[0];
   w->cols = tensor->shape[1];
+  /* block-quantized: a copy laid out for AVX-512 VNNI where the CPU has it
+   * (NULL for the other types, or without VNNI), which a decode step reads
+   * at about the memory's rate where the file's blocks, read in place,
+   * cost half as much again (kernels/cpu/quant-packed.c); memory for it
+   * failing leaves the stored blocks, read to the same bits */
+  w->packed = dfl_quant_pack (w);
 }
 
 /* A layer's norms as F32, its matrices where they lie in the mapped file;
@@ -107,7 +114,10 @@ host_vector (const float *data, gint64 n)
 static DflTensor
 host_matrix (const DflWeights *w)
 {
-  return dfl_tensor_2d (NULL, (gpointer) w->data, 0, w->type, w->rows, w->cols);
+  DflTensor t = dfl_tensor_2d (NULL, (gpointer) w->data, 0, w->type, w->rows, w->cols);
+
+  t.packed = w->packed;
+  return t;
 }
 
 /* The weights as the forward over the ops reads them: tensors of the host
@@ -201,9 +211,12 @@ cpu_free (gpointer impl)
         g_free (l->norms[j]);
       for (int j = 0; j < DFL_QWEN3_N_BIASES; j++)
         g_free (l->bias[j]);
+      for (int j = 0; j < DFL_QWEN3_N_MATRICES; j++)
+        free ((void *) l->matrices[j].packed);
     }
     g_free (ct->layers);
   }
+  free ((void *) ct->head.packed);
   g_free (ct->model.layers);
   g_clear_pointer (&ct->model.device, dfl_device_unref);
   g_free (ct->norm);

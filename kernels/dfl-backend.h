@@ -81,6 +81,10 @@ typedef struct {
   DflDtype dtype;
   gint64 ne[DFL_TENSOR_DIMS];
   gsize nb[DFL_TENSOR_DIMS];
+  /* A host matrix of block-quantized weights may carry the same matrix as
+   * dfl_quant_pack lays it out (NULL otherwise), which the CPU's products
+   * read instead, to the same bits: its owner made it and frees it. */
+  const void *packed;
 } DflTensor;
 
 /* A packed [rows][cols] matrix (cols innermost) of `dtype` at handle +

@@ -88,7 +88,7 @@ static gboolean
 cpu_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
             gboolean accumulate, GError **error)
 {
-  DflWeights wt = { dfl_tensor_data (w), w->dtype, DFL_ROWS (w), DFL_COLS (w) };
+  DflWeights wt = { dfl_tensor_data (w), w->dtype, DFL_ROWS (w), DFL_COLS (w), w->packed };
 
   if (dfl_dtype_is_quantized (w->dtype)) {
     /* dfl_op_matmul has checked the shapes: what is left is the memory

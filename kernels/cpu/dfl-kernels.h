@@ -26,6 +26,10 @@ typedef struct {
   DflDtype type;
   int rows;   /* outputs */
   int cols;   /* inputs */
+  /* NULL, or the same quantized matrix as dfl_quant_pack lays it out,
+   * which dfl_matmul_q reads instead of `data` where it runs AVX-512 VNNI
+   * (the same numbers, bitwise) */
+  const void *packed;
 } DflWeights;
 
 /* y[r][o] (+)= x[r] · W[o] for r < rows, o < n_out (n_out ≤ W's rows: the
@@ -78,6 +82,15 @@ const char *dfl_kernels_isa_name (DflKernelsIsa isa);
  * n_out > its rows, or the activations' buffer cannot be had. */
 int dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy,
                   int n_out, int accumulate);
+/* A copy of quantized weights laid out for AVX-512 VNNI's products
+ * (quant-packed.c: the blocks of 16 outputs side by side, so that a decode
+ * step reads them at about the memory's rate), for w->packed; free() it.
+ * About the stored bytes (Q4_K's 2.8% more). NULL where this CPU lacks
+ * VNNI, W is not Q8_0, Q4_0 or Q4_K with whole blocks (Q6_K's stored
+ * blocks decode faster: quant-packed.c), or memory fails: dfl_matmul_q
+ * then reads the stored blocks, to the same bits. */
+void *dfl_quant_pack (const DflWeights *w);
+size_t dfl_quant_packed_bytes (DflDtype type, int rows, int cols);
 /* Whether this CPU (and OS) runs AVX-512 VNNI: the path DFL_KERNELS_AVX512
  * takes for quantized weights (without it, AVX2's). */
 int dfl_quant_has_vnni (void);

@@ -311,6 +311,7 @@ typedef struct {
   int out, in;
   guint8 *w;        /* [out] rows of blocks */
   double *wd;       /* the same dequantized, float64 */
+  void *packed;     /* NULL, or w laid out by dfl_quant_pack, which matmul passes */
 } QMat;
 
 static void
@@ -323,6 +324,7 @@ qmat_make (QMat *m, GRand *r, DflDtype type, int out, int in)
   m->type = type;
   m->out = out;
   m->in = in;
+  m->packed = NULL;
   m->w = g_malloc (rb * out);
   m->wd = g_new (double, (gsize) out * in);
   for (int o = 0; o < out; o++) {
@@ -336,13 +338,14 @@ qmat_clear (QMat *m)
 {
   g_free (m->w);
   g_free (m->wd);
+  free (m->packed);
 }
 
 static void
 matmul (const QMat *m, const float *x, int rows, int ldx, float *y, int ldy, int n_out,
         int accumulate)
 {
-  DflWeights w = { m->w, m->type, m->out, m->in };
+  DflWeights w = { m->w, m->type, m->out, m->in, m->packed };
   g_assert_true (dfl_matmul_q (&w, x, rows, ldx, y, ldy, n_out, accumulate));
 }
 
@@ -414,29 +417,60 @@ test_matmul_edge_values (void)
       g_assert_true (isfinite (ref[out + o]));
       g_assert_cmpfloat (ref[3 * out + o], ==, 0.0f);
     }
-    for (guint p = 0; p < G_N_ELEMENTS (paths); p++) {
-      if (!dfl_kernels_set_isa (paths[p]))
-        continue;
-      for (int alone = 0; alone < 2; alone++) {
-        if (alone)
-          for (int i = 0; i < rows; i++)
-            matmul (&m, x + (gsize) i * in, 1, in, y + (gsize) i * out, out, out, FALSE);
-        else
-          matmul (&m, x, rows, in, y, out, out, FALSE);
-        for (int o = 0; o < out; o++) {
-          g_assert_true (isnan (y[o]));
-          g_assert_true (isnan (y[2 * out + o]));
+    /* the second time with the packed copy, which the VNNI path reads */
+    for (int pk = 0; pk < 2; pk++) {
+      if (pk && !(m.packed = dfl_quant_pack (&(DflWeights) { m.w, m.type, out, in })))
+        break;
+      for (guint p = 0; p < G_N_ELEMENTS (paths); p++) {
+        if (!dfl_kernels_set_isa (paths[p]))
+          continue;
+        for (int alone = 0; alone < 2; alone++) {
+          if (alone)
+            for (int i = 0; i < rows; i++)
+              matmul (&m, x + (gsize) i * in, 1, in, y + (gsize) i * out, out, out, FALSE);
+          else
+            matmul (&m, x, rows, in, y, out, out, FALSE);
+          for (int o = 0; o < out; o++) {
+            g_assert_true (isnan (y[o]));
+            g_assert_true (isnan (y[2 * out + o]));
+          }
+          g_assert_cmpmem (y + out, sizeof (float) * out, ref + out, sizeof (float) * out);
+          g_assert_cmpmem (y + 3 * out, sizeof (float) * 2 * out, ref + 3 * out,
+                           sizeof (float) * 2 * out);
+          g_assert_cmpmem (y + 4 * out, sizeof (float) * out, clean + 4 * out,
+                           sizeof (float) * out);
         }
-        g_assert_cmpmem (y + out, sizeof (float) * out, ref + out, sizeof (float) * out);
-        g_assert_cmpmem (y + 3 * out, sizeof (float) * 2 * out, ref + 3 * out,
-                         sizeof (float) * 2 * out);
-        g_assert_cmpmem (y + 4 * out, sizeof (float) * out, clean + 4 * out,
-                         sizeof (float) * out);
       }
     }
     dfl_kernels_set_isa (DFL_KERNELS_BEST);
     qmat_clear (&m);
   }
+}
+
+/* The path set now bitwise `ref` (the plain-C path's), with 1 thread and
+ * the default, and each row alone or among 5 bitwise as among all. */
+static void
+check_path (const QMat *m, const float *x, int rows, int ldx, const float *y0, const float *ref,
+            float *y, int ldy, int n_out, int accumulate)
+{
+  int threads = omp_get_max_threads ();
+
+  for (int nt = 1; nt <= 2; nt++) {
+    omp_set_num_threads (nt == 1 ? 1 : threads);
+    memcpy (y, y0, sizeof (float) * rows * ldy);
+    matmul (m, x, rows, ldx, y, ldy, n_out, accumulate);
+    g_assert_cmpmem (y, sizeof (float) * rows * ldy, ref, sizeof (float) * rows * ldy);
+  }
+  /* batch invariance: each row alone, and the rows by fives */
+  memcpy (y, y0, sizeof (float) * rows * ldy);
+  for (int i = 0; i < rows; i++)
+    matmul (m, x + (gsize) i * ldx, 1, ldx, y + (gsize) i * ldy, ldy, n_out, accumulate);
+  g_assert_cmpmem (y, sizeof (float) * rows * ldy, ref, sizeof (float) * rows * ldy);
+  memcpy (y, y0, sizeof (float) * rows * ldy);
+  for (int i = 0; i < rows; i += 5)
+    matmul (m, x + (gsize) i * ldx, MIN (5, rows - i), ldx, y + (gsize) i * ldy, ldy, n_out,
+            accumulate);
+  g_assert_cmpmem (y, sizeof (float) * rows * ldy, ref, sizeof (float) * rows * ldy);
 }
 
 /* One shape of one type: float64, then every path this CPU has (and the
@@ -471,22 +505,18 @@ check_shape (DflDtype type, int rows, int out, int in, int n_out, int accumulate
       continue;
     if (paths[p] == DFL_KERNELS_AVX512 && !dfl_quant_has_vnni ())
       continue;
-    for (int nt = 1; nt <= 2; nt++) {
-      omp_set_num_threads (nt == 1 ? 1 : threads);
-      memcpy (y, y0, sizeof (float) * rows * ldy);
-      matmul (&m, x, rows, ldx, y, ldy, n_out, accumulate);
-      g_assert_cmpmem (y, sizeof (float) * rows * ldy, ref, sizeof (float) * rows * ldy);
+    /* VNNI: from the stored blocks, then from the packed copy (the same
+     * bits) */
+    if (paths[p] == DFL_KERNELS_AVX512 && !m.packed)
+      check_path (&m, x, rows, ldx, y0, ref, y, ldy, n_out, accumulate);
+    if (paths[p] == DFL_KERNELS_AVX512) {
+      m.packed = dfl_quant_pack (&(DflWeights) { m.w, type, out, in });
+      /* every type but Q6_K is packed */
+      g_assert_true ((m.packed != NULL) == (type != DFL_DTYPE_Q6_K));
+      if (!m.packed)
+        continue;
     }
-    /* batch invariance: each row alone, and the rows by fives */
-    memcpy (y, y0, sizeof (float) * rows * ldy);
-    for (int i = 0; i < rows; i++)
-      matmul (&m, x + (gsize) i * ldx, 1, ldx, y + (gsize) i * ldy, ldy, n_out, accumulate);
-    g_assert_cmpmem (y, sizeof (float) * rows * ldy, ref, sizeof (float) * rows * ldy);
-    memcpy (y, y0, sizeof (float) * rows * ldy);
-    for (int i = 0; i < rows; i += 5)
-      matmul (&m, x + (gsize) i * ldx, MIN (5, rows - i), ldx, y + (gsize) i * ldy, ldy, n_out,
-              accumulate);
-    g_assert_cmpmem (y, sizeof (float) * rows * ldy, ref, sizeof (float) * rows * ldy);
+    check_path (&m, x, rows, ldx, y0, ref, y, ldy, n_out, accumulate);
   }
   omp_set_num_threads (threads);
   dfl_kernels_set_isa (DFL_KERNELS_BEST);

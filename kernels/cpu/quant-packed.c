@@ -1,0 +1,331 @@
+/* gst-dflash — block-quantized matrices laid out again at load for AVX-512
+ * VNNI, and their products.
+ *
+ * Why: GGUF stores a matrix row by row, each row's blocks in turn. Read in
+ * place, every block gives one output's integer sum spread over the lanes
+ * of a vector, which must be reduced before its F32 step; on one row (a
+ * decode step) those reductions and the unpacking cost about twice the
+ * time it takes to read the weights. Laid out with the blocks of 16
+ * outputs side by side, four bytes of each output to a 32-bit lane, one
+ * dpbusd multiplies four inputs (broadcast) by four weights of each of 16
+ * outputs: a block's 16 integer sums come out one to a lane, with nothing
+ * to reduce, and its F32 step runs once for 16 outputs. llama.cpp repacks
+ * for the same reason.
+ *
+ * The numbers are those of quant-matmul.c, bitwise: the same integer sum of
+ * each block (exact however it is formed), the same F32 operations on it in
+ * the same order (block b into lane b mod 8, lanes summed by the same
+ * tree), so a row's result depends on nothing but the row, on every path.
+ *
+ * The layout, per group of 16 outputs (the last padded with zero scales),
+ * the group's blocks in order; a "chunk vector" is 64 bytes, output o's
+ * four bytes at 4o:
+ *   Q8_0, per block of 32:    F16 d[16]; 8 chunk vectors, chunk c holding
+ *                             inputs 4c … 4c + 3 as w + 128 (unsigned)
+ *   Q4_0, per block of 32:    F16 d[16]; 4 chunk vectors of nibbles, the
+ *                             low nibbles inputs 4c …, the high 16 + 4c …
+ *                             (the bytes of the stored block, regrouped)
+ *   Q4_K, per super-block:    F16 d[16], F16 dmin[16]; sub-block j's
+ *                             six-bit scales u8[16] for j = 0 … 7, then
+ *                             its mins; per pair of sub-blocks (2p,
+ *                             2p + 1) 8 chunk vectors of nibbles (2p low,
+ *                             2p + 1 high), the stored bytes regrouped
+ * Q8_0's and Q4_0's packed bytes equal their stored bytes for whole
+ * groups; Q4_K's scales widen from 12 bytes a block to 32 (2.8% more).
+ *
+ * Q6_K is not packed: its six-bit values take two loads, four shifts and
+ * masks and an or a vector to put back together, and on one row that cost
+ * more than the reductions it saved (1.7× the read floor, against 1.2–1.4×
+ * for its stored blocks: bench-quant, 2 cores, AVX-512 VNNI); its stored
+ * blocks are read as before.
+ */
+#include "quant-packed.h"
+#include "quant-layout.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define DFL_PACKED_SIMD 1
+#endif
+
+#define GROUP DFL_QPACK_GROUP
+#define CHUNKS 64        /* bytes of a chunk vector */
+/* bytes of a group's block (Q8_0, Q4_0) or super-block (K types) */
+#define Q8_0_BYTES (2 * GROUP + 8 * CHUNKS)
+#define Q4_0_BYTES (2 * GROUP + 4 * CHUNKS)
+#define Q4_K_BYTES (4 * GROUP + 16 * GROUP + 32 * CHUNKS)
+
+/* Bytes of one group's packed blocks along `cols` inputs; 0 where the type
+ * is not one of the four or cols is not whole blocks. */
+static size_t
+group_bytes (DflDtype type, int cols)
+{
+  if (cols <= 0 || dfl_dtype_row_bytes (type, cols) == 0)
+    return 0;
+  switch (type) {
+    case DFL_DTYPE_Q8_0:
+      return (size_t) (cols / 32) * Q8_0_BYTES;
+    case DFL_DTYPE_Q4_0:
+      return (size_t) (cols / 32) * Q4_0_BYTES;
+    case DFL_DTYPE_Q4_K:
+      return (size_t) (cols / 256) * Q4_K_BYTES;
+    default:
+      return 0;
+  }
+}
+
+size_t
+dfl_quant_packed_bytes (DflDtype type, int rows, int cols)
+{
+  size_t g = group_bytes (type, cols);
+
+  return rows > 0 ? g * (size_t) ((rows + GROUP - 1) / GROUP) : 0;
+}
+
+static void
+put_f16 (uint8_t *dst, int o, uint16_t v)
+{
+  dst[2 * o] = (uint8_t) v;
+  dst[2 * o + 1] = (uint8_t) (v >> 8);
+}
+
+/* Output o (of its group) of one block or super-block into `dst`, the
+ * group's bytes of that block. */
+static void
+pack_one (DflDtype type, const char *stored, int o, uint8_t *dst)
+{
+  switch (type) {
+    case DFL_DTYPE_Q8_0: {
+      const DflBlockQ8_0 *w = (const DflBlockQ8_0 *) stored;
+      put_f16 (dst, o, dfl_q_f16 (&w->d));
+      for (int c = 0; c < 8; c++)
+        for (int t = 0; t < 4; t++)
+          dst[2 * GROUP + CHUNKS * c + 4 * o + t] = (uint8_t) (w->qs[4 * c + t] ^ 0x80);
+      break;
+    }
+    case DFL_DTYPE_Q4_0: {
+      const DflBlockQ4_0 *w = (const DflBlockQ4_0 *) stored;
+      put_f16 (dst, o, dfl_q_f16 (&w->d));
+      for (int c = 0; c < 4; c++)
+        memcpy (dst + 2 * GROUP + CHUNKS * c + 4 * o, w->qs + 4 * c, 4);
+      break;
+    }
+    case DFL_DTYPE_Q4_K: {
+      const DflBlockQ4_K *w = (const DflBlockQ4_K *) stored;
+      uint8_t *nib = dst + 4 * GROUP + 16 * GROUP;
+      put_f16 (dst, o, dfl_q_f16 (&w->d));
+      put_f16 (dst + 2 * GROUP, o, dfl_q_f16 (&w->dmin));
+      for (int j = 0; j < 8; j++) {
+        int sc, m;
+        dfl_q4k_scale_min (w->scales, j, &sc, &m);
+        dst[4 * GROUP + GROUP * j + o] = (uint8_t) sc;
+        dst[4 * GROUP + 8 * GROUP + GROUP * j + o] = (uint8_t) m;
+      }
+      for (int p = 0; p < 4; p++)
+        for (int c = 0; c < 8; c++)
+          memcpy (nib + 8 * CHUNKS * p + CHUNKS * c + 4 * o, w->qs + 32 * p + 4 * c, 4);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void *
+dfl_quant_pack (const DflWeights *w)
+{
+  size_t gb = group_bytes (w->type, w->cols), wrow = dfl_dtype_row_bytes (w->type, w->cols);
+  size_t bytes = dfl_quant_packed_bytes (w->type, w->rows, w->cols);
+  int per_unit = w->type == DFL_DTYPE_Q8_0 || w->type == DFL_DTYPE_Q4_0 ? 32 : 256;
+  int units = w->cols / per_unit;
+  size_t unit_packed = units ? gb / (size_t) units : 0;
+  size_t unit_stored = dfl_dtype_block_bytes (w->type);
+  uint8_t *packed;
+
+  if (!dfl_quant_has_vnni () || bytes == 0)
+    return NULL;
+  if (!(packed = aligned_alloc (64, (bytes + 63) & ~(size_t) 63)))
+    return NULL;
+  /* zeros: the padding outputs' scales */
+  memset (packed, 0, bytes);
+  for (int r = 0; r < w->rows; r++) {
+    const char *row = (const char *) w->data + (size_t) r * wrow;
+    uint8_t *group = packed + (size_t) (r / GROUP) * gb;
+    for (int u = 0; u < units; u++)
+      pack_one (w->type, row + (size_t) u * unit_stored, r % GROUP, group + (size_t) u * unit_packed);
+  }
+  return packed;
+}
+
+#ifdef DFL_PACKED_SIMD
+#define VNNI __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
+
+/* Rows whose F32 lanes a pass over the group's weights holds (the rows
+ * beyond take another pass, reading the group again from the cache). */
+#define ROWS 16
+
+/* four int8 broadcast to every lane: one vpbroadcastd from memory (a load,
+ * where going through a general register would take a shuffle port) */
+typedef int32_t __attribute__ ((may_alias, aligned (1))) unaligned_i32;
+
+VNNI static inline __m512i
+bcast4 (const int8_t *q)
+{
+  return _mm512_set1_epi32 (*(const unaligned_i32 *) q);
+}
+
+/* Σ over chunks [c0, c1) of w[c] · q[4c …], with two chains so that each
+ * dpbusd need not wait for the one before */
+VNNI static inline __m512i
+dot_chunks (const __m512i *w, const int8_t *q, int c0, int c1)
+{
+  __m512i a = _mm512_setzero_si512 (), b = _mm512_setzero_si512 ();
+  for (int c = c0; c < c1; c += 2) {
+    a = _mm512_dpbusd_epi32 (a, w[c], bcast4 (q + 4 * c));
+    b = _mm512_dpbusd_epi32 (b, w[c + 1], bcast4 (q + 4 * c + 4));
+  }
+  return _mm512_add_epi32 (a, b);
+}
+
+VNNI static inline __m512
+load_f16x16 (const uint8_t *p)
+{
+  return _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) p));
+}
+
+/* lanes_sum's tree (quant-matmul.c) over eight vectors of lanes */
+VNNI static inline __m512
+lanes_tree (const __m512 l[8])
+{
+  __m512 a0 = _mm512_add_ps (l[0], l[4]), a1 = _mm512_add_ps (l[1], l[5]);
+  __m512 a2 = _mm512_add_ps (l[2], l[6]), a3 = _mm512_add_ps (l[3], l[7]);
+  return _mm512_add_ps (_mm512_add_ps (a0, a2), _mm512_add_ps (a1, a3));
+}
+
+/* One group of 16 outputs for rows [r0, r0 + nr), nr ≤ ROWS. Inlined with
+ * nr = 1 as a constant so that a decode step keeps its lanes in registers. */
+VNNI static inline __attribute__ ((always_inline)) void
+group_rows (DflDtype type, const uint8_t *g, const DflQuantRows *a, int r0, int nr,
+            __mmask16 keep, float *y, int ldy, int accumulate)
+{
+  const int k = a->k, nb = k / 32;
+  const __m512i low4 = _mm512_set1_epi8 (0x0f);
+  __m512 lane[ROWS][8];
+
+  for (int i = 0; i < nr; i++)
+    for (int j = 0; j < 8; j++)
+      lane[i][j] = _mm512_setzero_ps ();
+
+  if (type == DFL_DTYPE_Q8_0 || type == DFL_DTYPE_Q4_0) {
+    const int q8 = type == DFL_DTYPE_Q8_0;
+    const int unit = q8 ? Q8_0_BYTES : Q4_0_BYTES;
+    /* Q8_0's weights carry +128, Q4_0's nibbles +8: Σq times it comes off */
+    const int32_t offset = q8 ? 128 : 8;
+    for (int b = 0; b < nb; b++) {
+      const uint8_t *blk = g + (size_t) b * unit, *qs = blk + 2 * GROUP;
+      __m512 dw = load_f16x16 (blk);
+      __m512i w[8];
+      if (q8) {
+        for (int c = 0; c < 8; c++)
+          w[c] = _mm512_loadu_si512 (qs + CHUNKS * c);
+      } else {
+        for (int c = 0; c < 4; c++) {
+          __m512i v = _mm512_loadu_si512 (qs + CHUNKS * c);
+          w[c] = _mm512_and_si512 (v, low4);
+          w[c + 4] = _mm512_and_si512 (_mm512_srli_epi16 (v, 4), low4);
+        }
+      }
+      for (int i = 0; i < nr; i++) {
+        size_t r = (size_t) (r0 + i), at = r * nb + b;
+        __m512i isum = dot_chunks (w, a->q + r * k + 32 * b, 0, 8);
+        isum = _mm512_sub_epi32 (isum, _mm512_set1_epi32 (offset * a->s32[at]));
+        lane[i][b & 7] = _mm512_fmadd_ps (_mm512_mul_ps (dw, _mm512_set1_ps (a->d[at])),
+                                          _mm512_cvtepi32_ps (isum), lane[i][b & 7]);
+      }
+    }
+  } else {
+    for (int s = 0; s < nb / 8; s++) {
+      const uint8_t *sb = g + (size_t) s * Q4_K_BYTES, *nib = sb + 4 * GROUP + 16 * GROUP;
+      __m512 dd = load_f16x16 (sb), dmin = load_f16x16 (sb + 2 * GROUP);
+      for (int j = 0; j < 8; j++) {
+        const uint8_t *pair = nib + 8 * CHUNKS * (j / 2);
+        __m512i sc = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) (sb + 4 * GROUP
+                                                                                  + GROUP * j)));
+        __m512i m = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) (sb + 12 * GROUP
+                                                                                 + GROUP * j)));
+        __m512i w[8];
+        for (int c = 0; c < 8; c++) {
+          __m512i v = _mm512_loadu_si512 (pair + CHUNKS * c);
+          w[c] = _mm512_and_si512 (j & 1 ? _mm512_srli_epi16 (v, 4) : v, low4);
+        }
+        for (int i = 0; i < nr; i++) {
+          size_t r = (size_t) (r0 + i), at = r * nb + 8 * s + j;
+          __m512i isum = dot_chunks (w, a->q + r * k + 32 * (8 * s + j), 0, 8);
+          __m512 p = _mm512_mul_ps (dmin, _mm512_cvtepi32_ps (
+                                              _mm512_mullo_epi32 (m, _mm512_set1_epi32 (a->s32[at]))));
+          __m512 in = _mm512_fmsub_ps (dd, _mm512_cvtepi32_ps (_mm512_mullo_epi32 (sc, isum)), p);
+          lane[i][j] = _mm512_fmadd_ps (_mm512_set1_ps (a->d[at]), in, lane[i][j]);
+        }
+      }
+    }
+  }
+
+  for (int i = 0; i < nr; i++) {
+    float *yr = y + (size_t) (r0 + i) * ldy;
+    __m512 v = lanes_tree (lane[i]);
+    if (accumulate)
+      v = _mm512_add_ps (_mm512_maskz_loadu_ps (keep, yr), v);
+    _mm512_mask_storeu_ps (yr, keep, v);
+  }
+}
+
+VNNI static inline __attribute__ ((always_inline)) void
+group_type (DflDtype type, const uint8_t *g, const DflQuantRows *a, int rows, __mmask16 keep,
+            float *y, int ldy, int accumulate)
+{
+  if (rows == 1) {
+    group_rows (type, g, a, 0, 1, keep, y, ldy, accumulate);
+    return;
+  }
+  for (int r0 = 0; r0 < rows; r0 += ROWS)
+    group_rows (type, g, a, r0, rows - r0 < ROWS ? rows - r0 : ROWS, keep, y, ldy, accumulate);
+}
+
+VNNI void
+dfl_quant_packed_outputs (const DflWeights *w, const DflQuantRows *a, int rows, int o0, int o1,
+                          float *y, int ldy, int accumulate)
+{
+  size_t gb = group_bytes (w->type, w->cols);
+
+  for (int o = o0; o < o1; o += GROUP) {
+    const uint8_t *g = (const uint8_t *) w->packed + (size_t) (o / GROUP) * gb;
+    int n = o1 - o < GROUP ? o1 - o : GROUP;
+    __mmask16 keep = (__mmask16) ((1u << n) - 1);
+    /* one call per type, so each is compiled with its type constant */
+    switch (w->type) {
+      case DFL_DTYPE_Q8_0:
+        group_type (DFL_DTYPE_Q8_0, g, a, rows, keep, y + o, ldy, accumulate);
+        break;
+      case DFL_DTYPE_Q4_0:
+        group_type (DFL_DTYPE_Q4_0, g, a, rows, keep, y + o, ldy, accumulate);
+        break;
+      default:
+        group_type (DFL_DTYPE_Q4_K, g, a, rows, keep, y + o, ldy, accumulate);
+        break;
+    }
+  }
+}
+
+#else
+
+void
+dfl_quant_packed_outputs (const DflWeights *w, const DflQuantRows *a, int rows, int o0, int o1,
+                          float *y, int ldy, int accumulate)
+{
+  /* dfl_quant_pack makes no packed copy where there is no VNNI */
+  (void) w, (void) a, (void) rows, (void) o0, (void) o1, (void) y, (void) ldy, (void) accumulate;
+}
+
+#endif

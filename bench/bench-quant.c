@@ -107,7 +107,7 @@ mat_make (Mat *m, DflDtype type, gboolean packed, int in, int out, size_t set_mi
   for (int c = 0; c < m->copies; c++) {
     m->w[c] = (DflWeights) { m->data + m->bytes * c, type, out, in };
     if (packed && !(m->w[c].packed = dfl_quant_pack (&m->w[c])))
-      g_error ("bench-quant: %s: no packed layout on this CPU (it needs AVX-512 VNNI)",
+      g_error ("bench-quant: %s: no packed layout on this CPU (it needs AVX2)",
                dfl_dtype_name (type));
   }
   m->packed = packed;
@@ -237,8 +237,7 @@ main (int argc, char **argv)
   GOptionEntry entries[] = {
     { "types", 0, 0, G_OPTION_ARG_STRING, &types_s,
       "Weight types, a quantized one as TYPE/packed for dfl_quant_pack's layout (default "
-      "f32,bf16,q8_0,q4_0,q4_k,q6_k and q8_0, q4_0, q4_k /packed where the CPU has AVX-512 "
-      "VNNI)",
+      "f32,bf16,q8_0,q4_0,q4_k,q6_k and q8_0, q4_0, q4_k /packed where the CPU has AVX2)",
       "LIST" },
     { "shapes", 0, 0, G_OPTION_ARG_STRING, &shapes_s,
       "INxOUT shapes (default 4096x4096,1024x151936)", "LIST" },
@@ -263,8 +262,8 @@ main (int argc, char **argv)
   guint64 *probe;
   size_t probe_bytes;
 
-  /* without VNNI the default is the stored types alone */
-  if (!dfl_quant_has_vnni ()) {
+  /* without AVX2 the default is the stored types alone */
+  if (!dfl_kernels_cpu_has (DFL_KERNELS_AVX2)) {
     int n = 0;
     for (int t = 0; t < n_types; t++)
       if (!packed[t])
@@ -282,9 +281,9 @@ main (int argc, char **argv)
     n_types = 0;
     for (int i = 0; parts[i]; i++)
       if (n_types == MAX_TYPES || !parse_type (parts[i], &types[n_types], &packed[n_types])
-          || (packed[n_types++] && !dfl_quant_has_vnni ())) {
+          || (packed[n_types++] && !dfl_kernels_cpu_has (DFL_KERNELS_AVX2))) {
         fprintf (stderr, "bench-quant: --types \"%s\": not a list of f32, f16, bf16, q8_0, "
-                 "q4_0, q4_k, q6_k (q8_0, q4_0, q4_k also /packed where the CPU has AVX-512 VNNI)\n",
+                 "q4_0, q4_k, q6_k (q8_0, q4_0, q4_k also /packed where the CPU has AVX2)\n",
                  types_s);
         return 2;
       }

@@ -71,6 +71,8 @@ typedef enum {
  * time whole programs on each; one the CPU lacks is reported on stderr and
  * the fastest used). */
 int dfl_kernels_set_isa (DflKernelsIsa isa);
+/* Whether this CPU (and OS) runs `isa`'s paths (BEST: always). */
+int dfl_kernels_cpu_has (DflKernelsIsa isa);
 /* The instruction set the paths in use now need (BEST resolved). */
 DflKernelsIsa dfl_kernels_isa (void);
 const char *dfl_kernels_isa_name (DflKernelsIsa isa);
@@ -82,13 +84,14 @@ const char *dfl_kernels_isa_name (DflKernelsIsa isa);
  * n_out > its rows, or the activations' buffer cannot be had. */
 int dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy,
                   int n_out, int accumulate);
-/* A copy of quantized weights laid out for AVX-512 VNNI's products
+/* A copy of quantized weights laid out for the SIMD paths' products
  * (quant-packed.c: the blocks of 16 outputs side by side, so that a decode
  * step reads them at about the memory's rate), for w->packed; free() it.
  * About the stored bytes (Q4_K's 2.8% more). NULL where this CPU lacks
- * VNNI, W is not Q8_0, Q4_0 or Q4_K with whole blocks (Q6_K's stored
+ * AVX2, W is not Q8_0, Q4_0 or Q4_K with whole blocks (Q6_K's stored
  * blocks decode faster: quant-packed.c), or memory fails: dfl_matmul_q
- * then reads the stored blocks, to the same bits. */
+ * then reads the stored blocks, to the same bits; so it does on the
+ * plain-C path. */
 void *dfl_quant_pack (const DflWeights *w);
 size_t dfl_quant_packed_bytes (DflDtype type, int rows, int cols);
 /* Whether this CPU (and OS) runs AVX-512 VNNI: the path DFL_KERNELS_AVX512

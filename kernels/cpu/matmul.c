@@ -915,6 +915,12 @@ best_isa (void)
   return isa;
 }
 
+int
+dfl_kernels_cpu_has (DflKernelsIsa isa)
+{
+  return isa == DFL_KERNELS_BEST || cpu_has (isa);
+}
+
 DflKernelsIsa
 dfl_kernels_isa (void)
 {

@@ -41,8 +41,8 @@
  * blocks' sums need no reduction per row (25% less time for 16 rows of
  * Q4_K on AVX2; the same sums, so the same bits). AVX-512 VNNI takes
  * those rows two outputs to a 512-bit vector (see its section). Where the
- * weights carry a packed copy (dfl_quant_pack) and the path is VNNI, that
- * copy is read instead, by quant-packed.c, to the same bits.
+ * weights carry a packed copy (dfl_quant_pack) and the path is AVX2's or
+ * VNNI's, that copy is read instead, by quant-packed.c, to the same bits.
  */
 #include "dfl-kernels.h"
 #include "dfl-parallel.h"
@@ -1256,7 +1256,7 @@ quant_blocks (QWork *q, int b)
 
   if (q->packed) {
     dfl_quant_packed_outputs (q->packed, &q->packed_rows, q->rows, o0, o1, q->y, q->ldy,
-                              q->accumulate);
+                              q->accumulate, q->path == QPATH_VNNI);
     return;
   }
   switch (q->path) {
@@ -1298,8 +1298,8 @@ dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, 
               int n_out, int accumulate)
 {
   size_t wrow = dfl_dtype_row_bytes (w->type, w->cols);
-  /* the packed layout's products are AVX-512 VNNI's */
-  int packed = w->packed && quant_path () == QPATH_VNNI;
+  /* the packed layout's products are the SIMD paths' */
+  int packed = w->packed && quant_path () != QPATH_GENERIC;
   int n_blocks, threads;
   QAct a;
   QWork q;

@@ -1,5 +1,5 @@
-/* gst-dflash — block-quantized matrices laid out again at load for AVX-512
- * VNNI, and their products.
+/* gst-dflash — block-quantized matrices laid out again at load for the
+ * SIMD paths (AVX2, AVX-512 VNNI), and their products.
  *
  * Why: GGUF stores a matrix row by row, each row's blocks in turn. Read in
  * place, every block gives one output's integer sum spread over the lanes
@@ -7,10 +7,10 @@
  * decode step) those reductions and the unpacking cost about twice the
  * time it takes to read the weights. Laid out with the blocks of 16
  * outputs side by side, four bytes of each output to a 32-bit lane, one
- * dpbusd multiplies four inputs (broadcast) by four weights of each of 16
- * outputs: a block's 16 integer sums come out one to a lane, with nothing
- * to reduce, and its F32 step runs once for 16 outputs. llama.cpp repacks
- * for the same reason.
+ * dpbusd (AVX2: maddubs, then madd) multiplies four inputs (broadcast) by
+ * four weights of each of 16 (AVX2: 8) outputs: a block's integer sums
+ * come out one to a lane, with nothing to reduce, and its F32 step runs
+ * once for all those outputs. llama.cpp repacks for the same reason.
  *
  * The numbers are those of quant-matmul.c, bitwise: the same integer sum of
  * each block (exact however it is formed), the same F32 operations on it in
@@ -33,11 +33,14 @@
  * Q8_0's and Q4_0's packed bytes equal their stored bytes for whole
  * groups; Q4_K's scales widen from 12 bytes a block to 32 (2.8% more).
  *
- * Q6_K is not packed: its six-bit values take two loads, four shifts and
- * masks and an or a vector to put back together, and on one row that cost
- * more than the reductions it saved (1.7× the read floor, against 1.2–1.4×
- * for its stored blocks: bench-quant, 2 cores, AVX-512 VNNI); its stored
- * blocks are read as before.
+ * Q6_K is not packed: its six-bit values take two loads and four to five
+ * shifts, masks and ors a vector to put back together, and on one row
+ * that costs about what the reductions it saves do. Measured (bench-quant,
+ * 2 cores, one row): with AVX-512 VNNI 1.7× the read floor packed against
+ * 1.2–1.4× for the stored blocks; with AVX2 (nibbles and high bits in
+ * chunk vectors, the half-blocks' scales applied by madd) 0.17–0.19 ms
+ * against 0.14–0.16 ms stored for 1024 → 3072, both about twice the
+ * floor. Its stored blocks are read as before.
  */
 #include "quant-packed.h"
 #include "quant-layout.h"
@@ -144,7 +147,7 @@ dfl_quant_pack (const DflWeights *w)
   size_t unit_stored = dfl_dtype_block_bytes (w->type);
   uint8_t *packed;
 
-  if (!dfl_quant_has_vnni () || bytes == 0)
+  if (!dfl_kernels_cpu_has (DFL_KERNELS_AVX2) || bytes == 0)
     return NULL;
   if (!(packed = aligned_alloc (64, (bytes + 63) & ~(size_t) 63)))
     return NULL;
@@ -293,9 +296,9 @@ group_type (DflDtype type, const uint8_t *g, const DflQuantRows *a, int rows, __
     group_rows (type, g, a, r0, rows - r0 < ROWS ? rows - r0 : ROWS, keep, y, ldy, accumulate);
 }
 
-VNNI void
-dfl_quant_packed_outputs (const DflWeights *w, const DflQuantRows *a, int rows, int o0, int o1,
-                          float *y, int ldy, int accumulate)
+VNNI static void
+packed_outputs_vnni (const DflWeights *w, const DflQuantRows *a, int rows, int o0, int o1,
+                     float *y, int ldy, int accumulate)
 {
   size_t gb = group_bytes (w->type, w->cols);
 
@@ -318,14 +321,222 @@ dfl_quant_packed_outputs (const DflWeights *w, const DflQuantRows *a, int rows, 
   }
 }
 
+/* ---- AVX2 over the same layout -------------------------------------------
+ *
+ * A chunk vector's 64 bytes are two of AVX2's vectors, outputs 0-7 and
+ * 8-15 of the group ("halves"). maddubs multiplies the unsigned weights
+ * by four activations (broadcast) into each output's two int16 pair sums;
+ * madd against ones then gives each output's int32. Nibbles (Q4_0, Q4_K)
+ * are at most 15, so an int16 lane can add the pair sums of a whole block
+ * of 32 inputs (16 products, at most 16 · 15 · 127 = 30480) before one
+ * madd: the sums stay exact. Q8_0's weights are signed, and 255 · 127
+ * twice would not fit an int16, so as on the stored path their signs go
+ * onto the activations (|w| · sign(x, w), at most 2 · 128 · 127 per pair)
+ * and each chunk takes its own madd.
+ */
+#define AVX2 __attribute__ ((target ("avx2,fma,f16c")))
+
+AVX2 static inline __m256i
+bcast4_avx2 (const int8_t *q)
+{
+  return _mm256_set1_epi32 (*(const unaligned_i32 *) q);
+}
+
+/* a block's int32 sums of the unsigned nibbles w[0 … 7] (chunk c: inputs
+ * 4c … 4c + 3) times q[0 … 31]; two chains of int16 additions */
+AVX2 static inline __m256i
+dot_nibbles_avx2 (const __m256i w[8], const int8_t *q)
+{
+  __m256i a = _mm256_maddubs_epi16 (w[0], bcast4_avx2 (q));
+  __m256i b = _mm256_maddubs_epi16 (w[1], bcast4_avx2 (q + 4));
+  for (int c = 2; c < 8; c += 2) {
+    a = _mm256_add_epi16 (a, _mm256_maddubs_epi16 (w[c], bcast4_avx2 (q + 4 * c)));
+    b = _mm256_add_epi16 (b, _mm256_maddubs_epi16 (w[c + 1], bcast4_avx2 (q + 4 * c + 4)));
+  }
+  return _mm256_madd_epi16 (_mm256_add_epi16 (a, b), _mm256_set1_epi16 (1));
+}
+
+/* the same for Q8_0: |w| in wabs, the signed weights in wsgn */
+AVX2 static inline __m256i
+dot_q8_avx2 (const __m256i wabs[8], const __m256i wsgn[8], const int8_t *q)
+{
+  const __m256i ones = _mm256_set1_epi16 (1);
+  __m256i a = _mm256_setzero_si256 (), b = _mm256_setzero_si256 ();
+  for (int c = 0; c < 8; c += 2) {
+    __m256i x0 = _mm256_sign_epi8 (bcast4_avx2 (q + 4 * c), wsgn[c]);
+    __m256i x1 = _mm256_sign_epi8 (bcast4_avx2 (q + 4 * c + 4), wsgn[c + 1]);
+    a = _mm256_add_epi32 (a, _mm256_madd_epi16 (_mm256_maddubs_epi16 (wabs[c], x0), ones));
+    b = _mm256_add_epi32 (b, _mm256_madd_epi16 (_mm256_maddubs_epi16 (wabs[c + 1], x1), ones));
+  }
+  return _mm256_add_epi32 (a, b);
+}
+
+AVX2 static inline __m256
+load_f16x8 (const uint8_t *p)
+{
+  return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) p));
+}
+
+AVX2 static inline __m256i
+load_u8x8 (const uint8_t *p)
+{
+  return _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) p));
+}
+
+AVX2 static inline __m256
+lanes_tree_avx2 (const __m256 l[8])
+{
+  __m256 a0 = _mm256_add_ps (l[0], l[4]), a1 = _mm256_add_ps (l[1], l[5]);
+  __m256 a2 = _mm256_add_ps (l[2], l[6]), a3 = _mm256_add_ps (l[3], l[7]);
+  return _mm256_add_ps (_mm256_add_ps (a0, a2), _mm256_add_ps (a1, a3));
+}
+
+/* One group of 16 outputs, n of them kept, for rows [r0, r0 + nr), nr ≤
+ * ROWS: both halves in the same pass over the group's bytes, so that a
+ * decode step reads each cache line once. */
+AVX2 static inline __attribute__ ((always_inline)) void
+group_rows_avx2 (DflDtype type, const uint8_t *g, const DflQuantRows *a, int r0, int nr, int n,
+                 float *y, int ldy, int accumulate)
+{
+  const int k = a->k, nb = k / 32;
+  const __m256i low4 = _mm256_set1_epi8 (0x0f);
+  __m256 lane[ROWS][2][8];
+
+  for (int i = 0; i < nr; i++)
+    for (int h = 0; h < 2; h++)
+      for (int j = 0; j < 8; j++)
+        lane[i][h][j] = _mm256_setzero_ps ();
+
+  if (type == DFL_DTYPE_Q8_0 || type == DFL_DTYPE_Q4_0) {
+    const int q8 = type == DFL_DTYPE_Q8_0;
+    const int unit = q8 ? Q8_0_BYTES : Q4_0_BYTES;
+    for (int b = 0; b < nb; b++) {
+      const uint8_t *blk = g + (size_t) b * unit, *qs = blk + 2 * GROUP;
+      for (int h = 0; h < 2; h++) {
+        __m256 dw = load_f16x8 (blk + 16 * h);
+        __m256i w[8], ws[8];
+        if (q8) {
+          /* the packed bytes are w + 128: back to signed, then |w| */
+          for (int c = 0; c < 8; c++) {
+            ws[c] = _mm256_xor_si256 (_mm256_loadu_si256 ((const __m256i *) (qs + CHUNKS * c
+                                                                               + 32 * h)),
+                                      _mm256_set1_epi8 ((char) 0x80));
+            w[c] = _mm256_abs_epi8 (ws[c]);
+          }
+        } else {
+          for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256 ((const __m256i *) (qs + CHUNKS * c + 32 * h));
+            w[c] = _mm256_and_si256 (v, low4);
+            w[c + 4] = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), low4);
+          }
+        }
+        for (int i = 0; i < nr; i++) {
+          size_t r = (size_t) (r0 + i), at = r * nb + b;
+          const int8_t *q = a->q + r * k + 32 * b;
+          /* Q4_0's nibbles carry +8: 8 · Σq comes off */
+          __m256i isum = q8 ? dot_q8_avx2 (w, ws, q)
+                            : _mm256_sub_epi32 (dot_nibbles_avx2 (w, q),
+                                                _mm256_set1_epi32 (8 * a->s32[at]));
+          lane[i][h][b & 7] = _mm256_fmadd_ps (_mm256_mul_ps (dw, _mm256_set1_ps (a->d[at])),
+                                               _mm256_cvtepi32_ps (isum), lane[i][h][b & 7]);
+        }
+      }
+    }
+  } else {
+    for (int s = 0; s < nb / 8; s++) {
+      const uint8_t *sb = g + (size_t) s * Q4_K_BYTES, *nib = sb + 4 * GROUP + 16 * GROUP;
+      for (int j = 0; j < 8; j++) {
+        const uint8_t *pair = nib + 8 * CHUNKS * (j / 2);
+        for (int h = 0; h < 2; h++) {
+          __m256 dd = load_f16x8 (sb + 16 * h), dmin = load_f16x8 (sb + 2 * GROUP + 16 * h);
+          __m256i sc = load_u8x8 (sb + 4 * GROUP + GROUP * j + 8 * h);
+          __m256i m = load_u8x8 (sb + 12 * GROUP + GROUP * j + 8 * h);
+          __m256i w[8];
+          for (int c = 0; c < 8; c++) {
+            __m256i v = _mm256_loadu_si256 ((const __m256i *) (pair + CHUNKS * c + 32 * h));
+            w[c] = _mm256_and_si256 (j & 1 ? _mm256_srli_epi16 (v, 4) : v, low4);
+          }
+          for (int i = 0; i < nr; i++) {
+            size_t r = (size_t) (r0 + i), at = r * nb + 8 * s + j;
+            __m256i isum = dot_nibbles_avx2 (w, a->q + r * k + 32 * (8 * s + j));
+            __m256 p = _mm256_mul_ps (dmin, _mm256_cvtepi32_ps (
+                                                _mm256_mullo_epi32 (m, _mm256_set1_epi32 (a->s32[at]))));
+            __m256 in = _mm256_fmsub_ps (dd, _mm256_cvtepi32_ps (_mm256_mullo_epi32 (sc, isum)), p);
+            lane[i][h][j] = _mm256_fmadd_ps (_mm256_set1_ps (a->d[at]), in, lane[i][h][j]);
+          }
+        }
+      }
+    }
+  }
+
+  for (int i = 0; i < nr; i++) {
+    float *yr = y + (size_t) (r0 + i) * ldy;
+    for (int h = 0; h < 2 && 8 * h < n; h++) {
+      /* outputs 8h + t, t < n − 8h, are written */
+      __m256i keep = _mm256_cmpgt_epi32 (_mm256_set1_epi32 (n - 8 * h),
+                                         _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7));
+      __m256 v = lanes_tree_avx2 (lane[i][h]);
+      if (accumulate)
+        v = _mm256_add_ps (_mm256_maskload_ps (yr + 8 * h, keep), v);
+      _mm256_maskstore_ps (yr + 8 * h, keep, v);
+    }
+  }
+}
+
+AVX2 static inline __attribute__ ((always_inline)) void
+group_type_avx2 (DflDtype type, const uint8_t *g, const DflQuantRows *a, int rows, int n,
+                 float *y, int ldy, int accumulate)
+{
+  if (rows == 1) {
+    group_rows_avx2 (type, g, a, 0, 1, n, y, ldy, accumulate);
+    return;
+  }
+  for (int r0 = 0; r0 < rows; r0 += ROWS)
+    group_rows_avx2 (type, g, a, r0, rows - r0 < ROWS ? rows - r0 : ROWS, n, y, ldy, accumulate);
+}
+
+AVX2 static void
+packed_outputs_avx2 (const DflWeights *w, const DflQuantRows *a, int rows, int o0, int o1,
+                     float *y, int ldy, int accumulate)
+{
+  size_t gb = group_bytes (w->type, w->cols);
+
+  for (int o = o0; o < o1; o += GROUP) {
+    const uint8_t *g = (const uint8_t *) w->packed + (size_t) (o / GROUP) * gb;
+    int n = o1 - o < GROUP ? o1 - o : GROUP;
+    switch (w->type) {
+      case DFL_DTYPE_Q8_0:
+        group_type_avx2 (DFL_DTYPE_Q8_0, g, a, rows, n, y + o, ldy, accumulate);
+        break;
+      case DFL_DTYPE_Q4_0:
+        group_type_avx2 (DFL_DTYPE_Q4_0, g, a, rows, n, y + o, ldy, accumulate);
+        break;
+      default:
+        group_type_avx2 (DFL_DTYPE_Q4_K, g, a, rows, n, y + o, ldy, accumulate);
+        break;
+    }
+  }
+}
+
+void
+dfl_quant_packed_outputs (const DflWeights *w, const DflQuantRows *a, int rows, int o0, int o1,
+                          float *y, int ldy, int accumulate, int vnni)
+{
+  if (vnni)
+    packed_outputs_vnni (w, a, rows, o0, o1, y, ldy, accumulate);
+  else
+    packed_outputs_avx2 (w, a, rows, o0, o1, y, ldy, accumulate);
+}
+
 #else
 
 void
 dfl_quant_packed_outputs (const DflWeights *w, const DflQuantRows *a, int rows, int o0, int o1,
-                          float *y, int ldy, int accumulate)
+                          float *y, int ldy, int accumulate, int vnni)
 {
-  /* dfl_quant_pack makes no packed copy where there is no VNNI */
+  /* dfl_quant_pack makes no packed copy off x86 */
   (void) w, (void) a, (void) rows, (void) o0, (void) o1, (void) y, (void) ldy, (void) accumulate;
+  (void) vnni;
 }
 
 #endif

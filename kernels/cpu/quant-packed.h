@@ -26,10 +26,11 @@ typedef struct {
 } DflQuantRows;
 
 /* y[r][o] (+)= for r < rows and o0 ≤ o < o1 (o0 a multiple of
- * DFL_QPACK_GROUP) from w's packed copy, by AVX-512 VNNI: bitwise what
- * the other paths give. Only where dfl_quant_has_vnni (). */
+ * DFL_QPACK_GROUP) from w's packed copy, by AVX-512 VNNI where `vnni`
+ * (only where dfl_quant_has_vnni ()), else by AVX2: bitwise what the other
+ * paths give. */
 void dfl_quant_packed_outputs (const DflWeights *w, const DflQuantRows *a, int rows, int o0,
-                               int o1, float *y, int ldy, int accumulate);
+                               int o1, float *y, int ldy, int accumulate, int vnni);
 
 #ifdef __cplusplus
 }

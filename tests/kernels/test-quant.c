@@ -417,7 +417,7 @@ test_matmul_edge_values (void)
       g_assert_true (isfinite (ref[out + o]));
       g_assert_cmpfloat (ref[3 * out + o], ==, 0.0f);
     }
-    /* the second time with the packed copy, which the VNNI path reads */
+    /* the second time with the packed copy, which the SIMD paths read */
     for (int pk = 0; pk < 2; pk++) {
       if (pk && !(m.packed = dfl_quant_pack (&(DflWeights) { m.w, m.type, out, in })))
         break;
@@ -505,18 +505,17 @@ check_shape (DflDtype type, int rows, int out, int in, int n_out, int accumulate
       continue;
     if (paths[p] == DFL_KERNELS_AVX512 && !dfl_quant_has_vnni ())
       continue;
-    /* VNNI: from the stored blocks, then from the packed copy (the same
-     * bits) */
-    if (paths[p] == DFL_KERNELS_AVX512 && !m.packed)
-      check_path (&m, x, rows, ldx, y0, ref, y, ldy, n_out, accumulate);
-    if (paths[p] == DFL_KERNELS_AVX512) {
-      m.packed = dfl_quant_pack (&(DflWeights) { m.w, type, out, in });
-      /* every type but Q6_K is packed */
-      g_assert_true ((m.packed != NULL) == (type != DFL_DTYPE_Q6_K));
-      if (!m.packed)
-        continue;
-    }
+    /* from the stored blocks; on the SIMD paths then from the packed copy
+     * too (the same bits) */
+    g_clear_pointer (&m.packed, free);
     check_path (&m, x, rows, ldx, y0, ref, y, ldy, n_out, accumulate);
+    if (paths[p] == DFL_KERNELS_GENERIC)
+      continue;
+    m.packed = dfl_quant_pack (&(DflWeights) { m.w, type, out, in });
+    /* every type but Q6_K is packed */
+    g_assert_true ((m.packed != NULL) == (type != DFL_DTYPE_Q6_K));
+    if (m.packed)
+      check_path (&m, x, rows, ldx, y0, ref, y, ldy, n_out, accumulate);
   }
   omp_set_num_threads (threads);
   dfl_kernels_set_isa (DFL_KERNELS_BEST);

@@ -54,11 +54,12 @@ weights_of (const DflStoredTensor *tensor, DflWeights *w)
   w->type = tensor->dtype;
   w->rows = tensor->shape[0];
   w->cols = tensor->shape[1];
-  /* block-quantized: a copy laid out for AVX-512 VNNI where the CPU has it
-   * (NULL for the other types, or without VNNI), which a decode step reads
-   * at about the memory's rate where the file's blocks, read in place,
-   * cost half as much again (kernels/cpu/quant-packed.c); memory for it
-   * failing leaves the stored blocks, read to the same bits */
+  /* block-quantized: a copy laid out for the SIMD products (AVX2 and
+   * AVX-512 VNNI) where the CPU has AVX2 (NULL for Q6_K and the float
+   * types, or without AVX2), which a decode step reads at about the
+   * memory's rate where the file's blocks, read in place, cost 1.2 to 2
+   * times as much (kernels/cpu/quant-packed.c); memory for it failing
+   * leaves the stored blocks, read to the same bits */
   w->packed = dfl_quant_pack (w);
 }
 

@@ -7,6 +7,7 @@ process that loads the pair, on the held-out prompts, by route:
                  bench/tuning-prompts.txt (as the runs before it would)
   default-fresh  route cost with no figures kept (--route-figures none)
   chain          prompt lookup alone (--route chain)
+  block          the DFlash block alone (--route block)
   no-draft       the target alone
 
 The modes alternate prompt by prompt, --rounds times, and every output must
@@ -15,6 +16,10 @@ load and prefill included) and each against no-draft and chain, all from
 this one run.
 
   python3 bench/cold-routes.py [BUILD_DIR] [--prompts N] [--rounds R] [--teach N]
+                               [--target DIR|FILE.gguf] [--modes default,chain,...]
+
+(--modes: default-fresh, default, chain and no-draft unless named; no-draft
+is always run, as the outputs' reference.)
 """
 import argparse
 import json
@@ -31,34 +36,43 @@ ap.add_argument("--prompts", type=int, default=8)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--teach", type=int, default=12)
 ap.add_argument("--max-new", type=int, default=128)
+ap.add_argument("--target", help="a target other than the default pair's (its drafter beside it)")
+ap.add_argument("--modes", default="default,default-fresh,chain,no-draft")
 a = ap.parse_args()
 dflash = os.path.join(a.build, "tools", "dflash")
 held = [l.rstrip("\n") for l in open(os.path.join(here, "heldout-prompts.txt")) if l.strip()]
 tune = [l.rstrip("\n") for l in open(os.path.join(here, "tuning-prompts.txt")) if l.strip()]
 cache = tempfile.mkdtemp(prefix="dflash-cold-")
 env = dict(os.environ, XDG_CACHE_HOME=cache)
-modes = {
+known = {
     "default": [],
     "default-fresh": ["--route-figures", "none"],
     "chain": ["--route", "chain"],
+    "block": ["--route", "block"],
     "no-draft": ["--no-draft"],
 }
+wanted = [m for m in a.modes.split(",") if m]
+for m in wanted:
+    if m not in known:
+        sys.exit(f"--modes: {m!r} is not one of {', '.join(known)}")
+modes = {m: known[m] for m in known if m in wanted or m == "no-draft"}
+target = ["--target", a.target] if a.target else []
 
 
 def generate(prompt, extra):
     t0 = time.monotonic()
-    p = subprocess.run([dflash, "generate", "--prompt", prompt, "--max-new", str(a.max_new),
-                        "--json", *extra], capture_output=True, text=True, env=env)
+    p = subprocess.run([dflash, "generate", *target, "--prompt", prompt, "--max-new",
+                        str(a.max_new), "--json", *extra], capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         sys.exit(f"dflash generate {' '.join(extra)} on {prompt!r}: {p.stderr.strip()}")
     return json.loads(p.stdout), wall
 
 
-for i, prompt in enumerate(tune[:a.teach]):
+for i, prompt in enumerate(tune[:a.teach] if "default" in modes else []):
     print(f"\rteaching the figures: {i + 1}/{a.teach}", end="", file=sys.stderr, flush=True)
     generate(prompt, [])
-print(file=sys.stderr)
+print(file=sys.stderr) if "default" in modes else None
 tokens = {m: 0 for m in modes}
 wall = {m: 0.0 for m in modes}
 blocks = {m: 0 for m in modes}
@@ -85,6 +99,9 @@ print(f"{total} cold runs a mode ({a.prompts} held-out prompts x {a.rounds}, {a.
       f"tokens), outputs identical; tokens/s with load and prefill")
 for m in modes:
     rate = tokens[m] / wall[m]
+    vs_chain = (f"   x chain {rate / (tokens['chain'] / wall['chain']):.2f}" if "chain" in modes
+                else "")
     print(f"  {m:14s} {rate:7.1f}   x no-draft {rate / (tokens['no-draft'] / wall['no-draft']):.2f}"
-          f"   x chain {rate / (tokens['chain'] / wall['chain']):.2f}   block rounds {blocks[m]}")
-print(f"  default ran prompt lookup alone in {alone} of {total} runs")
+          f"{vs_chain}   block rounds {blocks[m]}")
+if "default" in modes:
+    print(f"  default ran prompt lookup alone in {alone} of {total} runs")

@@ -279,22 +279,30 @@ attention_work (void *data, int slot)
   float *sc = malloc (sizeof (float) * (a->most_seen > 0 ? a->most_seen : 1));
 
   (void) slot;
-  /* a piece is one row of one head (the rows of a head one after another,
-   * so its keys stay in cache): many small pieces keep the threads even */
-  while ((i = atomic_fetch_add_explicit (&a->next, 1, memory_order_relaxed)) < a->heads * a->rows) {
-    int h = i / a->rows, r = i % a->rows, g = h / rep;
-    const float *qr = a->q + ((size_t) r * a->heads + h) * head_dim;
-    float *o = a->out + ((size_t) r * a->heads + h) * head_dim;
+  /* a piece is one row of one group of heads that share their keys (the
+   * rows of a group one after another, so its keys stay in cache): the
+   * group's heads read the keys and values once from memory, the second
+   * head on from the cache (one row over 380 keys, 16 heads in 8 groups,
+   * two AVX2 threads: 124-156 µs a call against 158-194 with a piece a
+   * head; about even at 1500 keys, which the cache no longer holds); many
+   * small pieces keep the threads even */
+  while ((i = atomic_fetch_add_explicit (&a->next, 1, memory_order_relaxed))
+         < a->kv_heads * a->rows) {
+    int g = i / a->rows, r = i % a->rows;
     int from = a->lo ? a->lo[r] : 0, seen = a->lo ? a->hi[r] - from : a->pos0 + r + 1;
     size_t first = (size_t) from * kstride + (size_t) g * head_dim;
     const float *k = a->row_k ? a->row_k[r] : a->k, *v = a->row_v ? a->row_v[r] : a->v;
-    if (seen <= 0) {
-      memset (o, 0, sizeof (float) * head_dim);
-      continue;
+    for (int h = g * rep; h < (g + 1) * rep; h++) {
+      const float *qr = a->q + ((size_t) r * a->heads + h) * head_dim;
+      float *o = a->out + ((size_t) r * a->heads + h) * head_dim;
+      if (seen <= 0) {
+        memset (o, 0, sizeof (float) * head_dim);
+        continue;
+      }
+      a->scores (qr, k + first, kstride, seen, head_dim, a->scale, sc);
+      a->weights (sc, seen);
+      a->weigh (o, sc, v + first, kstride, seen, head_dim);
     }
-    a->scores (qr, k + first, kstride, seen, head_dim, a->scale, sc);
-    a->weights (sc, seen);
-    a->weigh (o, sc, v + first, kstride, seen, head_dim);
   }
   free (sc);
 }
@@ -318,8 +326,8 @@ attention_run (Attention *a, size_t work)
   }
 #endif
 
-  /* heads and rows are independent: the threads take them a row of a head
-   * at a time */
+  /* heads and rows are independent: the threads take them a row of a
+   * group of heads at a time */
   atomic_init (&a->next, 0);
   dfl_parallel_run (work > 4096 ? dfl_parallel_threads () : 1, attention_work, a);
 }

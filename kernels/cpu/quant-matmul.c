@@ -763,12 +763,16 @@ dot4_vnni (__m256i u8, __m256i s8)
           lanes[i] = _mm256_setzero_ps ();                                             \
         for (int b = 0; b < nb8; b += 8) {                                             \
           Unpacked u;                                                                  \
-          /* the next output's same bytes, a row ahead: the rows of a block  \
-           * of outputs follow one another, and a row alone is bound by       \
-           * reading them */                                                          \
-          if (o + 1 < o1)                                                              \
-            for (size_t l = 0; l < chunk; l += 64)                                     \
-              _mm_prefetch (wo + wrow + chunk * (size_t) (b / 8) + l, _MM_HINT_T0);    \
+          /* the same bytes two outputs on, asked of the memory ahead: the    \
+           * rows of outputs follow one another (a thread's span runs on past \
+           * o1; past the matrix a prefetch fetches nothing), and a row alone \
+           * is bound by reading them. One output on, and not past o1, one    \
+           * row of Q6_K 1024 → 3072 took 0.110–0.117 ms on two AVX2 cores;   \
+           * two on, 0.093–0.099. The address is formed as an integer: it   \
+           * may lie past the matrix. */                                      \
+          for (size_t l = 0; l < chunk; l += 64)                                       \
+            _mm_prefetch ((const char *) ((uintptr_t) wo + 2 * wrow                    \
+                                          + chunk * (size_t) (b / 8) + l), _MM_HINT_T0); \
           unpack_##N (type, wo, b, &u);                                                \
           ROWS_INTERLEAVED_##T (N)                                                     \
           {                                                                            \

@@ -492,10 +492,11 @@ group_rows_avx2 (DflDtype type, const uint8_t *g, const DflQuantRows *a, int r0,
            * hardware fetched too little ahead (one row of 1024 → 3072 or
            * 3072 → 1024: 0.062-0.087 ms without, 0.055-0.067 with, in 9 of
            * 10 alternating runs faster; Q4_0 and Q8_0, read in order,
-           * gained nothing) */
+           * gained nothing). The address is formed as an integer: the last
+           * super-block's lies past the copy. */
           for (int l = 0; l < Q4_K_BYTES / 16; l += 64)
-            _mm_prefetch ((const char *) sb + Q4_K_BYTES + Q4_K_BYTES / 16 * (2 * j + h) + l,
-                          _MM_HINT_T0);
+            _mm_prefetch ((const char *) ((uintptr_t) sb + Q4_K_BYTES
+                                          + Q4_K_BYTES / 16 * (2 * j + h) + l), _MM_HINT_T0);
           for (int c = 0; c < 8; c++) {
             __m256i v = _mm256_loadu_si256 ((const __m256i *) (pair + CHUNKS * c + 32 * h));
             w[c] = _mm256_and_si256 (j & 1 ? _mm256_srli_epi16 (v, 4) : v, low4);

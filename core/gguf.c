@@ -171,6 +171,23 @@ dfl_gguf_type_name (DflGgufType type)
   return (guint) type < DFL_GGUF_N_TYPES ? type_names[type] : "invalid";
 }
 
+gsize
+dfl_gguf_scalar_size (DflGgufType type)
+{
+  return (guint) type < DFL_GGUF_N_TYPES ? type_sizes[type] : 0;
+}
+
+gboolean
+dfl_gguf_type_id_of_dtype (DflDtype dtype, guint32 *id)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (tensor_types); i++)
+    if (tensor_types[i].dtype == (int) dtype) {
+      *id = tensor_types[i].id;
+      return TRUE;
+    }
+  return FALSE;
+}
+
 static gboolean
 check_type (Cursor *c, guint32 type, const char *key, const char *what, GError **error)
 {

@@ -72,6 +72,11 @@ guint64 dfl_gguf_alignment (const DflGguf *g);
 guint64 dfl_gguf_data_offset (const DflGguf *g);
 /* The "UINT32", "STRING", "ARRAY" of a type. */
 const char *dfl_gguf_type_name (DflGgufType type);
+/* Bytes of a scalar of `type` in the file (0 for STRING and ARRAY). */
+gsize dfl_gguf_scalar_size (DflGgufType type);
+/* The file's tensor type id of `dtype` (0 for F32, 12 for Q4_K, …):
+ * FALSE where GGUF has none we read. */
+gboolean dfl_gguf_type_id_of_dtype (DflDtype dtype, guint32 *id);
 
 guint dfl_gguf_n_values (const DflGguf *g);
 const DflGgufValue *dfl_gguf_nth_value (const DflGguf *g, guint i);

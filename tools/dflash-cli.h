@@ -15,6 +15,7 @@ enum { DFL_EXIT_OK = 0, DFL_EXIT_ERROR = 1, DFL_EXIT_USAGE = 2 };
 
 int dfl_cmd_generate (int argc, char **argv);
 int dfl_cmd_inspect (int argc, char **argv);
+int dfl_cmd_quantize (int argc, char **argv);
 int dfl_cmd_draft (int argc, char **argv);
 int dfl_cmd_route_fit (int argc, char **argv);
 int dfl_cmd_ab (int argc, char **argv);

@@ -1,4 +1,4 @@
-/* gst-dflash — the `dflash` command: generate text, inspect model files,
+/* gst-dflash — the `dflash` command: generate text, inspect and quantize model files,
  * and the commands that are programs of their own (dflash-command.c). */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@ static const struct {
 } commands[] = {
   { "generate", dfl_cmd_generate, "decode from a prompt with a Qwen3 target" },
   { "inspect", dfl_cmd_inspect, "show what a checkpoint folder, .gguf file or safetensors file holds" },
+  { "quantize", dfl_cmd_quantize, "quantize a GGUF file's matrices (Q8_0, Q4_0, Q4_K, Q4_K_M, Q6_K) into a new one" },
   { "draft", dfl_cmd_draft, "run one block and dump it for checking against other implementations" },
   { "route-fit", dfl_cmd_route_fit, "fit a sidecar's router (block or chain each round) on prompts" },
   { "serve", NULL, "serve the OpenAI API (completions, chat) over the pipeline, by HTTP" },

@@ -17,10 +17,13 @@ weights with the tokenizer's ordinary tokens numbered in reverse, the
 embedding's rows moved with them) and cut (the same model's first 6 of its 8
 layers), and copies of the Q8_0 sidecar bound by the sample alone
 (sample-only) and with a malformed sample (bad-sample-short,
-bad-sample-hex). It checks `dflash inspect` on go-bf16.gguf and `dflash generate`
-on the files (the folder's text; the drafter found beside go-f16.gguf; on
-the quantized files the drafter's output is the same file's plain decoding,
-with τ > 1), then runs the test program with DFL_GGUF_DIR and
+bad-sample-hex). It checks `dflash inspect` on go-bf16.gguf, `dflash
+quantize` (Q8_0 and Q4_0 of go-f32.gguf against the gguf package's; its
+Q4_K_M of go-f16.gguf, go-q4_k_m.gguf with the sidecar copied, and that
+file dequantized by the gguf package as the folder go-q4_k_m-deq) and
+`dflash generate` on the files (the folder's text; the drafter found beside
+go-f16.gguf; on the quantized files the drafter's output is the same
+file's plain decoding, with τ > 1), then runs the test program with DFL_GGUF_DIR and
 DFL_GGUF_MODEL set; its exit status is this script's.
 """
 import argparse
@@ -102,12 +105,126 @@ def check_generate(dflash, model, tmp):
     print("# dflash generate on a cut .gguf:", lines[0])
 
 
+def tensors_and_values(path):
+    r = gguf.GGUFReader(path)
+    tensors = {t.name: (int(t.tensor_type), bytes(t.data.tobytes())) for t in r.tensors}
+    values = {f.name: [bytes(p.tobytes()) for p in f.parts]
+              for f in r.fields.values() if not f.name.startswith("GGUF.")}
+    return tensors, values
+
+
+def quantize(dflash, src, dst, qtype):
+    out = subprocess.run([dflash, "quantize", src, dst, "--type", qtype], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        sys.exit(f"dflash quantize {src} {dst} --type {qtype} failed: {out.stderr}")
+    return out
+
+
+def check_quantize(dflash, tmp):
+    """`dflash quantize`: Q8_0 and Q4_0 of the F32 file equal, tensor for
+    tensor and byte for byte, the gguf package's (its reference
+    quantizers), the metadata copied with the file type set; Q4_K_M of the
+    F16 file (go-q4_k_m.gguf) holds Q4_K and Q6_K where the widths allow,
+    its sidecar copied beside it; bad input refused by name."""
+    f32 = os.path.join(tmp, "go-f32.gguf")
+    src_tensors, src_values = tensors_and_values(f32)
+    for t, file_type in (("q8_0", 7), ("q4_0", 2)):
+        ours = os.path.join(tmp, f"ours-{t}.gguf")
+        quantize(dflash, f32, ours, t)
+        got, values = tensors_and_values(ours)
+        want, _ = tensors_and_values(os.path.join(tmp, f"go-{t}.gguf"))
+        if got != want:
+            bad = sorted(n for n in want if got.get(n) != want[n])
+            sys.exit(f"dflash quantize --type {t}: {len(bad)} tensors differ from the gguf "
+                     f"package's, first {bad[:3]}")
+        for key, parts in src_values.items():
+            if key != "general.file_type" and values.get(key) != parts:
+                sys.exit(f"dflash quantize --type {t}: metadata {key} not copied")
+        if gguf.GGUFReader(ours).fields["general.file_type"].contents() != file_type:
+            sys.exit(f"dflash quantize --type {t}: general.file_type is not {file_type}")
+        os.unlink(ours)
+    print("# dflash quantize: Q8_0 and Q4_0 byte for byte the gguf package's, metadata copied")
+
+    out = quantize(dflash, os.path.join(tmp, "go-f16.gguf"), os.path.join(tmp, "go-q4_k_m.gguf"),
+                   "q4_k_m")
+    sidecar = os.path.join(tmp, "go-q4_k_m.dflash.safetensors")
+    if not os.path.exists(sidecar) or "copied to" not in out.stderr:
+        sys.exit(f"dflash quantize: go-f16's sidecar not copied beside go-q4_k_m.gguf: {out.stderr}")
+    types = {}
+    for t in gguf.GGUFReader(os.path.join(tmp, "go-q4_k_m.gguf")).tensors:
+        types[t.name] = t.tensor_type.name
+    # 384-wide rows are not whole K-blocks (Q4_K -> Q4_0, Q6_K -> Q8_0);
+    # attn_output (512) and ffn_down (1024) are; layers 0, 3, 6, 7 of 8 get
+    # the more bits
+    want = {"token_embd.weight": "Q8_0", "blk.1.attn_q.weight": "Q4_0",
+            "blk.0.attn_v.weight": "Q8_0", "blk.1.attn_v.weight": "Q4_0",
+            "blk.1.attn_output.weight": "Q4_K", "blk.1.ffn_down.weight": "Q4_K",
+            "blk.3.ffn_down.weight": "Q6_K", "blk.7.ffn_down.weight": "Q6_K",
+            "blk.0.attn_norm.weight": "F32"}
+    for name, qtype in want.items():
+        if types[name] != qtype:
+            sys.exit(f"dflash quantize --type q4_k_m: {name} is {types[name]}, expected {qtype}")
+    print("# dflash quantize --type q4_k_m:", ", ".join(f"{n} {q}" for n, q in want.items()))
+
+    for argv, status, words in (
+            ([os.path.join(tmp, "go-q8_0.gguf"), "x.gguf", "--type", "q4_0"], 1,
+             ("go-q8_0.gguf", "token_embd.weight", "is Q8_0 already")),
+            ([f32, f32, "--type", "q4_0"], 1, ("go-f32.gguf", "the output is the input")),
+            ([f32, "x.gguf", "--type", "q5_k"], 2, ("q5_k", "q4_k_m")),
+            ([f32, "x.gguf"], 2, ("--type is required",)),
+            ([os.path.join(tmp, "missing.gguf"), "x.gguf", "--type", "q4_0"], 1,
+             ("missing.gguf", "no such file"))):
+        out = subprocess.run([os.path.abspath(dflash), "quantize", *argv], capture_output=True,
+                             text=True, cwd=tmp)
+        lines = out.stderr.strip().splitlines()
+        if out.returncode != status or len(lines) != 1 or not all(w in lines[0] for w in words):
+            sys.exit(f"dflash quantize {argv}: status {out.returncode}, {out.stderr!r}; "
+                     f"expected {status} and {words}")
+        if os.path.exists(os.path.join(tmp, "x.gguf")):
+            sys.exit(f"dflash quantize {argv} refused, but wrote x.gguf")
+    print("# dflash quantize refuses a quantized input, OUT = IN, an unknown type, no type, "
+          "a missing file")
+
+
+def load_converter(hf_to_gguf):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hf_to_gguf", hf_to_gguf)
+    conv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conv)
+    return conv
+
+
+def write_dequantized_file(path, model, hf_to_gguf, out_dir):
+    """A GGUF file's tensors dequantized by the gguf package, as an F32
+    folder under the checkpoint's names (the model's config and tokenizer)."""
+    from safetensors.numpy import save_file
+
+    conv = load_converter(hf_to_gguf)
+    with open(os.path.join(model, "model.safetensors.index.json")) as f:
+        names = json.load(f)["weight_map"]
+    reader = gguf.GGUFReader(path)
+    by_name = {t.name: t for t in reader.tensors}
+    tensors = {}
+    for hf in names:
+        t = by_name[conv.gguf_name(hf)]
+        x = gguf.quants.dequantize(t.data, t.tensor_type)
+        tensors[hf] = np.ascontiguousarray(x, dtype=np.float32).reshape(
+            [int(d) for d in reversed(t.shape)])
+    os.makedirs(out_dir)
+    save_file(tensors, os.path.join(out_dir, "model.safetensors"))
+    for f in ("config.json", "tokenizer.json"):
+        with open(os.path.join(model, f), "rb") as a, open(os.path.join(out_dir, f), "wb") as b:
+            b.write(a.read())
+
+
 def check_lossless(dflash, tmp):
-    """The drafter on Q8_0 and Q4_0 files (its sidecar copy found beside
-    each): greedy output identical to the same file's plain decoding, by
-    the block alone and by the default route; τ (tokens a block round
-    gives) above 1."""
-    for t in ("q8_0", "q4_0"):
+    """The drafter on Q8_0, Q4_0 and Q4_K_M files (its sidecar copy found
+    beside each): greedy output identical to the same file's plain
+    decoding, by the block alone and by the default route; τ (tokens a
+    block round gives) above 1."""
+    for t in ("q8_0", "q4_0", "q4_k_m"):
         path = os.path.join(tmp, f"go-{t}.gguf")
         accepted = rounds = 0
         for prompt in LOSSLESS_PROMPTS:
@@ -306,12 +423,9 @@ def write_dequantized(model, hf_to_gguf, qtype, out_dir):
     """model's weights quantized to qtype as the converter quantizes them,
     then dequantized, as an F32 folder: the weights a quantized file's
     logits are measured against"""
-    import importlib.util
     from safetensors.numpy import save_file
 
-    spec = importlib.util.spec_from_file_location("hf_to_gguf", hf_to_gguf)
-    conv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conv)
+    conv = load_converter(hf_to_gguf)
     tensors = {}
     for name, (dtype, shape, raw) in conv.read_checkpoint(model).items():
         x = conv.as_f32(dtype, shape, raw)
@@ -351,6 +465,9 @@ def main():
         write_other_models(args.model, args.converter, tmp)
         write_sample_copies(tmp)
         check_generate(args.dflash, args.model, tmp)
+        check_quantize(args.dflash, tmp)
+        write_dequantized_file(os.path.join(tmp, "go-q4_k_m.gguf"), args.model, args.converter,
+                               os.path.join(tmp, "go-q4_k_m-deq"))
         check_lossless(args.dflash, tmp)
         check_gpu_lossless(args.dflash, tmp)
         check_refused(args.dflash, tmp)

@@ -9,7 +9,9 @@
  * copies, bound by a sample of values too, go-other.gguf: go-f32.gguf with
  * one embedding value's sign flipped, and other-rand, other-perm and
  * other-cut, models the drafter was not made for, as F32 folders and Q8_0
- * files), and DFL_GGUF_MODEL, the folder.
+ * files; go-q4_k_m.gguf, `dflash quantize`'s Q4_K_M of go-f16.gguf, and
+ * go-TYPE-deq, each quantized file's weights dequantized as an F32 folder),
+ * and DFL_GGUF_MODEL, the folder.
  */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -700,7 +702,8 @@ worst_row_error (const float *got, const float *want, int n, int vocab, int *agr
 }
 
 /* A quantized file (every matrix Q8_0 or Q4_0, as the gguf package
- * quantizes) against the same weights dequantized to F32 (go-TYPE-deq):
+ * quantizes; or dflash quantize's Q4_K_M) against the same weights
+ * dequantized to F32 (go-TYPE-deq):
  * what is left is the products' own rounding, the activations quantized to
  * int8 in groups of 32, held to `tol` of the row's largest logit. And the
  * quantized products are batch-invariant: a row verified among the others
@@ -745,6 +748,14 @@ static void
 test_target_q4_0 (void)
 {
   check_quantized ("q4_0", 2e-2);
+}
+
+/* `dflash quantize --type q4_k_m` of the F16 file: Q4_K, Q6_K, Q4_0 and
+ * Q8_0 matrices in one model */
+static void
+test_target_q4_k_m (void)
+{
+  check_quantized ("q4_k_m", 2e-2);
 }
 
 /* A [rows][cols] F32 matrix of device memory `handle` (at `offset`) back
@@ -1654,6 +1665,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/qwen3/target-bf16", test_target_bf16);
   g_test_add_func ("/gguf/qwen3/target-q8_0", test_target_q8_0);
   g_test_add_func ("/gguf/qwen3/target-q4_0", test_target_q4_0);
+  g_test_add_func ("/gguf/qwen3/target-q4_k_m", test_target_q4_k_m);
   g_test_add_func ("/gguf/qwen3/cuda-upload", test_cuda_upload);
   g_test_add_func ("/gguf/qwen3/gpu-q8_0", test_gpu_target_q8_0);
   g_test_add_func ("/gguf/qwen3/gpu-q4_0", test_gpu_target_q4_0);

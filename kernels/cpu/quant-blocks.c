@@ -263,22 +263,50 @@ quant_q4_k (const float *x, DflBlockQ4_K *b)
   }
 }
 
+/* Squared error of x ≈ s · q, q = round(x / s) within [−32, 31]. */
+static double
+q6_sse (const float *x, int n, float s)
+{
+  double e = 0;
+
+  for (int i = 0; i < n; i++) {
+    int q = s != 0 ? clampi ((int) lrintf (x[i] / s), -32, 31) : 0;
+    double r = (double) s * q - x[i];
+    e += r * r;
+  }
+  return e;
+}
+
 /* Q6_K: each group of 16 scaled so its value of largest magnitude maps to
- * −32 (the one end of [−32, 31] that can hold it exactly), the 16 group
- * scales then rounded to int8 steps of d = max |scale| / 127. */
+ * about −32 (the one end of [−32, 31] that can hold it), the step widened
+ * or narrowed a little, whichever fits the group best; the 16 group scales
+ * then rounded to int8 steps of d = max |scale| / 127, and each group's
+ * int8 scale and its two neighbours tried once the values are rounded with
+ * it, the best kept. */
 static void
 quant_q6_k (const float *x, DflBlockQ6_K *b)
 {
   float gs[16], amax_s = 0, d;
 
   for (int g = 0; g < 16; g++) {
+    const float *xg = x + 16 * g;
     float amax = 0, max = 0;
+    double best = INFINITY;
+
     for (int i = 0; i < 16; i++)
-      if (fabsf (x[16 * g + i]) > amax) {
-        amax = fabsf (x[16 * g + i]);
-        max = x[16 * g + i];
+      if (fabsf (xg[i]) > amax) {
+        amax = fabsf (xg[i]);
+        max = xg[i];
       }
     gs[g] = max / -32.0f;
+    for (int c = -4; c <= 8 && amax > 0; c++) {
+      float s = max / (-32.0f + 0.25f * (float) c);
+      double e = q6_sse (xg, 16, s);
+      if (e < best) {
+        best = e;
+        gs[g] = s;
+      }
+    }
     amax_s = DFL_MAX (amax_s, fabsf (gs[g]));
   }
   put_f16 (&b->d, amax_s / 127.0f);
@@ -286,8 +314,18 @@ quant_q6_k (const float *x, DflBlockQ6_K *b)
   memset (b->ql, 0, sizeof b->ql);
   memset (b->qh, 0, sizeof b->qh);
   for (int g = 0; g < 16; g++) {
-    int sc = d > 0 ? clampi ((int) lrintf (gs[g] / d), -128, 127) : 0;
-    float s = d * (float) sc;
+    int sc0 = d > 0 ? clampi ((int) lrintf (gs[g] / d), -128, 127) : 0, sc = sc0;
+    double best = INFINITY;
+    float s;
+
+    for (int a = DFL_MAX (sc0 - 1, -128); a <= DFL_MIN (sc0 + 1, 127) && d > 0; a++) {
+      double e = q6_sse (x + 16 * g, 16, d * (float) a);
+      if (e < best) {
+        best = e;
+        sc = a;
+      }
+    }
+    s = d * (float) sc;
     b->scales[g] = (int8_t) sc;
     for (int i = 0; i < 16; i++) {
       int e = 16 * g + i, h = e / 128, k = (e % 128) / 32, l = e % 32;

@@ -408,6 +408,7 @@ read_tensor_info (DflGguf *g, Cursor *c, guint index, DflGgufTensor *gt, GError 
   t->n_elements = (gint64) n_elements;
   t->n_bytes = (gsize) n_bytes;
   t->file = g->path;
+  t->in_mapping = TRUE;
   return TRUE;
 }
 

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +68,19 @@ dfl_bits_f32 (guint32 u)
 #endif
 
 /* ---- tensor access ----------------------------------------------------- */
+
+void
+dfl_tensor_release_pages (const DflStoredTensor *t)
+{
+  guintptr page = (guintptr) sysconf (_SC_PAGESIZE);
+  guintptr begin = ((guintptr) t->data + page - 1) & ~(page - 1);
+  guintptr end = ((guintptr) t->data + t->n_bytes) & ~(page - 1);
+
+  /* a read-only file mapping: dropped pages are read again from the file,
+   * never zeroed (as anonymous memory would be) */
+  if (t->in_mapping && end > begin)
+    madvise ((void *) begin, end - begin, MADV_DONTNEED);
+}
 
 void
 dfl_tensor_read_f32 (const DflStoredTensor *t, gint64 offset, gint64 n, float *dst)
@@ -651,6 +665,7 @@ dfl_st_load_file (DflSafetensors *st, const char *path, GError **error)
     t->data = base + 8 + header_len + e->begin;
     t->n_bytes = (gsize) (e->end - e->begin);
     t->file = f->path;
+    t->in_mapping = TRUE;
     g_ptr_array_add (st->tensors, t);
     g_hash_table_insert (st->by_name, (gpointer) t->name, t);
   }

@@ -26,6 +26,8 @@ typedef struct {
   const guint8 *data;          /* inside the file's mapping, little-endian */
   gsize n_bytes;
   const char *file;            /* the file (shard) that holds it */
+  gboolean in_mapping;         /* data lies in a read-only mapping of the file (the
+                                * readers' tensors; FALSE for memory described by hand) */
 } DflStoredTensor;
 
 typedef struct _DflSafetensors DflSafetensors;
@@ -65,6 +67,13 @@ const DflStoredTensor *dfl_safetensors_expect_matrix (const DflSafetensors *st, 
 const char *dfl_safetensors_metadata (const DflSafetensors *st, const char *key);
 /* Every key of the first file's __metadata__, sorted (g_strfreev it). */
 GStrv dfl_safetensors_metadata_keys (const DflSafetensors *st);
+
+/* Give back the process's resident pages of a mapped tensor's data (the
+ * whole pages inside it), where a copy of it is what is read from now on,
+ * so the process holds the weights once. The mapping stays valid: a later
+ * read faults the pages back in from the file (from the page cache while
+ * the kernel keeps them there). Nothing for a tensor not in a mapping. */
+void dfl_tensor_release_pages (const DflStoredTensor *t);
 
 /* Convert a float tensor (F32, F16, BF16) to F32: `n` elements from element
  * `offset` on. */

@@ -59,8 +59,13 @@ weights_of (const DflStoredTensor *tensor, DflWeights *w)
    * types, or without AVX2), which a decode step reads at about the
    * memory's rate where the file's blocks, read in place, cost 1.2 to 2
    * times as much (kernels/cpu/quant-packed.c); memory for it failing
-   * leaves the stored blocks, read to the same bits */
+   * leaves the stored blocks, read to the same bits. With a copy, the
+   * products read the copy alone, so the file's pages go back: the process
+   * holds these weights once, not twice (a tied embedding's rows, looked
+   * up a token at a time, fault single pages back in) */
   w->packed = dfl_quant_pack (w);
+  if (w->packed)
+    dfl_tensor_release_pages (tensor);
 }
 
 /* A layer's norms as F32, its matrices where they lie in the mapped file;

@@ -233,6 +233,8 @@ dfl_gguf_quantize (const char *in, const char *out, DflQuantScheme scheme,
     if (types[i] == t->dtype ? !dfl_gguf_writer_write (w, t->data, t->n_bytes, error)
                              : !write_quantized (w, t, types[i], error))
       return FALSE;
+    /* read once: the process need not hold the whole input */
+    dfl_tensor_release_pages (t);
   }
   return dfl_gguf_writer_finish (w, error);
 }

@@ -110,5 +110,15 @@ dfl_draft_trunk_of_target (DflDraftTrunk *trunk, const DflTarget *target, GError
     trunk->head = trunk->embed;
   else if (!target_matrix (target, "lm_head.weight", &trunk->head, error))
     return FALSE;
+  /* the head's products read the copy the target laid out for the SIMD
+   * paths, where it has one (a block-quantized head on x86: the same bits,
+   * at the memory's rate); the blocks stay where lookups of the embedding
+   * read them */
+  {
+    DflTensor own = dfl_target_head_tensor (target);
+
+    if (own.packed && own.handle == trunk->head.handle && own.dtype == trunk->head.dtype)
+      trunk->head.packed = own.packed;
+  }
   return TRUE;
 }

@@ -1647,6 +1647,75 @@ test_tokenizer_refused (void)
   }
 }
 
+/* The CPU drafter's head on a quantized target is the target's own head,
+ * with the copy laid out for the SIMD products where the target has one
+ * (x86 with AVX2): a block's logits read it at the memory's rate. */
+static void
+test_drafter_packed_head (void)
+{
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTarget) t = NULL;
+  DflDraftTrunk trunk;
+  DflTensor head;
+
+  if (!gguf_dir ())
+    return;
+  path = converted ("q8_0");
+  t = dfl_target_load (path, &error);
+  g_assert_no_error (error);
+  head = dfl_target_head_tensor (t);
+  g_assert_true (dfl_draft_trunk_of_target (&trunk, t, &error));
+  g_assert_cmpint (trunk.head.dtype, ==, DFL_DTYPE_Q8_0);
+  g_assert_true (trunk.head.handle == head.handle);
+  g_assert_true (trunk.head.packed == head.packed);
+  if (dfl_kernels_cpu_has (DFL_KERNELS_AVX2))
+    g_assert_nonnull (trunk.head.packed);
+  else
+    g_test_message ("no AVX2: the target keeps no packed copy");
+}
+
+/* A token twice in tokenizer.ggml.tokens is refused, naming it and where
+ * it comes again (the check is a hash set: a vocabulary of Qwen3's 151,936
+ * tokens loads in a fraction of a second). */
+static void
+test_tokenizer_duplicate (void)
+{
+  const char *tokens[] = { "a", "b", "c", "b" };
+  Builder w = { g_byte_array_new () };
+  g_autofree char *path = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflTokenizer) tok = NULL;
+
+  header (&w, 3, 0, 5);
+  kv_str (&w, "tokenizer.ggml.model", "gpt2");
+  kv_str (&w, "tokenizer.ggml.pre", "qwen2");
+  put_str (&w, "tokenizer.ggml.tokens");
+  put (&w, DFL_GGUF_ARRAY, 4);
+  put (&w, DFL_GGUF_STRING, 4);
+  put (&w, G_N_ELEMENTS (tokens), 8);
+  for (guint i = 0; i < G_N_ELEMENTS (tokens); i++)
+    put_str (&w, tokens[i]);
+  put_str (&w, "tokenizer.ggml.token_type");
+  put (&w, DFL_GGUF_ARRAY, 4);
+  put (&w, DFL_GGUF_INT32, 4);
+  put (&w, G_N_ELEMENTS (tokens), 8);
+  for (guint i = 0; i < G_N_ELEMENTS (tokens); i++)
+    put (&w, 1, 4);
+  put_str (&w, "tokenizer.ggml.merges");
+  put (&w, DFL_GGUF_ARRAY, 4);
+  put (&w, DFL_GGUF_STRING, 4);
+  put (&w, 0, 8);
+  path = write_file (&w, "tok-twice.gguf");
+  tok = dfl_tokenizer_load_gguf (path, &error);
+  g_assert_null (tok);
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_FORMAT);
+  g_assert_nonnull (strstr (error->message, path));
+  g_assert_nonnull (strstr (error->message, "holds 'b' twice (token 3)"));
+  g_byte_array_unref (w.b);
+  remove_file (path);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1660,6 +1729,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/qwen3/quantized", test_quantized);
   g_test_add_func ("/gguf/qwen3/file-checks", test_qwen3_file);
   g_test_add_func ("/gguf/tokenizer-refused", test_tokenizer_refused);
+  g_test_add_func ("/gguf/tokenizer-duplicate", test_tokenizer_duplicate);
   g_test_add_func ("/gguf/qwen3/config", test_config);
   g_test_add_func ("/gguf/qwen3/target-f32", test_target_f32);
   g_test_add_func ("/gguf/qwen3/target-bf16", test_target_bf16);
@@ -1676,6 +1746,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/binding/tolerance", test_binding_tolerance);
   g_test_add_func ("/gguf/binding/sample-only", test_binding_sample_only);
   g_test_add_func ("/gguf/binding/bad-sample", test_binding_bad_sample);
+  g_test_add_func ("/gguf/drafter/packed-head", test_drafter_packed_head);
   g_test_add_func ("/gguf/drafter/gpu-q8_0", test_drafter_gpu_q8_0);
   g_test_add_func ("/gguf/drafter/gpu-q4_0", test_drafter_gpu_q4_0);
   g_test_add_func ("/gguf/upload/blocks", test_upload_blocks);

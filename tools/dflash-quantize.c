@@ -83,7 +83,7 @@ copy_sidecar (const char *in, const char *out, GError **error)
 int
 dfl_cmd_quantize (int argc, char **argv)
 {
-  const char *type_name = NULL;
+  g_autofree char *type_name = NULL;
   gboolean quiet = FALSE;
   GOptionEntry entries[] = {
     { "type", 't', 0, G_OPTION_ARG_STRING, &type_name,

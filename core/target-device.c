@@ -202,6 +202,18 @@ count_tables (DeviceTarget *t, const DflQwen3Config *c)
   t->weight_bytes += (guint64) c->hidden * dfl_dtype_size (t->model.embed.dtype);
 }
 
+/* The KV cache's type: BF16 where the device's attention reads it and its
+ * rows are written to it (half the bytes a step reads over the context),
+ * unless F32 products were asked for (DFL_TARGET_F32: parity with the CPU,
+ * whose keys and values are F32); else F32. */
+static DflDtype
+kv_type_for (DflDevice *device, gboolean f32)
+{
+  return !f32 && dfl_device_supports (device, DFL_OP_ATTENTION, DFL_DTYPE_BF16)
+         && dfl_device_supports (device, DFL_OP_COPY_ROWS, DFL_DTYPE_BF16)
+         ? DFL_DTYPE_BF16 : DFL_DTYPE_F32;
+}
+
 static DeviceTarget *
 device_target_new (DflDevice *device, const DflTarget *cpu, DflTargetWeights as, GError **error)
 {
@@ -214,6 +226,7 @@ device_target_new (DflDevice *device, const DflTarget *cpu, DflTargetWeights as,
       || !dfl_qwen3_tensors_find (&w, dfl_target_tensors (cpu), c, error))
     return NULL;
   t = target_alloc (device, c);
+  t->model.kv_type = kv_type_for (device, as == DFL_TARGET_F32);
 
   /* the embedding is gathered, never multiplied, unless it is also the head */
   ok = upload_matrix (t, w.embed, as, &t->model.embed, error)
@@ -264,6 +277,7 @@ device_target_new_random (DflDevice *device, const DflQwen3Config *c, DflDtype t
   if (!check_supported (device, c, "random target", error))
     return NULL;
   t = target_alloc (device, c);
+  t->model.kv_type = kv_type_for (device, type == DFL_DTYPE_F32);
   for (int i = 0; i < width; i++)
     ones[i] = 1.0f;
   /* every norm is one: they share one vector, seen at each one's size */

@@ -484,12 +484,14 @@ static gpointer
 grow_cache (OpsSeq *s, gpointer old, int keep, int cap, const DflTensor *zero, GError **error)
 {
   const DflQwen3Config *c = &s->t->cfg;
+  DflDtype kv = s->t->model->kv_type;
   gint64 row = (gint64) c->kv_heads * c->head_dim;
-  gpointer fresh = dfl_device_alloc (s->device, (gsize) cap * row * sizeof (float), error);
+  gpointer fresh = dfl_device_alloc (s->device, (gsize) cap * dfl_dtype_row_bytes (kv, row),
+                                     error);
 
   if (fresh && keep > 0) {
-    DflTensor src = dfl_tensor_2d (s->device, old, 0, DFL_DTYPE_F32, keep, row);
-    DflTensor dst = dfl_tensor_2d (s->device, fresh, 0, DFL_DTYPE_F32, cap, row);
+    DflTensor src = dfl_tensor_2d (s->device, old, 0, kv, keep, row);
+    DflTensor dst = dfl_tensor_2d (s->device, fresh, 0, kv, cap, row);
     if (!dfl_op_copy_rows (s->device, &src, zero, &dst, error)) {
       dfl_device_free (s->device, fresh);
       return NULL;
@@ -599,10 +601,12 @@ typedef struct {
 /* Whether a pass of `n_jobs` sequences runs the table ops: one sequence
  * keeps the plain ops, whose attention reads a key once for several rows. */
 static gboolean
-uses_tables (DflDevice *dev, int n_jobs)
+uses_tables (const DflTarget *t, int n_jobs)
 {
-  return n_jobs > 1 && dfl_device_supports (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_F32)
-         && dfl_device_supports (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_F32);
+  const DflTargetModel *m = t->model;
+
+  return n_jobs > 1 && dfl_device_supports (m->device, DFL_OP_COPY_ROWS_TABLE, m->kv_type)
+         && dfl_device_supports (m->device, DFL_OP_ATTENTION_TABLE, m->kv_type);
 }
 
 /* The keys a job's attention covers: its own so far and its rows, or a
@@ -615,11 +619,13 @@ keys_of (const DflTargetBatchJob *job, const PassMode *mode)
   return mode->max_keys > 0 ? MIN (mode->max_keys, s->cap) : s->len + job->n;
 }
 
-/* A layer's cache of a sequence, [cap][kv_heads·head_dim]. */
+/* A layer's cache of a sequence, [cap][kv_heads·head_dim] of the model's
+ * KV type. */
 static DflTensor
-cache_of (DflDevice *dev, const DflQwen3Config *c, gpointer mem, int cap)
+cache_of (const DflTarget *t, DflDevice *dev, gpointer mem, int cap)
 {
-  return dfl_tensor_2d (dev, mem, 0, DFL_DTYPE_F32, cap, (gint64) c->kv_heads * c->head_dim);
+  return dfl_tensor_2d (dev, mem, 0, t->model->kv_type, cap,
+                        (gint64) t->cfg.kv_heads * t->cfg.head_dim);
 }
 
 /* A bias row added to each of `x`'s rows. */
@@ -657,7 +663,7 @@ attend_each (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Sc
     DflTensor v_rows = rows_of (&sc->v, r0, n), att_rows = rows_of (&sc->att, r0, n);
     DflTensor q3 = heads_of (&q_rows, nh, hd), k3 = heads_of (&k_rows, kv, hd);
     DflTensor att3 = heads_of (&att_rows, nh, hd);
-    DflTensor kc = cache_of (dev, c, s->k[li], s->cap), vc = cache_of (dev, c, s->v[li], s->cap);
+    DflTensor kc = cache_of (t, dev, s->k[li], s->cap), vc = cache_of (t, dev, s->v[li], s->cap);
     DflTensor kc_seen = rows_of (&kc, 0, keys), vc_seen = rows_of (&vc, 0, keys);
     DflTensor k_keys = heads_of (&kc_seen, kv, hd), v_keys = heads_of (&vc_seen, kv, hd);
 
@@ -701,7 +707,7 @@ attend_tables (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, 
       int keys = keys_of (job, mode);
       for (int kind = 0; kind < 2; kind++) {
         DflTensor rows_seen;
-        caches[kind][i] = cache_of (dev, c, (kind ? s->v : s->k)[li], s->cap);
+        caches[kind][i] = cache_of (t, dev, (kind ? s->v : s->k)[li], s->cap);
         rows_seen = rows_of (&caches[kind][i], 0, keys);
         seen[kind][i] = heads_of (&rows_seen, kv, hd);
       }
@@ -1039,7 +1045,7 @@ forward_direct (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError 
     tap_rows += jobs[j].n * taps_of (&jobs[j].plan);
   }
   head_rows = count_head_rows (jobs, n_jobs, &want_logits);
-  mode.tables = uses_tables (t->model->device, n_jobs);
+  mode.tables = uses_tables (t, n_jobs);
   if (!scratch_alloc (&sc, t, rows, head_rows, want_logits, tap_rows, 0, t->model->spare,
                       error))
     return FALSE;
@@ -1067,7 +1073,7 @@ graph_fits (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs)
 
   if (n_jobs > GRAPH_MAX_JOBS || g_atomic_int_get (&m->no_graphs)
       || !dfl_device_supports (m->device, DFL_OP_CAPTURE_BEGIN, DFL_DTYPE_F32)
-      || (n_jobs > 1 && !uses_tables (m->device, n_jobs)))
+      || (n_jobs > 1 && !uses_tables (t, n_jobs)))
     return FALSE;
   for (int j = 0; j < n_jobs; j++) {
     const DflForwardPlan *p = &jobs[j].plan;
@@ -1248,7 +1254,7 @@ forward_graphed (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError
   head_rows = count_head_rows (jobs, n_jobs, &want_logits);
   mode.max_keys = key.max_keys;
   mode.in_scratch = TRUE;
-  mode.tables = uses_tables (sc->dev, n_jobs);
+  mode.tables = uses_tables (t, n_jobs);
 
   scratch_view (sc, &t->cfg, rows, head_rows);
   if (!scratch_fill (sc, jobs, n_jobs, error))

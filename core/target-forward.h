@@ -34,6 +34,10 @@ struct _DflTargetModel {
   DflTensor norm;       /* F32 [hidden] */
   DflTensor inv_freq;   /* F32 [head_dim / 2] */
   DflTargetLayer *layers;
+  /* the KV cache's elements: F32 (zero, the CPU's), or BF16 where the
+   * device's attention reads them (half the bytes a step reads over the
+   * context; the values rounded as they are written) */
+  DflDtype kv_type;
   /* the engine's settings, read atomically at each forward (zero: the
    * defaults): the rows one pass takes at most, a longer forward going
    * through in passes of that many (0: every row in one pass); whether to

@@ -1,6 +1,7 @@
 /* gst-dflash — the target's one interface over its engines: the checks
  * every back end shares, what a forward is asked for resolved into memory
  * the engine writes. */
+#include "target-forward.h"
 #include "target-private.h"
 
 #include "dfl-error.h"
@@ -103,6 +104,12 @@ gint64
 dfl_target_n_params (const DflTarget *t)
 {
   return t->n_params;
+}
+
+DflDtype
+dfl_target_kv_type (const DflTarget *t)
+{
+  return t->model ? t->model->kv_type : DFL_DTYPE_F32;
 }
 
 DflTensor

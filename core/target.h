@@ -47,7 +47,8 @@ DflTarget *dfl_target_load (const char *path, GError **error);
  * (matrix-upload.c), both as stored and as F32. */
 typedef enum {
   DFL_TARGET_AS_STORED,   /* F32, F16 or BF16 as the checkpoint has them */
-  DFL_TARGET_F32,         /* widened to F32: F32 products, for parity with the CPU */
+  DFL_TARGET_F32,         /* widened to F32: F32 products and an F32 KV cache, for parity
+                           * with the CPU */
   DFL_TARGET_BF16,        /* rounded to BF16 (to nearest even; a BF16 matrix as it is):
                            * half F32's memory, a quantized file's values rounded */
 } DflTargetWeights;
@@ -81,6 +82,11 @@ DflBackendId dfl_target_backend (const DflTarget *t);
  * every matrix once, the head, one embedding row. */
 guint64 dfl_target_weight_bytes (const DflTarget *t);
 gint64 dfl_target_n_params (const DflTarget *t);
+/* What its sequences' KV caches hold: F32, or BF16 on a device whose
+ * attention reads BF16 (CUDA), unless uploaded with DFL_TARGET_F32 (the
+ * keys and values rounded as they are written, half the bytes a step reads
+ * over the context). */
+DflDtype dfl_target_kv_type (const DflTarget *t);
 /* The embedding [vocab][hidden] and the head [vocab][hidden] where the
  * target holds them (the same memory when tied): a drafter on the same
  * device reads these instead of keeping its own copy. Valid while the

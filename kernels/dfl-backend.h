@@ -126,7 +126,7 @@ typedef enum {
                            * Q8_0, Q4_0, Q4_K, Q6_K) */
   DFL_OP_RMSNORM,         /* F32 */
   DFL_OP_ROPE,            /* F32 */
-  DFL_OP_ATTENTION,       /* F32 */
+  DFL_OP_ATTENTION,       /* dtype: the keys' and values' (F32; CUDA also BF16) */
   DFL_OP_ROW_CONV,        /* F32 */
   DFL_OP_SILU_MUL,        /* F32 */
   DFL_OP_ADD,             /* F32 */
@@ -135,15 +135,15 @@ typedef enum {
   DFL_OP_ARGMAX,          /* F32 */
   DFL_OP_TOP_K,           /* F32 */
   DFL_OP_SELECT_RESCORE,  /* dtype: the codebooks' (F16) */
-  DFL_OP_COPY_ROWS,       /* F32 */
+  DFL_OP_COPY_ROWS,       /* dtype: dst's (F32; CUDA also BF16) */
   DFL_OP_CONVERT,         /* dtype: the 16-bit side (F16, BF16) */
   DFL_OP_SYNC,            /* any dtype */
   DFL_OP_CAPTURE_BEGIN,   /* the graph ops: any dtype */
   DFL_OP_CAPTURE_END,
   DFL_OP_GRAPH_LAUNCH,
   DFL_OP_FILL_RANDOM,     /* dtype: the tensor's (F32, F16, BF16) */
-  DFL_OP_COPY_ROWS_TABLE, /* F32 */
-  DFL_OP_ATTENTION_TABLE, /* F32 */
+  DFL_OP_COPY_ROWS_TABLE, /* as DFL_OP_COPY_ROWS */
+  DFL_OP_ATTENTION_TABLE, /* as DFL_OP_ATTENTION */
 } DflOp;
 #define DFL_N_OPS (DFL_OP_ATTENTION_TABLE + 1)
 
@@ -210,11 +210,14 @@ gboolean dfl_op_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w,
  * call); with one row both forms are the same. */
 gboolean dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq,
                       const DflTensor *pos, GError **error);
-/* Grouped-query attention: q, out [rows][heads][head_dim] packed; k, v
- * [keys][kv_heads][head_dim] (heads packed, any key stride, the same for
- * both); query row r sees keys [lo[r], hi[r]) (lo, hi: I32 [rows], index
- * tensors; an empty range gives zeros). Softmax in F32 with the maximum
- * subtracted. Causal decoding over a cache is lo = 0, hi = past + r + 1. */
+/* Grouped-query attention: q, out [rows][heads][head_dim] packed (F32); k,
+ * v [keys][kv_heads][head_dim] (heads packed, any key stride, the same for
+ * both), F32, or BF16 where the device runs attention of BF16 (CUDA: the
+ * values widened exactly, so the output is that of F32 keys and values of
+ * the same values); query row r sees keys [lo[r], hi[r]) (lo, hi: I32
+ * [rows], index tensors; an empty range gives zeros). Softmax in F32 with
+ * the maximum subtracted. Causal decoding over a cache is lo = 0, hi =
+ * past + r + 1. */
 gboolean dfl_op_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k,
                            const DflTensor *v, const DflTensor *lo, const DflTensor *hi,
                            DflTensor *out, float scale, GError **error);
@@ -258,13 +261,16 @@ gboolean dfl_op_select_rescore (DflDevice *dev, const DflTensor *cand, const Dfl
                                 GError **error);
 /* src's rows (F32 [rows][width] packed) into dst's rows row0[0] …
  * row0[0] + rows − 1 (dst [n][width] packed; row0 one I64, an index
- * tensor: on a GPU read when the queue runs). The CPU refuses a start row
- * that does not fit (DFL_ERROR_INVALID). */
+ * tensor: on a GPU read when the queue runs). dst F32, or BF16 where the
+ * device runs copy_rows of BF16 (a KV cache: F32 rows rounded to nearest
+ * even, BF16 rows copied as they are). The CPU refuses a start row that
+ * does not fit (DFL_ERROR_INVALID). */
 gboolean dfl_op_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0,
                            DflTensor *dst, GError **error);
 /* src's rows (F32 [rows][width] packed) each into a row of one of `n_dst`
- * tensors (≤ DFL_OP_TABLE_MAX; each [n_i][width] packed, e.g. every
- * sequence's KV cache of a layer): row r into dsts[which[r]]'s row
+ * tensors (≤ DFL_OP_TABLE_MAX; each [n_i][width] packed, all F32 or all
+ * BF16 as dfl_op_copy_rows takes them, e.g. every sequence's KV cache of a
+ * layer): row r into dsts[which[r]]'s row
  * row[r] (which I32 [rows], row I64 [rows]: index tensors, read on a GPU
  * when the queue runs). The tensors' addresses are part of the call (a
  * captured graph writes the same tensors). The CPU refuses an entry or a

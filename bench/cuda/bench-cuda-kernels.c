@@ -8,8 +8,8 @@
  * that takes them, and set against it: a few rows are bound by reading the
  * weights, so their weight bytes per second over the read rate says how
  * close to the memory they run. Attention of 16 rows (a verify step) and
- * of one row (a decode step) over 1024 and 4096 keys and the choice
- * kernels follow. Weights are random, made on the card.
+ * of one row (a decode step) over 1024 and 4096 keys, on an F32 and on a
+ * BF16 cache, and the choice kernels follow. Weights are random, made on the card.
  */
 #include <cuda_runtime.h>
 #include <glib.h>
@@ -119,9 +119,10 @@ group_launch (gpointer data)
 }
 
 typedef struct {
-  float *d_q, *d_k, *d_v, *d_out;
+  float *d_q, *d_out;
+  void *d_k, *d_v;
   int32_t *d_lo, *d_hi;
-  int rows, heads, kv_heads, hd, keys;
+  int rows, heads, kv_heads, hd, keys, bf16;
 } Attention;
 
 static void
@@ -129,7 +130,7 @@ attention_launch (gpointer data)
 {
   Attention *a = data;
   dfl_cuda_attention (dev, a->d_q, a->rows, a->heads, a->kv_heads, a->hd, a->d_k, a->d_v,
-                      a->kv_heads * a->hd, a->d_lo, a->d_hi, a->keys,
+                      a->bf16, a->kv_heads * a->hd, a->d_lo, a->d_hi, a->keys,
                       1.0f / sqrtf ((float) a->hd), a->d_out);
 }
 
@@ -250,11 +251,14 @@ main (int argc, char **argv)
     }
 
   printf ("\n");
-  for (int at = 0; at < 4; at++) {
-    const int keys = at < 2 ? 1024 : 4096;
+  /* an F32 cache and a BF16 one, each shape in turn */
+  for (int at = 0; at < 8; at++) {
+    const int keys = at % 4 < 2 ? 1024 : 4096;
     Attention a = { .rows = at % 2 ? 1 : 16, .heads = 32, .kv_heads = 8, .hd = 128,
-                    .keys = keys };
+                    .keys = keys, .bf16 = at >= 4 };
+    DflDtype kv = a.bf16 ? DFL_DTYPE_BF16 : DFL_DTYPE_F32;
     size_t nkv = (size_t) keys * a.kv_heads * a.hd, nq = (size_t) a.rows * a.heads * a.hd;
+    double kv_bytes = 2.0 * nkv * dfl_dtype_size (kv);
     int32_t lo[16], hi[16];
     double ms;
     for (int r = 0; r < a.rows; r++) {
@@ -263,22 +267,22 @@ main (int argc, char **argv)
     }
     a.d_q = alloc (sizeof (float) * nq);
     a.d_out = alloc (sizeof (float) * nq);
-    a.d_k = alloc (sizeof (float) * nkv);
-    a.d_v = alloc (sizeof (float) * nkv);
+    a.d_k = alloc (dfl_dtype_size (kv) * nkv);
+    a.d_v = alloc (dfl_dtype_size (kv) * nkv);
     a.d_lo = alloc (sizeof lo);
     a.d_hi = alloc (sizeof hi);
     dfl_cuda_fill_random (dev, a.d_q, DFL_DTYPE_F32, nq, 3, 1.0f);
-    dfl_cuda_fill_random (dev, a.d_k, DFL_DTYPE_F32, nkv, 4, 1.0f);
-    dfl_cuda_fill_random (dev, a.d_v, DFL_DTYPE_F32, nkv, 5, 1.0f);
+    dfl_cuda_fill_random (dev, a.d_k, kv, nkv, 4, 1.0f);
+    dfl_cuda_fill_random (dev, a.d_v, kv, nkv, 5, 1.0f);
     dfl_cuda_upload (dev, a.d_lo, lo, sizeof lo, &error);
     check (error);
     dfl_cuda_upload (dev, a.d_hi, hi, sizeof hi, &error);
     check (error);
     ms = time_ms (attention_launch, &a);
     printf ("attention, %d rows × %d heads (%d kv heads, head_dim %d) over %d keys: "
-            "%.1f µs; the F32 cache's %.0f MB at %.0f GB/s (÷ read %.2f)\n",
-            a.rows, a.heads, a.kv_heads, a.hd, keys, ms * 1e3, 2.0 * nkv * 4 / 1e6,
-            2.0 * nkv * 4 / (ms / 1e3) / 1e9, 2.0 * nkv * 4 / (ms / 1e3) / read);
+            "%.1f µs; the %s cache's %.0f MB at %.0f GB/s (÷ read %.2f)\n",
+            a.rows, a.heads, a.kv_heads, a.hd, keys, ms * 1e3, dfl_dtype_name (kv),
+            kv_bytes / 1e6, kv_bytes / (ms / 1e3) / 1e9, kv_bytes / (ms / 1e3) / read);
     dfl_cuda_free (dev, a.d_q);
     dfl_cuda_free (dev, a.d_out);
     dfl_cuda_free (dev, a.d_k);

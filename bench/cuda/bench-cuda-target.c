@@ -184,8 +184,9 @@ main (int argc, char **argv)
     goto fail;
 
   weight_bytes = dfl_target_weight_bytes (t);
-  /* K and V of every layer over the context, F32 */
-  kv_bytes = (guint64) 2 * c.layers * context * c.kv_heads * c.head_dim * sizeof (float);
+  /* K and V of every layer over the context, in the cache's type */
+  kv_bytes = (guint64) 2 * c.layers * context * c.kv_heads * c.head_dim
+             * dfl_dtype_size (dfl_target_kv_type (t));
   floor_s = weight_bytes / bw;
   kv_floor_s = (weight_bytes + kv_bytes) / bw;
 
@@ -198,7 +199,8 @@ main (int argc, char **argv)
           "                           and written, so it is not a step's floor: shown apart)\n",
           copy_bw / 1e9);
   printf ("weights per step           %.3f GB\n", weight_bytes / 1e9);
-  printf ("KV read at context %-6d  %.3f GB\n", context, kv_bytes / 1e9);
+  printf ("KV read at context %-6d  %.3f GB (a %s cache)\n", context, kv_bytes / 1e9,
+          dfl_dtype_name (dfl_target_kv_type (t)));
   printf ("floor = weights / read bw  %.3f ms (with the KV read: %.3f ms)\n", floor_s * 1e3,
           kv_floor_s * 1e3);
   printf ("(weights / copy bw         %.3f ms, the older and looser floor)\n",

@@ -37,7 +37,13 @@ typedef struct {
 static DflOpCaps
 cuda_caps (DflDevice *dev, DflOp op, DflDtype dtype)
 {
-  if (!dfl_op_takes_dtype (op, dtype))
+  /* a KV cache of BF16 (its keys and values widened as attention reads
+   * them, rounded as the rows are written), besides every op's F32 */
+  gboolean bf16_kv = dtype == DFL_DTYPE_BF16
+      && (op == DFL_OP_ATTENTION || op == DFL_OP_ATTENTION_TABLE || op == DFL_OP_COPY_ROWS
+          || op == DFL_OP_COPY_ROWS_TABLE);
+
+  if (!bf16_kv && !dfl_op_takes_dtype (op, dtype))
     return DFL_OP_CAP_NONE;
   /* attention splits keys at fixed positions; matmul is cuBLAS's, which
    * picks its algorithm by the shape, rows included */
@@ -166,23 +172,25 @@ cuda_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const Df
                 const DflTensor *lo, const DflTensor *hi, DflTensor *out, float scale,
                 GError **error)
 {
-  int head_dim = (int) q->ne[0], kv_stride = (int) (k->nb[2] / sizeof (float));
+  int head_dim = (int) q->ne[0], kv_stride = (int) (k->nb[2] / k->nb[0]);
+  /* the kernel reads rows 16 bytes at a time */
+  int per16 = (int) (16 / k->nb[0]);
 
-  /* the kernel reads rows as float4 */
-  if (head_dim > HEAD_DIM_MAX || head_dim % 4) {
-    dfl_op_refuse (error, dev, DFL_OP_ATTENTION, "head_dim %d is not a multiple of 4 up to %d",
-                   head_dim, HEAD_DIM_MAX);
+  if (head_dim > HEAD_DIM_MAX || head_dim % per16) {
+    dfl_op_refuse (error, dev, DFL_OP_ATTENTION, "head_dim %d is not a multiple of %d up to %d "
+                   "(%s keys)", head_dim, per16, HEAD_DIM_MAX, dfl_dtype_name (k->dtype));
     return FALSE;
   }
-  if (kv_stride % 4 || ((guintptr) dfl_tensor_data (q) | (guintptr) dfl_tensor_data (k)
-                        | (guintptr) dfl_tensor_data (v)) % 16) {
-    dfl_op_refuse (error, dev, DFL_OP_ATTENTION, "a key stride of %d floats, or q, k or v not "
+  if (kv_stride % per16 || ((guintptr) dfl_tensor_data (q) | (guintptr) dfl_tensor_data (k)
+                            | (guintptr) dfl_tensor_data (v)) % 16) {
+    dfl_op_refuse (error, dev, DFL_OP_ATTENTION, "a key stride of %d elements, or q, k or v not "
                    "16-byte aligned (offsets %" G_GSIZE_FORMAT ", %" G_GSIZE_FORMAT ", %"
                    G_GSIZE_FORMAT ")", kv_stride, q->offset, k->offset, v->offset);
     return FALSE;
   }
   LAUNCH (dev, dfl_cuda_attention (NATIVE (dev), F32 (q), (int) q->ne[2], (int) q->ne[1],
-                                   (int) k->ne[1], head_dim, F32 (k), F32 (v), kv_stride,
+                                   (int) k->ne[1], head_dim, dfl_tensor_data (k),
+                                   dfl_tensor_data (v), k->dtype == DFL_DTYPE_BF16, kv_stride,
                                    I32 (lo), I32 (hi), (int) k->ne[2], scale, F32 (out)));
   return TRUE;
 }
@@ -196,7 +204,7 @@ cuda_table (const DflTensor *t, int n)
 
   G_STATIC_ASSERT (DFL_OP_TABLE_MAX <= DFL_CUDA_TABLE_MAX);
   for (int i = 0; i < n; i++)
-    table.d[i] = F32 (&t[i]);
+    table.d[i] = dfl_tensor_data (&t[i]);
   return table;
 }
 
@@ -205,30 +213,32 @@ cuda_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
                       const DflTensor *vs, int n_kv, const DflTensor *which, const DflTensor *lo,
                       const DflTensor *hi, DflTensor *out, float scale, GError **error)
 {
-  int head_dim = (int) q->ne[0], kv_stride = (int) (ks[0].nb[2] / sizeof (float));
+  int head_dim = (int) q->ne[0], kv_stride = (int) (ks[0].nb[2] / ks[0].nb[0]);
   int heads = (int) q->ne[1], kv_heads = (int) ks[0].ne[1], max_keys = 0;
+  int per16 = (int) (16 / ks[0].nb[0]);
   guintptr aligned = (guintptr) dfl_tensor_data (q);
   DflCudaTable kt = cuda_table (ks, n_kv), vt = cuda_table (vs, n_kv);
 
   /* a block holds one row's query heads of a kv head */
-  if (head_dim > HEAD_DIM_MAX || head_dim % 4 || heads / kv_heads > 64) {
-    dfl_op_refuse (error, dev, DFL_OP_ATTENTION_TABLE, "head_dim %d is not a multiple of 4 up "
-                   "to %d, or %d query heads a kv head are more than 64", head_dim,
-                   HEAD_DIM_MAX, heads / kv_heads);
+  if (head_dim > HEAD_DIM_MAX || head_dim % per16 || heads / kv_heads > 64) {
+    dfl_op_refuse (error, dev, DFL_OP_ATTENTION_TABLE, "head_dim %d is not a multiple of %d up "
+                   "to %d (%s keys), or %d query heads a kv head are more than 64", head_dim,
+                   per16, HEAD_DIM_MAX, dfl_dtype_name (ks[0].dtype), heads / kv_heads);
     return FALSE;
   }
   for (int i = 0; i < n_kv; i++) {
     aligned |= (guintptr) kt.d[i] | (guintptr) vt.d[i];
     max_keys = MAX (max_keys, (int) ks[i].ne[2]);
   }
-  if (kv_stride % 4 || aligned % 16) {
-    dfl_op_refuse (error, dev, DFL_OP_ATTENTION_TABLE, "a key stride of %d floats, or q or an "
+  if (kv_stride % per16 || aligned % 16) {
+    dfl_op_refuse (error, dev, DFL_OP_ATTENTION_TABLE, "a key stride of %d elements, or q or an "
                    "entry not 16-byte aligned", kv_stride);
     return FALSE;
   }
   LAUNCH (dev, dfl_cuda_attention_table (NATIVE (dev), F32 (q), (int) q->ne[2], heads, kv_heads,
-                                         head_dim, &kt, &vt, kv_stride, I32 (which), I32 (lo),
-                                         I32 (hi), max_keys, scale, F32 (out)));
+                                         head_dim, &kt, &vt, ks[0].dtype == DFL_DTYPE_BF16,
+                                         kv_stride, I32 (which), I32 (lo), I32 (hi), max_keys,
+                                         scale, F32 (out)));
   return TRUE;
 }
 
@@ -320,8 +330,10 @@ static gboolean
 cuda_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, DflTensor *dst,
                 GError **error)
 {
-  LAUNCH (dev, dfl_cuda_copy_rows_at (NATIVE (dev), F32 (dst), DFL_COLS (dst), I64 (row0),
-                                      F32 (src), DFL_ROWS (src)));
+  LAUNCH (dev, dfl_cuda_copy_rows_at (NATIVE (dev), dfl_tensor_data (dst),
+                                      dst->dtype == DFL_DTYPE_BF16, DFL_COLS (dst), I64 (row0),
+                                      dfl_tensor_data (src), src->dtype == DFL_DTYPE_BF16,
+                                      DFL_ROWS (src)));
   return TRUE;
 }
 
@@ -331,8 +343,9 @@ cuda_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dst
 {
   DflCudaTable table = cuda_table (dsts, n_dst);
 
-  LAUNCH (dev, dfl_cuda_copy_rows_table (NATIVE (dev), &table, DFL_COLS (src), I32 (which),
-                                         I64 (row), F32 (src), DFL_ROWS (src)));
+  LAUNCH (dev, dfl_cuda_copy_rows_table (NATIVE (dev), &table, dsts[0].dtype == DFL_DTYPE_BF16,
+                                         DFL_COLS (src), I32 (which), I64 (row), F32 (src),
+                                         DFL_ROWS (src)));
   return TRUE;
 }
 

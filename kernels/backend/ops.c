@@ -379,28 +379,39 @@ dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflT
   return dev->backend->ops->rope (dev, x, inv_freq, pos, error);
 }
 
+/* The type of a KV cache an op reads or writes: its tensor's where it is
+ * F32 or BF16 (whether the device runs it, check_op says), else F32, which
+ * the tensor checks then refuse by name. */
+static DflDtype
+kv_type_of (const DflTensor *t)
+{
+  return t && t->dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16 : DFL_DTYPE_F32;
+}
+
 /* attention's q, out, one key set k, v and the row ranges lo, hi (and
  * which, for a table): the shapes that must agree. */
 static gboolean
-check_attention_keys (Check *c, const DflTensor *q, const char *k_name, const DflTensor *k,
-                      const char *v_name, const DflTensor *v)
+check_attention_keys (Check *c, const DflTensor *q, DflDtype kv_type, const char *k_name,
+                      const DflTensor *k, const char *v_name, const DflTensor *v)
 {
   g_autofree char *k_dim = g_strdup_printf ("%s's head_dim", k_name);
   g_autofree char *k_head = g_strdup_printf ("%s's head stride", k_name);
   g_autofree char *k_key = g_strdup_printf ("%s's key stride", k_name);
   g_autofree char *v_key = g_strdup_printf ("%s's", v_name);
 
-  if (!(tensor (c, k_name, k, DFL_DTYPE_F32, 3, FALSE)
-        && tensor (c, v_name, v, DFL_DTYPE_F32, 3, FALSE) && same_shape (c, k_name, k, v_name, v)
+  /* keys and values of the op's KV type (F32, or BF16 where the device
+   * runs it: check_op) */
+  if (!(tensor (c, k_name, k, kv_type, 3, FALSE)
+        && tensor (c, v_name, v, kv_type, 3, FALSE) && same_shape (c, k_name, k, v_name, v)
         && same (c, k_dim, k->ne[0], "q's", q->ne[0])
-        && same (c, k_head, k->nb[1], "head_dim floats", k->ne[0] * sizeof (float))
+        && same (c, k_head, k->nb[1], "head_dim elements", k->ne[0] * dfl_dtype_size (kv_type))
         && same (c, k_key, k->nb[2], v_key, v->nb[2])))
     return FALSE;
   if (k->ne[1] < 1 || q->ne[1] % k->ne[1])
     return fail (c, DFL_ERROR_MISMATCH, "%" G_GINT64_FORMAT " query heads are not groups of %"
                  G_GINT64_FORMAT " kv heads", q->ne[1], k->ne[1]);
-  if (k->nb[2] % sizeof (float) || k->nb[2] < k->nb[1] * (gsize) k->ne[1])
-    return fail (c, DFL_ERROR_MISMATCH, "%s of %" G_GSIZE_FORMAT " bytes is not whole floats "
+  if (k->nb[2] % dfl_dtype_size (kv_type) || k->nb[2] < k->nb[1] * (gsize) k->ne[1])
+    return fail (c, DFL_ERROR_MISMATCH, "%s of %" G_GSIZE_FORMAT " bytes is not whole elements "
                  "past its heads", k_key, k->nb[2]);
   return TRUE;
 }
@@ -422,9 +433,11 @@ dfl_op_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const 
                   const DflTensor *lo, const DflTensor *hi, DflTensor *out, float scale,
                   GError **error)
 {
-  Check c = check_op (dev, DFL_OP_ATTENTION, DFL_DTYPE_F32, error);
+  DflDtype kv_type = kv_type_of (k);
+  Check c = check_op (dev, DFL_OP_ATTENTION, kv_type, error);
 
-  if (!(check_attention_rows (&c, q, out, lo, hi) && check_attention_keys (&c, q, "k", k, "v", v)))
+  if (!(check_attention_rows (&c, q, out, lo, hi)
+        && check_attention_keys (&c, q, kv_type, "k", k, "v", v)))
     return FALSE;
   return dev->backend->ops->attention (dev, q, k, v, lo, hi, out, scale, error);
 }
@@ -445,7 +458,8 @@ dfl_op_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
                         const DflTensor *lo, const DflTensor *hi, DflTensor *out, float scale,
                         GError **error)
 {
-  Check c = check_op (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_F32, error);
+  DflDtype kv_type = kv_type_of (n_kv > 0 ? ks : NULL);
+  Check c = check_op (dev, DFL_OP_ATTENTION_TABLE, kv_type, error);
 
   if (!(check_attention_rows (&c, q, out, lo, hi) && table_size (&c, "ks", ks, n_kv)
         && table_size (&c, "vs", vs, n_kv)
@@ -458,7 +472,7 @@ dfl_op_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
     g_autofree char *heads = g_strdup_printf ("ks[%d]'s kv heads", i);
     g_autofree char *stride = g_strdup_printf ("ks[%d]'s key stride", i);
     /* one head layout and key stride for all: a launch reads them alike */
-    if (check_attention_keys (&c, q, k_name, &ks[i], v_name, &vs[i])
+    if (check_attention_keys (&c, q, kv_type, k_name, &ks[i], v_name, &vs[i])
         && same (&c, heads, ks[i].ne[1], "ks[0]'s", ks[0].ne[1]))
       same (&c, stride, ks[i].nb[2], "ks[0]'s", ks[0].nb[2]);
   }
@@ -612,10 +626,14 @@ gboolean
 dfl_op_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, DflTensor *dst,
                   GError **error)
 {
-  Check c = check_op (dev, DFL_OP_COPY_ROWS, DFL_DTYPE_F32, error);
+  /* F32 rows into F32 or a BF16 cache, or BF16 rows into BF16 (a cache
+   * grown) */
+  DflDtype kv_type = kv_type_of (dst);
+  Check c = check_op (dev, DFL_OP_COPY_ROWS, kv_type, error);
 
-  if (!(tensor (&c, "src", src, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "src", src)
-        && tensor (&c, "dst", dst, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "dst", dst)
+  if (!(tensor (&c, "src", src, src && src->dtype == kv_type ? kv_type : DFL_DTYPE_F32, 2, FALSE)
+        && packed (&c, "src", src)
+        && tensor (&c, "dst", dst, kv_type, 2, FALSE) && packed (&c, "dst", dst)
         && same (&c, "dst's columns", dst->ne[0], "src's", src->ne[0])
         && tensor (&c, "row0", row0, DFL_DTYPE_I64, 1, TRUE)
         && same (&c, "row0's size", row0->ne[0], "one start row", 1)))
@@ -627,7 +645,8 @@ gboolean
 dfl_op_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dsts, int n_dst,
                         const DflTensor *which, const DflTensor *row, GError **error)
 {
-  Check c = check_op (dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_F32, error);
+  DflDtype kv_type = kv_type_of (n_dst > 0 ? dsts : NULL);
+  Check c = check_op (dev, DFL_OP_COPY_ROWS_TABLE, kv_type, error);
 
   if (!(tensor (&c, "src", src, DFL_DTYPE_F32, 2, FALSE) && packed (&c, "src", src)
         && table_size (&c, "dsts", dsts, n_dst)
@@ -639,7 +658,7 @@ dfl_op_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *d
   for (int i = 0; c.ok && i < n_dst; i++) {
     g_autofree char *name = g_strdup_printf ("dsts[%d]", i);
     g_autofree char *cols = g_strdup_printf ("dsts[%d]'s columns", i);
-    if (tensor (&c, name, &dsts[i], DFL_DTYPE_F32, 2, FALSE) && packed (&c, name, &dsts[i]))
+    if (tensor (&c, name, &dsts[i], kv_type, 2, FALSE) && packed (&c, name, &dsts[i]))
       same (&c, cols, dsts[i].ne[0], "src's", src->ne[0]);
   }
   if (!c.ok)

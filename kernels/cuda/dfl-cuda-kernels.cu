@@ -206,29 +206,63 @@ dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n)
   dfl_cuda_launched (dev, "dfl_cuda_add");
 }
 
-__global__ static void
-copy_rows_at_kernel (float *dst, int width, const int64_t *row0, const float *src, size_t n)
+/* An element as the cache stores it: F32 as it is, BF16 rounded to
+ * nearest even (a BF16 source, copied into a grown cache, as it is). */
+__device__ static inline float
+to_elem (float x, float *)
 {
-  float *d = dst + *row0 * (int64_t) width;
+  return x;
+}
+
+__device__ static inline __nv_bfloat16
+to_elem (float x, __nv_bfloat16 *)
+{
+  return __float2bfloat16_rn (x);
+}
+
+__device__ static inline __nv_bfloat16
+to_elem (__nv_bfloat16 x, __nv_bfloat16 *)
+{
+  return x;
+}
+
+template <typename S, typename D>
+__global__ static void
+copy_rows_at_kernel (D *dst, int width, const int64_t *row0, const S *src, size_t n)
+{
+  D *d = dst + *row0 * (int64_t) width;
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
        i += (size_t) gridDim.x * blockDim.x)
-    d[i] = src[i];
+    d[i] = to_elem (src[i], (D *) NULL);
 }
 
 extern "C" void
-dfl_cuda_copy_rows_at (DflCudaDevice *dev, float *d_dst, int width, const int64_t *d_row0,
-                       const float *d_src, int rows)
+dfl_cuda_copy_rows_at (DflCudaDevice *dev, void *d_dst, int dst_bf16, int width,
+                       const int64_t *d_row0, const void *d_src, int src_bf16, int rows)
 {
   size_t n = (size_t) rows * width;
+  dim3 grid = grid_for (n, BLOCK);
 
   if (n == 0)
     return;
-  copy_rows_at_kernel<<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (d_dst, width, d_row0,
-                                                                       d_src, n);
+  if (!dst_bf16 && !src_bf16)
+    copy_rows_at_kernel<<<grid, BLOCK, 0, dev->stream>>> ((float *) d_dst, width, d_row0,
+                                                          (const float *) d_src, n);
+  else if (dst_bf16 && !src_bf16)
+    copy_rows_at_kernel<<<grid, BLOCK, 0, dev->stream>>> ((__nv_bfloat16 *) d_dst, width, d_row0,
+                                                          (const float *) d_src, n);
+  else if (dst_bf16 && src_bf16)
+    copy_rows_at_kernel<<<grid, BLOCK, 0, dev->stream>>> ((__nv_bfloat16 *) d_dst, width, d_row0,
+                                                          (const __nv_bfloat16 *) d_src, n);
+  else {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_copy_rows_at", "BF16 rows into an F32 buffer");
+    return;
+  }
   dfl_cuda_launched (dev, "dfl_cuda_copy_rows_at");
 }
 
 /* Element i of the rows: row i / width into its entry's row. */
+template <typename D>
 __global__ static void
 copy_rows_table_kernel (DflCudaTable table, int width, const int32_t *which, const int64_t *row,
                         const float *src, size_t n)
@@ -236,12 +270,12 @@ copy_rows_table_kernel (DflCudaTable table, int width, const int32_t *which, con
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
        i += (size_t) gridDim.x * blockDim.x) {
     size_t r = i / width, c = i % width;
-    table.d[which[r]][row[r] * (int64_t) width + c] = src[i];
+    ((D *) table.d[which[r]])[row[r] * (int64_t) width + c] = to_elem (src[i], (D *) NULL);
   }
 }
 
 extern "C" void
-dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int width,
+dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int bf16, int width,
                           const int32_t *d_which, const int64_t *d_row, const float *d_src,
                           int rows)
 {
@@ -249,8 +283,12 @@ dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int wid
 
   if (n == 0)
     return;
-  copy_rows_table_kernel<<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (
-    *table, width, d_which, d_row, d_src, n);
+  if (bf16)
+    copy_rows_table_kernel<__nv_bfloat16><<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (
+      *table, width, d_which, d_row, d_src, n);
+  else
+    copy_rows_table_kernel<float><<<grid_for (n, BLOCK), BLOCK, 0, dev->stream>>> (
+      *table, width, d_which, d_row, d_src, n);
   dfl_cuda_launched (dev, "dfl_cuda_copy_rows_table");
 }
 
@@ -294,9 +332,10 @@ dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int wid
 /* threads of a block of few query vectors, and of many */
 #define ATT_THREADS 256
 #define ATT_THREADS_MANY 512
-/* The key sets of a launch: one, or a table's (a row's entry by `which`). */
+/* The key sets of a launch: one, or a table's (a row's entry by `which`);
+ * F32, or BF16 (the kernel's BF). */
 typedef struct {
-  const float *k[DFL_CUDA_TABLE_MAX], *v[DFL_CUDA_TABLE_MAX];
+  const void *k[DFL_CUDA_TABLE_MAX], *v[DFL_CUDA_TABLE_MAX];
 } AttKeys;
 #define ATT_MAX_HEAD_DIM 256
 
@@ -350,7 +389,21 @@ attention_smem (int head_dim, int ch, int qmax)
          + sizeof (int) * 2 * qmax;
 }
 
-template <int CH, int THREADS>
+/* Eight BF16 values (16 bytes, the first in the low half of the first
+ * word) widened to F32 into shared memory: exact, so every later step
+ * computes on the same floats an F32 cache of those values would hold. */
+__device__ static inline void
+widen8 (float *dst, uint4 w)
+{
+  *(float4 *) dst = make_float4 (__uint_as_float (w.x << 16), __uint_as_float (w.x & 0xffff0000u),
+                                 __uint_as_float (w.y << 16), __uint_as_float (w.y & 0xffff0000u));
+  *(float4 *) (dst + 4) = make_float4 (__uint_as_float (w.z << 16),
+                                       __uint_as_float (w.z & 0xffff0000u),
+                                       __uint_as_float (w.w << 16),
+                                       __uint_as_float (w.w & 0xffff0000u));
+}
+
+template <int CH, int THREADS, bool BF>
 __global__ static void
 __launch_bounds__ (THREADS)
 attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int head_dim,
@@ -380,7 +433,7 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
     nq = n * hpg;
   }
   const int nqg = (nq + 3) / 4;
-  const float *k = keys.k[entry], *v = keys.v[entry];
+  const float *k = (const float *) keys.k[entry], *v = (const float *) keys.v[entry];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int kb0 = chunk * CH;
   float *q_sh = sh, *k_sh = q_sh + qmax * ld, *v_sh = k_sh + CH * ld;
@@ -420,18 +473,37 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
     return;
   }
 
-  /* K and V of the chunk (zeros outside the keys seen) copied straight
-   * into shared memory, every copy issued before the query vectors are
-   * read: no registers hold them on the way (they would cap the blocks a
-   * multiprocessor runs at once) */
+  /* K and V of the chunk (zeros outside the keys seen) into shared
+   * memory as F32. An F32 cache's rows are copied straight there, every
+   * copy issued before the query vectors are read: no registers hold them
+   * on the way (they would cap the blocks a multiprocessor runs at once).
+   * A BF16 cache's (half the bytes to read) pass through registers to be
+   * widened: 16 bytes, eight values, a load. */
   {
     const int klo = range[0], khi = range[1];
-    for (int i = t; i < CH * hd4; i += THREADS) {
-      int j = i / hd4, d = (i % hd4) * 4, key = kb0 + j;
-      bool seen = key >= klo && key < khi;
-      size_t o = seen ? (size_t) key * kv_stride + (size_t) g * hd + d : 0;
-      copy_async16 (&k_sh[j * ld + d], k + o, seen);
-      copy_async16 (&v_sh[j * hd + d], v + o, seen);
+    if (BF) {
+      const int hd8 = hd / 8;
+      const __nv_bfloat16 *kb = (const __nv_bfloat16 *) keys.k[entry];
+      const __nv_bfloat16 *vb = (const __nv_bfloat16 *) keys.v[entry];
+      for (int i = t; i < CH * hd8; i += THREADS) {
+        int j = i / hd8, d = (i % hd8) * 8, key = kb0 + j;
+        uint4 kw = make_uint4 (0u, 0u, 0u, 0u), vw = kw;
+        if (key >= klo && key < khi) {
+          size_t o = (size_t) key * kv_stride + (size_t) g * hd + d;
+          kw = *(const uint4 *) (kb + o);
+          vw = *(const uint4 *) (vb + o);
+        }
+        widen8 (&k_sh[j * ld + d], kw);
+        widen8 (&v_sh[j * hd + d], vw);
+      }
+    } else {
+      for (int i = t; i < CH * hd4; i += THREADS) {
+        int j = i / hd4, d = (i % hd4) * 4, key = kb0 + j;
+        bool seen = key >= klo && key < khi;
+        size_t o = seen ? (size_t) key * kv_stride + (size_t) g * hd + d : 0;
+        copy_async16 (&k_sh[j * ld + d], k + o, seen);
+        copy_async16 (&v_sh[j * hd + d], v + o, seen);
+      }
     }
     asm volatile ("cp.async.commit_group;\n" ::);
     for (int i = t; i < nqg * 4 * hd4; i += THREADS) {
@@ -633,14 +705,14 @@ attention_combine_kernel (const float *partial, int chunks, int head_dim, float 
 
 /* Above the default 48 KiB of shared memory a launch must opt in: the
  * first pass's kernels of THREADS a block, at both chunk lengths. */
-template <int THREADS>
+template <int THREADS, bool BF>
 static void
 chunks_allow_smem (void)
 {
-  cudaFuncSetAttribute (attention_chunk_kernel<64, THREADS>,
+  cudaFuncSetAttribute (attention_chunk_kernel<64, THREADS, BF>,
                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                         (int) attention_smem (128, 64, ATT_QMAX));
-  cudaFuncSetAttribute (attention_chunk_kernel<32, THREADS>,
+  cudaFuncSetAttribute (attention_chunk_kernel<32, THREADS, BF>,
                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                         (int) attention_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
 }
@@ -648,8 +720,10 @@ chunks_allow_smem (void)
 void
 dfl_cuda_kernels_setup (DflCudaDevice *dev)
 {
-  chunks_allow_smem<ATT_THREADS> ();
-  chunks_allow_smem<ATT_THREADS_MANY> ();
+  chunks_allow_smem<ATT_THREADS, false> ();
+  chunks_allow_smem<ATT_THREADS_MANY, false> ();
+  chunks_allow_smem<ATT_THREADS, true> ();
+  chunks_allow_smem<ATT_THREADS_MANY, true> ();
   (void) dev;
 }
 
@@ -695,8 +769,8 @@ dfl_cuda_attention_scratch_generation (DflCudaDevice *dev)
   return dev->att_partial_generation;
 }
 
-/* The first pass at chunks of `ch` keys and THREADS a block. */
-template <int THREADS>
+/* The first pass at chunks of `ch` keys, THREADS a block, K/V F32 or BF16. */
+template <int THREADS, bool BF>
 static void
 launch_chunks (DflCudaDevice *dev, dim3 grid, size_t smem, int ch, const float *d_q, int rows,
                int heads, int kv_heads, int head_dim, const AttKeys *keys, const int32_t *d_which,
@@ -704,22 +778,39 @@ launch_chunks (DflCudaDevice *dev, dim3 grid, size_t smem, int ch, const float *
                int qmax)
 {
   if (ch == 64)
-    attention_chunk_kernel<64, THREADS><<<grid, THREADS, smem, dev->stream>>> (
+    attention_chunk_kernel<64, THREADS, BF><<<grid, THREADS, smem, dev->stream>>> (
       d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
       dev->d_att_partial, chunks, qmax);
   else
-    attention_chunk_kernel<32, THREADS><<<grid, THREADS, smem, dev->stream>>> (
+    attention_chunk_kernel<32, THREADS, BF><<<grid, THREADS, smem, dev->stream>>> (
       d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
       dev->d_att_partial, chunks, qmax);
+}
+
+template <int THREADS>
+static void
+launch_chunks_kv (DflCudaDevice *dev, bool bf16, dim3 grid, size_t smem, int ch,
+                  const float *d_q, int rows, int heads, int kv_heads, int head_dim,
+                  const AttKeys *keys, const int32_t *d_which, int kv_stride,
+                  const int32_t *d_lo, const int32_t *d_hi, float scale, int chunks, int qmax)
+{
+  if (bf16)
+    launch_chunks<THREADS, true> (dev, grid, smem, ch, d_q, rows, heads, kv_heads, head_dim,
+                                  keys, d_which, kv_stride, d_lo, d_hi, scale, chunks, qmax);
+  else
+    launch_chunks<THREADS, false> (dev, grid, smem, ch, d_q, rows, heads, kv_heads, head_dim,
+                                   keys, d_which, kv_stride, d_lo, d_hi, scale, chunks, qmax);
 }
 
 /* Both forms: `keys` one key set (which NULL) or a table's. */
 static void
 attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int rows, int heads,
-                  int kv_heads, int head_dim, const AttKeys *keys, int n_keys,
+                  int kv_heads, int head_dim, const AttKeys *keys, int n_keys, bool bf16,
                   const int32_t *d_which, int kv_stride, const int32_t *d_lo,
                   const int32_t *d_hi, int max_keys, float scale, float *d_out)
 {
+  /* K and V are read 16 bytes at a time: 4 floats, or 8 BF16 values */
+  const int per16 = bf16 ? 8 : 4;
   int ch, chunks, groups, qmax;
   uintptr_t aligned = (uintptr_t) d_q;
   size_t smem;
@@ -735,13 +826,14 @@ attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int ro
                            ATT_MAX_HEAD_DIM, heads, kv_heads, ATT_QMAX, max_keys);
     return;
   }
-  /* q, K and V are read as float4 */
+  /* q, K and V are read 16 bytes at a time */
   for (int i = 0; i < n_keys; i++)
     aligned |= (uintptr_t) keys->k[i] | (uintptr_t) keys->v[i];
-  if (kv_stride % 4 || aligned % 16) {
+  if (kv_stride % per16 || head_dim % per16 || aligned % 16) {
     dfl_cuda_note_invalid (dev, what,
-                           "K/V rows of stride %d floats (a multiple of 4 is needed) or q, k, v "
-                           "not 16-byte aligned", kv_stride);
+                           "K/V of %s rows of stride %d and head_dim %d (multiples of %d are "
+                           "needed) or q, k, v not 16-byte aligned", bf16 ? "BF16" : "F32",
+                           kv_stride, head_dim, per16);
     return;
   }
   if (attention_partial_floats (rows, heads, head_dim, max_keys) > dev->att_partial_floats) {
@@ -774,11 +866,13 @@ attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int ro
    * a multiprocessor. The threads a block has change none of its
    * arithmetic. */
   if (qmax >= 16)
-    launch_chunks<ATT_THREADS_MANY> (dev, grid, smem, ch, d_q, rows, heads, kv_heads, head_dim,
-                                     keys, d_which, kv_stride, d_lo, d_hi, scale, chunks, qmax);
+    launch_chunks_kv<ATT_THREADS_MANY> (dev, bf16, grid, smem, ch, d_q, rows, heads, kv_heads,
+                                        head_dim, keys, d_which, kv_stride, d_lo, d_hi, scale,
+                                        chunks, qmax);
   else
-    launch_chunks<ATT_THREADS> (dev, grid, smem, ch, d_q, rows, heads, kv_heads, head_dim, keys,
-                                d_which, kv_stride, d_lo, d_hi, scale, chunks, qmax);
+    launch_chunks_kv<ATT_THREADS> (dev, bf16, grid, smem, ch, d_q, rows, heads, kv_heads,
+                                   head_dim, keys, d_which, kv_stride, d_lo, d_hi, scale, chunks,
+                                   qmax);
   dfl_cuda_launched (dev, what);
   attention_combine_kernel<<<rows * heads, COMBINE_THREADS, 0, dev->stream>>> (
     dev->d_att_partial, chunks, head_dim, d_out);
@@ -787,22 +881,22 @@ attention_launch (DflCudaDevice *dev, const char *what, const float *d_q, int ro
 
 extern "C" void
 dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, int kv_heads,
-                    int head_dim, const float *d_k, const float *d_v, int kv_stride,
+                    int head_dim, const void *d_k, const void *d_v, int kv_bf16, int kv_stride,
                     const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
                     float *d_out)
 {
   AttKeys keys = { { d_k }, { d_v } };
 
   attention_launch (dev, "dfl_cuda_attention", d_q, rows, heads, kv_heads, head_dim, &keys, 1,
-                    NULL, kv_stride, d_lo, d_hi, max_keys, scale, d_out);
+                    kv_bf16 != 0, NULL, kv_stride, d_lo, d_hi, max_keys, scale, d_out);
 }
 
 extern "C" void
 dfl_cuda_attention_table (DflCudaDevice *dev, const float *d_q, int rows, int heads,
                           int kv_heads, int head_dim, const DflCudaTable *k,
-                          const DflCudaTable *v, int kv_stride, const int32_t *d_which,
-                          const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
-                          float *d_out)
+                          const DflCudaTable *v, int kv_bf16, int kv_stride,
+                          const int32_t *d_which, const int32_t *d_lo, const int32_t *d_hi,
+                          int max_keys, float scale, float *d_out)
 {
   AttKeys keys;
   int n = 0;
@@ -815,7 +909,7 @@ dfl_cuda_attention_table (DflCudaDevice *dev, const float *d_q, int rows, int he
       n = i + 1;
   }
   attention_launch (dev, "dfl_cuda_attention_table", d_q, rows, heads, kv_heads, head_dim, &keys,
-                    n, d_which, kv_stride, d_lo, d_hi, max_keys, scale, d_out);
+                    n, kv_bf16 != 0, d_which, kv_stride, d_lo, d_hi, max_keys, scale, d_out);
 }
 
 /* --- the drafter's row convolution --- */

@@ -178,7 +178,7 @@ void dfl_cuda_rope_at (DflCudaDevice *dev, float *d_x, int rows, int heads, int 
  * graph holds them): the per-sequence buffers of one layer, say. */
 #define DFL_CUDA_TABLE_MAX 64
 typedef struct {
-  float *d[DFL_CUDA_TABLE_MAX];
+  void *d[DFL_CUDA_TABLE_MAX];
 } DflCudaTable;
 
 /* gate[i] = silu(gate[i]) · up[i]. */
@@ -186,32 +186,37 @@ void dfl_cuda_silu_mul (DflCudaDevice *dev, float *d_gate, const float *d_up, si
 /* x[i] += y[i]. */
 void dfl_cuda_add (DflCudaDevice *dev, float *d_x, const float *d_y, size_t n);
 
-/* `rows` packed rows of `width` floats from d_src into d_dst's rows
+/* `rows` packed rows of `width` elements from d_src into d_dst's rows
  * *d_row0 … *d_row0 + rows − 1 (the first row is read on the device, so a
- * captured graph can write a KV cache at the position of each replay). */
-void dfl_cuda_copy_rows_at (DflCudaDevice *dev, float *d_dst, int width, const int64_t *d_row0,
-                            const float *d_src, int rows);
+ * captured graph can write a KV cache at the position of each replay).
+ * Each side F32 or BF16 (its *_bf16 flag): F32 into BF16 rounds to
+ * nearest even; BF16 into F32 is refused (noted as invalid). */
+void dfl_cuda_copy_rows_at (DflCudaDevice *dev, void *d_dst, int dst_bf16, int width,
+                            const int64_t *d_row0, const void *d_src, int src_bf16, int rows);
 
 /* `rows` packed rows of `width` floats from d_src, row r into row
- * d_row[r] of table->d[d_which[r]] (packed rows of `width`); the indices
- * are read on the device (checked by the caller). */
-void dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int width,
-                               const int32_t *d_which, const int64_t *d_row, const float *d_src,
-                               int rows);
+ * d_row[r] of table->d[d_which[r]] (packed rows of `width`, F32, or BF16
+ * where `bf16`: rounded to nearest even); the indices are read on the
+ * device (checked by the caller). */
+void dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, int bf16,
+                               int width, const int32_t *d_which, const int64_t *d_row,
+                               const float *d_src, int rows);
 
 /* Grouped-query attention of `rows` query rows over the keys of a cache or a scratch:
  *   q   [rows][heads][head_dim]
- *   k,v key rows of stride `kv_stride` floats; head g of key j at
- *       k + j·kv_stride + g·head_dim (a cache [pos][kv_heads][hd] has
- *       kv_stride = kv_heads·hd)
+ *   k,v key rows of stride `kv_stride` elements, F32 or (kv_bf16) BF16;
+ *       head g of key j at k + j·kv_stride + g·head_dim (a cache
+ *       [pos][kv_heads][hd] has kv_stride = kv_heads·hd). BF16 keys and
+ *       values are widened to F32 exactly as they are read: the output is
+ *       bitwise that of an F32 cache holding the same values.
  *   out [rows][heads][head_dim]
  * Query row r sees keys [d_lo[r], d_hi[r]) (device int32 arrays, one pair
  * per row, read on the device so a captured graph can be replayed over
  * other ranges; an empty range gives zeros); `max_keys` bounds every d_hi
  * (the launch covers keys [0, max_keys)). Softmax in F32 with the maximum
  * subtracted, scale usually 1/sqrt(head_dim). head_dim and kv_stride
- * multiples of 4, head_dim at most 256, q, k and v 16-byte aligned (rows
- * are read as float4). Causal decoding over a cache is lo = 0, hi = past + r + 1; the
+ * multiples of 4 (of 8 for BF16), head_dim at most 256, q, k and v
+ * 16-byte aligned (rows are read 16 bytes at a time). Causal decoding over a cache is lo = 0, hi = past + r + 1; the
  * drafter's block is its window of the context then every block row.
  *
  * Batch-invariant: the keys are split into chunks and tiles at fixed
@@ -223,9 +228,9 @@ void dfl_cuda_copy_rows_table (DflCudaDevice *dev, const DflCudaTable *table, in
  * except inside a graph capture: there the launch fails (at the next
  * dfl_cuda_sync) unless dfl_cuda_attention_reserve made room beforehand. */
 void dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int heads, int kv_heads,
-                         int head_dim, const float *d_k, const float *d_v, int kv_stride,
-                         const int32_t *d_lo, const int32_t *d_hi, int max_keys, float scale,
-                         float *d_out);
+                         int head_dim, const void *d_k, const void *d_v, int kv_bf16,
+                         int kv_stride, const int32_t *d_lo, const int32_t *d_hi, int max_keys,
+                         float scale, float *d_out);
 /* dfl_cuda_attention with each row's own key set: row r reads
  * k->d[d_which[r]] and v->d[d_which[r]] (every entry of stride kv_stride
  * and 16-byte aligned; `max_keys` bounds every d_hi). A block holds rows
@@ -234,9 +239,9 @@ void dfl_cuda_attention (DflCudaDevice *dev, const float *d_q, int rows, int hea
  * output is bitwise dfl_cuda_attention's over its entry alone. */
 void dfl_cuda_attention_table (DflCudaDevice *dev, const float *d_q, int rows, int heads,
                                int kv_heads, int head_dim, const DflCudaTable *k,
-                               const DflCudaTable *v, int kv_stride, const int32_t *d_which,
-                               const int32_t *d_lo, const int32_t *d_hi, int max_keys,
-                               float scale, float *d_out);
+                               const DflCudaTable *v, int kv_bf16, int kv_stride,
+                               const int32_t *d_which, const int32_t *d_lo, const int32_t *d_hi,
+                               int max_keys, float scale, float *d_out);
 /* Room for attention of `rows` rows × `heads` heads over `max_keys` keys
  * (waits for the stream when it must grow); FALSE with a DFL_ERROR_LIMIT
  * error naming the size where the card has no room. */

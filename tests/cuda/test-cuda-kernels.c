@@ -134,17 +134,24 @@ test_errors (void)
 
   d_x = up (NULL, 4096 * sizeof (float));
   d_i = up (NULL, 64 * sizeof (int32_t));
-  dfl_cuda_attention (dev, d_x, 1, 2, 2, 512, d_x, d_x, 1024, d_i, d_i, 64, 1.0f, d_x);
+  dfl_cuda_attention (dev, d_x, 1, 2, 2, 512, d_x, d_x, 0, 1024, d_i, d_i, 64, 1.0f, d_x);
   g_assert_false (dfl_cuda_sync (dev, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message, "dfl_cuda_attention"));
   g_assert_nonnull (strstr (error->message, "512"));
   g_clear_error (&error);
   /* K/V rows are read as float4: a stride of 130 floats is refused, named */
-  dfl_cuda_attention (dev, d_x, 1, 2, 2, 64, d_x, d_x, 130, d_i, d_i, 16, 1.0f, d_x);
+  dfl_cuda_attention (dev, d_x, 1, 2, 2, 64, d_x, d_x, 0, 130, d_i, d_i, 16, 1.0f, d_x);
   g_assert_false (dfl_cuda_sync (dev, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message, "stride 130"));
+  g_clear_error (&error);
+  /* BF16 keys are read eight to 16 bytes: head_dim 68 is refused for them */
+  dfl_cuda_attention (dev, d_x, 1, 2, 2, 68, d_x, d_x, 1, 136, d_i, d_i, 16, 1.0f, d_x);
+  g_assert_false (dfl_cuda_sync (dev, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "BF16"));
+  g_assert_nonnull (strstr (error->message, "head_dim 68"));
   g_clear_error (&error);
 
   dfl_cuda_top_k (dev, d_x, 1, 16, 16, 65, d_x, d_i);
@@ -576,7 +583,7 @@ test_elementwise (void)
     const int64_t row0 = 37;
     int64_t *d_row0 = up (&row0, sizeof row0);
     dfl_cuda_upload (dev, d_g, g, sizeof (float) * n, NULL);
-    dfl_cuda_copy_rows_at (dev, d_g, 1000, d_row0, d_u, 7);
+    dfl_cuda_copy_rows_at (dev, d_g, 0, 1000, d_row0, d_u, 0, 7);
     sync_ok ();
     down (got, d_g, sizeof (float) * n);
     for (size_t i = 0; i < n; i++) {
@@ -670,7 +677,7 @@ check_attention (int rows, int heads, int kv_heads, int hd, int keys, float shar
   d_hi = up (hi, sizeof (int32_t) * rows);
   d_out = up (NULL, sizeof (float) * nq);
   dfl_cuda_memset (dev, d_out, 0x7f, sizeof (float) * nq);   /* empty rows must be written */
-  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, kv_stride, d_lo, d_hi,
+  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, 0, kv_stride, d_lo, d_hi,
                       keys, scale, d_out);
   sync_ok ();
   down (got, d_out, sizeof (float) * nq);
@@ -730,18 +737,18 @@ test_attention_invariant (void)
   d_lo = up (lo, sizeof lo);
   d_hi = up (hi, sizeof hi);
   d_out = up (NULL, sizeof (float) * nq);
-  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, kv_stride, d_lo, d_hi,
+  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, 0, kv_stride, d_lo, d_hi,
                       past + rows, scale, d_out);
   sync_ok ();
   down (all, d_out, sizeof (float) * nq);
-  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, kv_stride, d_lo, d_hi, cap,
-                      scale, d_out);
+  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, 0, kv_stride, d_lo, d_hi,
+                      cap, scale, d_out);
   sync_ok ();
   down (wide, d_out, sizeof (float) * nq);
   g_assert_cmpmem (all, sizeof (float) * nq, wide, sizeof (float) * nq);
   for (int i = 0; i < rows; i++) {
     size_t at = (size_t) i * heads * hd;
-    dfl_cuda_attention (dev, d_q + at, 1, heads, kv_heads, hd, d_k, d_v, kv_stride, d_lo + i,
+    dfl_cuda_attention (dev, d_q + at, 1, heads, kv_heads, hd, d_k, d_v, 0, kv_stride, d_lo + i,
                         d_hi + i, hi[i], scale, d_out + at);
   }
   sync_ok ();
@@ -753,6 +760,110 @@ test_attention_invariant (void)
   dfl_cuda_free (dev, d_lo);
   dfl_cuda_free (dev, d_hi);
   dfl_cuda_free (dev, d_out);
+}
+
+/* A BF16 cache: its rows written from F32 (rounded to nearest even, the
+ * host's dfl_f32_to_bf16), grown by a BF16 copy, and attention over it
+ * bitwise the attention over an F32 cache of the same (rounded) values,
+ * for 16 rows and for each row alone, at both chunk lengths (head_dim 128
+ * and 256). */
+static void
+check_attention_bf16 (int hd)
+{
+  const int rows = 16, heads = 8, kv_heads = 2, keys = 700;
+  const int kv_stride = kv_heads * hd;
+  g_autoptr (GRand) r = g_rand_new_with_seed (7 + hd);
+  size_t nq = (size_t) rows * heads * hd, nkv = (size_t) keys * kv_stride;
+  g_autofree float *q = random_floats (r, nq, 4.0f);
+  g_autofree float *k = random_floats (r, nkv, 1.0f);
+  g_autofree float *v = random_floats (r, nkv, 1.0f);
+  g_autofree uint16_t *kb = g_new (uint16_t, nkv), *got_bits = g_new (uint16_t, nkv);
+  g_autofree float *f32 = g_new (float, nq), *b16 = g_new (float, nq), *one = g_new (float, nq);
+  int32_t lo[16], hi[16];
+  const int64_t zero = 0;
+  float scale = 1.0f / sqrtf ((float) hd);
+  float *d_q, *d_k, *d_v, *d_out, *d_kf;
+  void *d_kb, *d_vb, *d_grown;
+  int64_t *d_zero;
+  int32_t *d_lo, *d_hi;
+
+  for (int i = 0; i < rows; i++) {
+    lo[i] = i % 3 == 1 ? 100 : 0;
+    hi[i] = keys - rows + i + 1;
+  }
+  /* the F32 cache holds the values the BF16 one does */
+  for (size_t i = 0; i < nkv; i++) {
+    kb[i] = dfl_f32_to_bf16 (k[i]);
+    k[i] = dfl_bf16_to_f32 (kb[i]);
+    v[i] = dfl_bf16_to_f32 (dfl_f32_to_bf16 (v[i]));
+  }
+  d_q = up (q, sizeof (float) * nq);
+  d_k = up (k, sizeof (float) * nkv);
+  d_v = up (v, sizeof (float) * nkv);
+  d_lo = up (lo, sizeof lo);
+  d_hi = up (hi, sizeof hi);
+  d_zero = up (&zero, sizeof zero);
+  d_out = up (NULL, sizeof (float) * nq);
+  d_kb = up (NULL, 2 * nkv);
+  d_vb = up (NULL, 2 * nkv);
+  d_grown = up (NULL, 2 * nkv);
+  /* the BF16 cache written as the target writes one, from F32 rows (the
+   * rounded ones round to themselves; the raw ones are checked below) */
+  d_kf = up (NULL, sizeof (float) * nkv);
+  {
+    g_autofree float *raw = random_floats (r, nkv, 1.0f);
+    dfl_cuda_upload (dev, d_kf, raw, sizeof (float) * nkv, NULL);
+    dfl_cuda_copy_rows_at (dev, d_kb, 1, kv_stride, d_zero, d_kf, 0, keys);
+    sync_ok ();
+    down (got_bits, d_kb, 2 * nkv);
+    for (size_t i = 0; i < nkv; i++)
+      if (got_bits[i] != dfl_f32_to_bf16 (raw[i]))
+        g_error ("F32 → BF16 row element %zu: %04x, want %04x (of %a)", i, got_bits[i],
+                 dfl_f32_to_bf16 (raw[i]), raw[i]);
+  }
+  dfl_cuda_copy_rows_at (dev, d_kb, 1, kv_stride, d_zero, d_k, 0, keys);
+  dfl_cuda_copy_rows_at (dev, d_vb, 1, kv_stride, d_zero, d_v, 0, keys);
+  /* a grown cache: BF16 rows copied as they are */
+  dfl_cuda_copy_rows_at (dev, d_grown, 1, kv_stride, d_zero, d_kb, 1, keys);
+  sync_ok ();
+  down (got_bits, d_grown, 2 * nkv);
+  g_assert_cmpmem (got_bits, 2 * nkv, kb, 2 * nkv);
+
+  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_k, d_v, 0, kv_stride, d_lo, d_hi,
+                      keys, scale, d_out);
+  sync_ok ();
+  down (f32, d_out, sizeof (float) * nq);
+  dfl_cuda_attention (dev, d_q, rows, heads, kv_heads, hd, d_kb, d_vb, 1, kv_stride, d_lo, d_hi,
+                      keys, scale, d_out);
+  sync_ok ();
+  down (b16, d_out, sizeof (float) * nq);
+  g_assert_cmpmem (b16, sizeof (float) * nq, f32, sizeof (float) * nq);
+  for (int i = 0; i < rows; i++) {
+    size_t at = (size_t) i * heads * hd;
+    dfl_cuda_attention (dev, d_q + at, 1, heads, kv_heads, hd, d_kb, d_vb, 1, kv_stride,
+                        d_lo + i, d_hi + i, hi[i], scale, d_out + at);
+  }
+  sync_ok ();
+  down (one, d_out, sizeof (float) * nq);
+  g_assert_cmpmem (one, sizeof (float) * nq, f32, sizeof (float) * nq);
+  dfl_cuda_free (dev, d_q);
+  dfl_cuda_free (dev, d_k);
+  dfl_cuda_free (dev, d_v);
+  dfl_cuda_free (dev, d_kf);
+  dfl_cuda_free (dev, d_kb);
+  dfl_cuda_free (dev, d_vb);
+  dfl_cuda_free (dev, d_grown);
+  dfl_cuda_free (dev, d_zero);
+  dfl_cuda_free (dev, d_lo);
+  dfl_cuda_free (dev, d_hi);
+  dfl_cuda_free (dev, d_out);
+}
+
+static void
+test_attention_bf16 (void)
+{
+  check_attention_bf16 (128);
+  check_attention_bf16 (256);
 }
 
 /* --- row convolution --- */
@@ -1248,7 +1359,7 @@ step_launch (Step *s)
   dfl_cuda_matmul (dev, &s->w, s->d_x, s->rows, s->in, s->d_q, width, width, FALSE,
                    s->d_scratch);
   dfl_cuda_rope (dev, s->d_q, s->rows, s->heads, s->hd, s->d_inv, s->d_pos);
-  dfl_cuda_attention (dev, s->d_q, s->rows, s->heads, s->kv_heads, s->hd, s->d_k, s->d_v,
+  dfl_cuda_attention (dev, s->d_q, s->rows, s->heads, s->kv_heads, s->hd, s->d_k, s->d_v, 0,
                       s->kv_heads * s->hd, s->d_lo, s->d_hi, s->keys,
                       1.0f / sqrtf ((float) s->hd), s->d_out);
   dfl_cuda_rmsnorm (dev, s->d_out, s->d_out, s->rows, width, s->d_norm_w, 1e-6f);
@@ -1386,6 +1497,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/elementwise", test_elementwise);
   g_test_add_func ("/cuda/attention", test_attention);
   g_test_add_func ("/cuda/attention-invariant", test_attention_invariant);
+  g_test_add_func ("/cuda/attention-bf16", test_attention_bf16);
   g_test_add_func ("/cuda/row-conv", test_row_conv);
   g_test_add_func ("/cuda/argmax", test_argmax);
   g_test_add_func ("/cuda/top-k", test_top_k);

@@ -5,7 +5,8 @@
  *     CPU's (relative to each row's largest magnitude) and the same argmax;
  *   - weights as stored: F16/BF16 matrices multiply on the tensor cores with
  *     x rounded to the weights' type, which the CPU never does (it widens the
- *     weights and keeps x in F32), so the tolerance is that rounding's:
+ *     weights and keeps x in F32), and the KV cache is BF16 (the CPU's is
+ *     F32), so the tolerance is that rounding's:
  *     BF16 keeps 8 bits (2⁻⁹ ≈ 2e-3 a product, a few layers deep → 3e-2),
  *     F16 11 bits (→ 5e-3); and a 32-token greedy generation gives the
  *     CPU's tokens;
@@ -318,6 +319,8 @@ test_parity_f32 (gconstpointer data)
   fixture_open (&f, data);
   t = card_target (&f, DFL_TARGET_F32);
   g_assert_cmpint (dfl_target_head_tensor (t).dtype, ==, DFL_DTYPE_F32);
+  /* parity: the CPU's F32 keys and values too */
+  g_assert_cmpint (dfl_target_kv_type (t), ==, DFL_DTYPE_F32);
   card_forward (t, &f, f.ids, f.n, &card);
   cpu_forward (&f, f.ids, f.n, &cpu);
   assert_close (&f, &card, &cpu, f.n, 1e-3);
@@ -339,6 +342,8 @@ test_parity_stored (gconstpointer data)
   fixture_open (&f, data);
   t = card_target (&f, DFL_TARGET_AS_STORED);
   head = dfl_target_head_tensor (t);
+  /* the cache in BF16, within the same tolerance as the products' rounding */
+  g_assert_cmpint (dfl_target_kv_type (t), ==, DFL_DTYPE_BF16);
   embedding = dfl_target_embedding_tensor (t);
   g_assert_true (head.device == dev);
   tol = head.dtype == DFL_DTYPE_BF16 ? 3e-2 : head.dtype == DFL_DTYPE_F16 ? 5e-3 : 1e-3;

@@ -838,6 +838,25 @@ test_copy_rows (gconstpointer data)
     assert_refused (dfl_op_copy_rows (dev, &ts, &tl, &td, &error), &error, DFL_ERROR_INVALID,
                     "start row 8", "copy_rows");
   }
+  /* a BF16 cache: F32 rows rounded to nearest even where the device keeps
+   * one (CUDA), refused by name elsewhere */
+  {
+    g_autofree guint16 *bits = g_new0 (guint16, (gsize) n * width);
+    g_autofree guint16 *want = g_new0 (guint16, (gsize) n * width);
+    DflTensor tb = put (dev, DFL_DTYPE_BF16, width, n, 1, bits);
+
+    if (dfl_device_supports (dev, DFL_OP_COPY_ROWS, DFL_DTYPE_BF16)) {
+      OK (dfl_op_copy_rows (dev, &ts, &t0, &tb, &op_error));
+      get (dev, &tb, bits);
+      for (int i = 0; i < rows * width; i++)
+        want[start * width + i] = dfl_f32_to_bf16 (src[i]);
+      g_assert_cmpmem (bits, sizeof (guint16) * n * width, want, sizeof (guint16) * n * width);
+    } else {
+      g_autoptr (GError) error = NULL;
+      assert_refused (dfl_op_copy_rows (dev, &ts, &t0, &tb, &error), &error,
+                      DFL_ERROR_UNSUPPORTED, "BF16", "copy_rows");
+    }
+  }
   release ();
 }
 

@@ -23,8 +23,8 @@
 #include <math.h>
 
 /* The block's index tensors into the params area's host mirror. */
-static void
-fill_params (DflDraftRun *run, gint64 anchor_pos, guint32 anchor)
+void
+dfl_draft_run_fill_params (DflDraftRun *run, gint64 anchor_pos, guint32 anchor)
 {
   const DflDrafterGeometry *g = run->base.g;
   guint8 *p = run->params.host;
@@ -70,118 +70,212 @@ fill_params (DflDraftRun *run, gint64 anchor_pos, guint32 anchor)
   }
 }
 
+/* --- a pass: n blocks' rows through the layers --- */
+
+gsize
+dfl_draft_pass_bytes (const DflDrafterGeometry *g, gboolean conv, int n)
+{
+  gsize rows = (gsize) n * g->block, hs = g->hidden, qd = (gsize) g->heads * g->head_dim;
+  gsize kproj = conv ? 2 * (gsize) g->conv_kernel * (hs / g->conv_group) : 1;
+
+  return 4 * dfl_draft_aligned (rows * hs * sizeof (float))
+         + 2 * dfl_draft_aligned (rows * qd * sizeof (float))
+         + dfl_draft_aligned (rows * kproj * sizeof (float))
+         + 2 * dfl_draft_aligned (rows * g->intermediate * sizeof (float));
+}
+
+void
+dfl_draft_pass_place (DflDraftPass *p, DflDevice *dev, const DflDraftNet *net,
+                      const DflDrafterGeometry *g, int n, gpointer mem)
+{
+  gsize rows = (gsize) n * g->block, hs = g->hidden, qd = (gsize) g->heads * g->head_dim;
+  gsize kproj = net->conv ? 2 * (gsize) g->conv_kernel * (hs / g->conv_group) : 1, off = 0;
+  struct { DflTensor *t; gsize cols; } parts[] = {
+    { &p->h, hs }, { &p->x, hs }, { &p->x2, hs }, { &p->o, hs }, { &p->q, qd }, { &p->y, qd },
+    { &p->d, kproj }, { &p->gate, g->intermediate }, { &p->up, g->intermediate },
+  };
+
+  p->dev = dev;
+  p->net = net;
+  p->g = g;
+  p->n = n;
+  for (guint i = 0; i < G_N_ELEMENTS (parts); i++) {
+    *parts[i].t = dfl_tensor_2d (dev, mem, off, DFL_DTYPE_F32, (gint64) rows,
+                                 (gint64) parts[i].cols);
+    off += dfl_draft_aligned (rows * parts[i].cols * sizeof (float));
+  }
+}
+
+/* The convolution runs down a block's rows (row r sees rows r − kernel + 1
+ * … r of its own block): each block of the pass on its own. */
+static gboolean
+row_conv (const DflDraftPass *p, const DflTensor *x, const DflTensor *base, const DflTensor *dyn,
+          DflTensor *y, GError **error)
+{
+  int b = p->g->block;
+
+  for (int i = 0; i < p->n; i++) {
+    DflTensor xi = dfl_draft_rows (x, (gint64) i * b, b), di = dfl_draft_rows (dyn, (gint64) i * b, b);
+    DflTensor yi = dfl_draft_rows (y, (gint64) i * b, b);
+    if (!dfl_op_row_conv (p->dev, &xi, base, &di, &yi, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 /* x through convolution `which`'s stage 0 (its rows' own kernels into d);
  * without convolutions x as it is. */
 static gboolean
-conv_in (DflDraftRun *run, const DflDraftLayerNet *L, int which, DflTensor **x, GError **error)
+conv_in (DflDraftPass *p, const DflDraftLayerNet *L, int which, DflTensor **x, GError **error)
 {
-  const DflDrafterGeometry *g = run->base.g;
+  const DflDrafterGeometry *g = p->g;
   gint64 half = (gint64) g->conv_kernel * (g->hidden / g->conv_group);
   DflTensor dyn;
 
-  if (!run->net->conv)
+  if (!p->net->conv)
     return TRUE;
-  dyn = run->d;
+  dyn = p->d;
   dyn.ne[0] = half;
-  if (!dfl_op_matmul (run->dev, &L->conv_proj[which], *x, &run->d, FALSE, error)
-      || !dfl_op_row_conv (run->dev, *x, &L->conv_base[which][0], &dyn, &run->x2, error))
+  if (!dfl_op_matmul (p->dev, &L->conv_proj[which], *x, &p->d, FALSE, error)
+      || !row_conv (p, *x, &L->conv_base[which][0], &dyn, &p->x2, error))
     return FALSE;
-  *x = &run->x2;
+  *x = &p->x2;
   return TRUE;
 }
 
 /* h += stage 1 of convolution `which` over o (or h += o); x is scratch. */
 static gboolean
-conv_out_add (DflDraftRun *run, const DflDraftLayerNet *L, int which, GError **error)
+conv_out_add (DflDraftPass *p, const DflDraftLayerNet *L, int which, GError **error)
 {
-  const DflDrafterGeometry *g = run->base.g;
+  const DflDrafterGeometry *g = p->g;
   gint64 half = (gint64) g->conv_kernel * (g->hidden / g->conv_group);
   DflTensor dyn;
 
-  if (!run->net->conv)
-    return dfl_op_add (run->dev, &run->h, &run->o, error);
-  dyn = run->d;
+  if (!p->net->conv)
+    return dfl_op_add (p->dev, &p->h, &p->o, error);
+  dyn = p->d;
   dyn.offset += (gsize) half * sizeof (float);
   dyn.ne[0] = half;
-  return dfl_op_row_conv (run->dev, &run->o, &L->conv_base[which][1], &dyn, &run->x, error)
-         && dfl_op_add (run->dev, &run->h, &run->x, error);
+  return row_conv (p, &p->o, &L->conv_base[which][1], &dyn, &p->x, error)
+         && dfl_op_add (p->dev, &p->h, &p->x, error);
+}
+
+gboolean
+dfl_draft_pass_qkv (DflDraftPass *p, int l, DflTensor *k, DflTensor *v, const DflTensor *pos,
+                    GError **error)
+{
+  const DflDrafterGeometry *g = p->g;
+  const DflDraftLayerNet *L = &p->net->layers[l];
+  DflDevice *dev = p->dev;
+  gint64 rows = (gint64) p->n * g->block;
+  int hd = g->head_dim;
+  float eps = (float) g->eps;
+  DflTensor q_heads = dfl_draft_heads (&p->q, g->heads), k_heads = dfl_draft_heads (k, g->kv_heads);
+  DflTensor q_rows = dfl_tensor_2d (dev, p->q.handle, p->q.offset, DFL_DTYPE_F32,
+                                    rows * g->heads, hd);
+  DflTensor k_rows = dfl_tensor_2d (dev, k->handle, k->offset, DFL_DTYPE_F32,
+                                    rows * g->kv_heads, hd);
+  DflTensor *x = &p->x;
+
+  if (!dfl_op_rmsnorm (dev, &p->h, &L->in_norm, &p->x, eps, error)
+      || !conv_in (p, L, 0, &x, error)
+      || !dfl_op_matmul_group (dev, 3, (const DflTensor *[]) { &L->q, &L->k, &L->v }, x,
+                               (DflTensor *[]) { &p->q, k, v }, FALSE, error)
+      || !dfl_op_rmsnorm (dev, &q_rows, &L->q_norm, &q_rows, eps, error)
+      || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error))
+    return FALSE;
+  return !dfl_drafter_geometry_rotary (g, l)
+         || (dfl_op_rope (dev, &q_heads, &p->net->inv_freq, pos, error)
+             && dfl_op_rope (dev, &k_heads, &p->net->inv_freq, pos, error));
+}
+
+gboolean
+dfl_draft_pass_finish_layer (DflDraftPass *p, int l, GError **error)
+{
+  const DflDraftLayerNet *L = &p->net->layers[l];
+  DflDevice *dev = p->dev;
+  DflTensor *x = &p->x;
+
+  if (!dfl_op_matmul (dev, &L->o, &p->y, &p->o, FALSE, error) || !conv_out_add (p, L, 0, error))
+    return FALSE;
+  /* the MLP, wrapped the same way */
+  return dfl_op_rmsnorm (dev, &p->h, &L->post_norm, &p->x, (float) p->g->eps, error)
+         && conv_in (p, L, 1, &x, error)
+         && dfl_op_matmul_group (dev, 2, (const DflTensor *[]) { &L->gate, &L->up }, x,
+                                 (DflTensor *[]) { &p->gate, &p->up }, FALSE, error)
+         && dfl_op_silu_mul (dev, &p->gate, &p->up, error)
+         && dfl_op_matmul (dev, &L->down, &p->gate, &p->o, FALSE, error)
+         && conv_out_add (p, L, 1, error);
+}
+
+/* --- one sequence's block --- */
+
+void
+dfl_draft_run_layer_keys (DflDraftRun *run, int l, DflTensor *keys, DflTensor *values,
+                          DflTensor *bk, DflTensor *bv)
+{
+  const DflDrafterGeometry *g = run->base.g;
+  int b = g->block, w = dfl_drafter_geometry_window_of (g, l);
+
+  if (w == 0) {
+    gsize all = run->kv[l].front + run->kv[l].cap;
+    *keys = dfl_draft_kv_rows (run, l, FALSE, 0, all);
+    *values = dfl_draft_kv_rows (run, l, TRUE, 0, all);
+    *bk = dfl_draft_rows (keys, 0, b);
+    *bv = dfl_draft_rows (values, 0, b);
+  } else {
+    *keys = run->win_k[l];
+    *values = run->win_v[l];
+    *bk = dfl_draft_rows (keys, w, b);
+    *bv = dfl_draft_rows (values, w, b);
+  }
+}
+
+gboolean
+dfl_draft_run_gather_window (DflDraftRun *run, int l, GError **error)
+{
+  const DflDrafterGeometry *g = run->base.g;
+  int w = dfl_drafter_geometry_window_of (g, l);
+  gsize all = run->kv[l].front + run->kv[l].cap;
+  DflTensor table_k, table_v, gather, win_k, win_v;
+
+  if (w == 0)
+    return TRUE;
+  table_k = dfl_draft_kv_rows (run, l, FALSE, 0, all);
+  table_v = dfl_draft_kv_rows (run, l, TRUE, 0, all);
+  gather = dfl_draft_param (run, run->params.off_gather[l], DFL_DTYPE_I32, w);
+  win_k = dfl_draft_rows (&run->win_k[l], 0, w);
+  win_v = dfl_draft_rows (&run->win_v[l], 0, w);
+  return dfl_op_embed (run->dev, &table_k, &gather, &win_k, error)
+         && dfl_op_embed (run->dev, &table_v, &gather, &win_v, error);
 }
 
 /* One layer: attention over the context and the block, then the MLP, each
- * wrapped in its convolution and added to h. */
+ * wrapped in its convolution and added to h. The block's keys and values
+ * go straight where attention reads them. */
 static gboolean
 layer (DflDraftRun *run, int l, const DflTensor *pos, GError **error)
 {
   const DflDrafterGeometry *g = run->base.g;
-  const DflDraftNet *net = run->net;
-  const DflDraftLayerNet *L = &net->layers[l];
-  DflDevice *dev = run->dev;
-  int b = g->block, hd = g->head_dim, w = dfl_drafter_geometry_window_of (g, l);
-  float eps = (float) g->eps, scale = 1.0f / sqrtf ((float) hd);
-  DflTensor keys, values, bk, bv, q_heads, k_heads, q_rows, k_rows, y_heads, lo, hi;
-  DflTensor *x = &run->x;
+  DflDraftPass *p = &run->pass;
+  int b = g->block;
+  float scale = 1.0f / sqrtf ((float) g->head_dim);
+  DflTensor keys, values, bk, bv, q_heads, y_heads, lo, hi;
 
   lo = dfl_draft_param (run, run->params.off_lo + (gsize) l * b * sizeof (gint32),
                         DFL_DTYPE_I32, b);
   hi = dfl_draft_param (run, run->params.off_hi + (gsize) l * b * sizeof (gint32),
                         DFL_DTYPE_I32, b);
-  if (w == 0) {
-    gsize all = run->kv[l].front + run->kv[l].cap;
-    keys = dfl_draft_kv_rows (run, l, FALSE, 0, all);
-    values = dfl_draft_kv_rows (run, l, TRUE, 0, all);
-    bk = dfl_draft_rows (&keys, 0, b);
-    bv = dfl_draft_rows (&values, 0, b);
-  } else {
-    gsize all = run->kv[l].front + run->kv[l].cap;
-    DflTensor table_k = dfl_draft_kv_rows (run, l, FALSE, 0, all);
-    DflTensor table_v = dfl_draft_kv_rows (run, l, TRUE, 0, all);
-    DflTensor gather = dfl_draft_param (run, run->params.off_gather[l], DFL_DTYPE_I32, w);
-    DflTensor win_k = dfl_draft_rows (&run->win_k[l], 0, w);
-    DflTensor win_v = dfl_draft_rows (&run->win_v[l], 0, w);
-    keys = run->win_k[l];
-    values = run->win_v[l];
-    bk = dfl_draft_rows (&keys, w, b);
-    bv = dfl_draft_rows (&values, w, b);
-    if (!dfl_op_embed (dev, &table_k, &gather, &win_k, error)
-        || !dfl_op_embed (dev, &table_v, &gather, &win_v, error))
-      return FALSE;
-  }
-  q_heads = dfl_draft_heads (&run->q, g->heads);
-  k_heads = dfl_draft_heads (&bk, g->kv_heads);
-  y_heads = dfl_draft_heads (&run->y, g->heads);
-  q_rows = dfl_tensor_2d (dev, run->q.handle, run->q.offset, DFL_DTYPE_F32,
-                          (gint64) b * g->heads, hd);
-  k_rows = dfl_tensor_2d (dev, bk.handle, bk.offset, DFL_DTYPE_F32,
-                          (gint64) b * g->kv_heads, hd);
+  dfl_draft_run_layer_keys (run, l, &keys, &values, &bk, &bv);
+  q_heads = dfl_draft_heads (&p->q, g->heads);
+  y_heads = dfl_draft_heads (&p->y, g->heads);
   keys = dfl_draft_heads (&keys, g->kv_heads);
   values = dfl_draft_heads (&values, g->kv_heads);
-
-  /* attention */
-  if (!dfl_op_rmsnorm (dev, &run->h, &L->in_norm, &run->x, eps, error)
-      || !conv_in (run, L, 0, &x, error)
-      || !dfl_op_matmul_group (dev, 3, (const DflTensor *[]) { &L->q, &L->k, &L->v }, x,
-                               (DflTensor *[]) { &run->q, &bk, &bv }, FALSE, error)
-      || !dfl_op_rmsnorm (dev, &q_rows, &L->q_norm, &q_rows, eps, error)
-      || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error))
-    return FALSE;
-  if (dfl_drafter_geometry_rotary (g, l)
-      && (!dfl_op_rope (dev, &q_heads, &net->inv_freq, pos, error)
-          || !dfl_op_rope (dev, &k_heads, &net->inv_freq, pos, error)))
-    return FALSE;
-  if (!dfl_op_attention (dev, &q_heads, &keys, &values, &lo, &hi, &y_heads, scale, error)
-      || !dfl_op_matmul (dev, &L->o, &run->y, &run->o, FALSE, error)
-      || !conv_out_add (run, L, 0, error))
-    return FALSE;
-
-  /* the MLP, wrapped the same way */
-  x = &run->x;
-  return dfl_op_rmsnorm (dev, &run->h, &L->post_norm, &run->x, eps, error)
-         && conv_in (run, L, 1, &x, error)
-         && dfl_op_matmul_group (dev, 2, (const DflTensor *[]) { &L->gate, &L->up }, x,
-                                 (DflTensor *[]) { &run->gate, &run->up }, FALSE, error)
-         && dfl_op_silu_mul (dev, &run->gate, &run->up, error)
-         && dfl_op_matmul (dev, &L->down, &run->gate, &run->o, FALSE, error)
-         && conv_out_add (run, L, 1, error);
+  return dfl_draft_run_gather_window (run, l, error)
+         && dfl_draft_pass_qkv (p, l, &bk, &bv, pos, error)
+         && dfl_op_attention (run->dev, &q_heads, &keys, &values, &lo, &hi, &y_heads, scale,
+                              error)
+         && dfl_draft_pass_finish_layer (p, l, error);
 }
 
 /* Every op of a block, from the embedding to the logits, into `out`
@@ -200,9 +294,9 @@ enqueue_block (DflDraftRun *run, int width, DflDevice *out_dev, gpointer out_mem
   DflTensor logits = dfl_tensor_2d (out_dev, out_mem,
                                     out_off + (gsize) (b - 1) * hs * sizeof (float),
                                     DFL_DTYPE_F32, b - 1, width);
-  DflTensor after_anchor = dfl_draft_rows (&run->h, 1, b - 1);
+  DflTensor after_anchor = dfl_draft_rows (&run->pass.h, 1, b - 1);
 
-  if (!dfl_op_embed (dev, &run->net->embed, &ids, &run->h, error))
+  if (!dfl_op_embed (dev, &run->net->embed, &ids, &run->pass.h, error))
     return FALSE;
   for (int l = 0; l < g->layers; l++)
     if (!layer (run, l, &pos, error))
@@ -210,7 +304,7 @@ enqueue_block (DflDraftRun *run, int width, DflDevice *out_dev, gpointer out_mem
   /* every row normed (the CPU's parity tests read them all), the rows
    * after the anchor's into the output, their logits over the head's first
    * `width` rows after them */
-  return dfl_op_rmsnorm (dev, &run->h, &run->net->norm, &run->h, (float) g->eps, error)
+  return dfl_op_rmsnorm (dev, &run->pass.h, &run->net->norm, &run->pass.h, (float) g->eps, error)
          && dfl_op_copy_rows (dev, &after_anchor, &zero, &rows, error)
          && dfl_op_matmul (dev, &run->net->head, &rows, &logits, FALSE, error);
 }
@@ -271,7 +365,7 @@ dfl_draft_run_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int wi
   gint64 n = (gint64) (dfl_draft_ctx_block_bytes (ctx, width) / sizeof (float));
   DflTensor zero, from, to;
 
-  fill_params (run, anchor_pos, anchor);
+  dfl_draft_run_fill_params (run, anchor_pos, anchor);
   /* after the last block's ops have read the area (an upload waits for them) */
   if (!dfl_draft_params_upload (run, 0, run->params.bytes, error))
     return FALSE;
@@ -294,5 +388,5 @@ dfl_draft_ctx_block_rows (const DflDraftCtx *ctx)
   if (ctx->w->engine != &dfl_draft_engine
       || dfl_device_backend (run->dev) != DFL_BACKEND_CPU)
     return NULL;
-  return dfl_tensor_data (&run->h);
+  return dfl_tensor_data (&run->pass.h);
 }

@@ -390,8 +390,8 @@ check_width (const DflDraftCtx *ctx, int width, const DflTensor *out, GError **e
 
 /* Everything a block needs before its compute: its arguments, a context
  * that reaches the anchor, the waiting rows settled. */
-static gboolean
-block_ready (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
+gboolean
+dfl_draft_ctx_block_ready (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
              const DflTensor *out, GError **error)
 {
   if (!check_token (ctx, anchor, error) || !check_width (ctx, width, out, error))
@@ -409,7 +409,7 @@ gboolean
 dfl_draft_ctx_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
                      const DflTensor *out, GError **error)
 {
-  return block_ready (ctx, anchor_pos, anchor, width, out, error)
+  return dfl_draft_ctx_block_ready (ctx, anchor_pos, anchor, width, out, error)
          && ctx->ops->block (ctx, anchor_pos, anchor, width, out, error);
 }
 
@@ -425,7 +425,7 @@ gboolean
 dfl_draft_ctx_draft (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
                      const DflTensor *out, guint32 *chosen, guint32 *plain, GError **error)
 {
-  if (!block_ready (ctx, anchor_pos, anchor, width, out, error))
+  if (!dfl_draft_ctx_block_ready (ctx, anchor_pos, anchor, width, out, error))
     return FALSE;
   return ctx->ops->block (ctx, anchor_pos, anchor, width, out, error)
          && ctx->ops->select (ctx, out, width, anchor, chosen, plain, error);

@@ -69,6 +69,12 @@ gpointer dfl_draft_ctx_alloc (gsize size, const DflDraftCtxOps *ops, DflDrafterW
 /* `nb` more rows settled in every layer (a back end's settle, after each
  * batch). */
 void dfl_draft_ctx_settled (DflDraftCtx *ctx, gsize nb);
+/* Everything a block needs before its compute: its arguments (the anchor
+ * in the vocabulary, the width, `out` of the block's size where the
+ * context lives), a context that reaches the anchor, the waiting rows
+ * settled. */
+gboolean dfl_draft_ctx_block_ready (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor,
+                                    int width, const DflTensor *out, GError **error);
 /* The position base (the first the layer holds) and the context rows
  * [lo, hi) a block at anchor_pos reads in `layer`. */
 void dfl_draft_ctx_layer_range (const DflDraftCtx *ctx, int layer, gint64 anchor_pos,

@@ -10,6 +10,7 @@
  *   draft-settle.c  context rows into every layer's keys and values
  *   draft-block.c   the block: [anchor, MASK …] through the layers and
  *                   the target's head
+ *   draft-batch.c   the blocks of several sequences in one pass
  *   draft-pick.c    the block's tokens: top-k, the selector's re-scoring
  *
  * The bookkeeping (which positions are held, what waits, what a block
@@ -80,17 +81,30 @@ typedef struct {
   gsize *off_gather;            /* [layers]: a windowed layer's window slots */
 } DflDraftParams;
 
+/* The rows of a block pass: `n` blocks of `block` rows one after another
+ * (one sequence's block, or the blocks of a batch of sequences), each
+ * [n · block][cols] on the drafter's device: the rows h, then x, x2, o
+ * (hidden), q, y (heads · head_dim), the convolution's row kernels d,
+ * gate, up (intermediate). */
+typedef struct {
+  DflDevice *dev;
+  const DflDraftNet *net;
+  const DflDrafterGeometry *g;
+  int n;
+  DflTensor h, x, x2, q, y, o, d, gate, up;
+} DflDraftPass;
+
 typedef struct {
   DflDraftCtx base;
   DflDraftNet *net;
   DflDevice *dev;
   DflDraftKv *kv;               /* [layers] */
   DflDraftParams params;
-  /* the block's scratch (one allocation): the rows h, then x, x2, q, y,
-   * o, the convolution's row kernels d, gate, up; a windowed layer's
-   * gathered window and the block's keys after it (keys, then values) */
+  /* the block's scratch (one allocation): its pass's rows, then a
+   * windowed layer's gathered window and the block's keys after it (keys,
+   * then values) */
   gpointer scratch;
-  DflTensor h, x, x2, q, y, o, d, gate, up;
+  DflDraftPass pass;
   DflTensor *win_k, *win_v;     /* [layers]; unused for a layer that sees all */
   /* the waiting context rows (taps), on the device; a second buffer to
    * move the rows that stay into when the first ones settle */
@@ -136,6 +150,30 @@ DflTensor dfl_draft_pending_rows (DflDraftRun *run, gsize row, gsize n);
 gboolean dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error);
 
 /* draft-block.c */
+/* Bytes of a pass of `n` blocks (one allocation), and its tensors carved
+ * from `mem` (at offset 0) on `dev`. */
+gsize dfl_draft_pass_bytes (const DflDrafterGeometry *g, gboolean conv, int n);
+void dfl_draft_pass_place (DflDraftPass *p, DflDevice *dev, const DflDraftNet *net,
+                           const DflDrafterGeometry *g, int n, gpointer mem);
+/* Layer l's first half up to attention: h normed, through the attention
+ * convolution's stage 0, into q, k and v ([n · block][kv_heads · head_dim]
+ * each, wherever the caller wants the keys and values), q and k normed by
+ * head and rotated to `pos` (one start position, or one a row). */
+gboolean dfl_draft_pass_qkv (DflDraftPass *p, int l, DflTensor *k, DflTensor *v,
+                             const DflTensor *pos, GError **error);
+/* The rest of layer l once attention has written y: the output
+ * projection and its convolution added to h, then the MLP the same way. */
+gboolean dfl_draft_pass_finish_layer (DflDraftPass *p, int l, GError **error);
+/* A sequence's block index tensors (ids, position, key ranges, windows'
+ * gathers) into its params area's host mirror (uploaded by the caller). */
+void dfl_draft_run_fill_params (DflDraftRun *run, gint64 anchor_pos, guint32 anchor);
+/* Layer l's keys and values as attention reads them (the layer's rows, or
+ * a windowed layer's gathered window) and, inside them, the block's rows. */
+void dfl_draft_run_layer_keys (DflDraftRun *run, int l, DflTensor *keys, DflTensor *values,
+                               DflTensor *bk, DflTensor *bv);
+/* A windowed layer's window of context rows gathered in front of the
+ * block's keys (nothing for a layer that sees all its context). */
+gboolean dfl_draft_run_gather_window (DflDraftRun *run, int l, GError **error);
 gboolean dfl_draft_run_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
                               const DflTensor *out, GError **error);
 

@@ -154,17 +154,10 @@ static gboolean
 scratch_init (DflDraftRun *run, GError **error)
 {
   const DflDrafterGeometry *g = run->base.g;
-  gsize b = g->block, hs = g->hidden, qd = (gsize) g->heads * g->head_dim, kd = kv_width (g);
-  gsize kproj = run->net->conv ? 2 * (gsize) g->conv_kernel * (hs / g->conv_group) : 1;
-  struct { DflTensor *t; gsize rows, cols; } parts[] = {
-    { &run->h, b, hs }, { &run->x, b, hs }, { &run->x2, b, hs }, { &run->o, b, hs },
-    { &run->q, b, qd }, { &run->y, b, qd }, { &run->d, b, kproj },
-    { &run->gate, b, g->intermediate }, { &run->up, b, g->intermediate },
-  };
-  gsize off = 0, *win_off = g_new0 (gsize, g->layers);
+  gsize b = g->block, kd = kv_width (g);
+  gsize pass = dfl_draft_aligned (dfl_draft_pass_bytes (g, run->net->conv, 1)), off = pass;
+  gsize *win_off = g_new0 (gsize, g->layers);
 
-  for (guint i = 0; i < G_N_ELEMENTS (parts); i++)
-    off += dfl_draft_aligned (parts[i].rows * parts[i].cols * sizeof (float));
   run->win_k = g_new0 (DflTensor, g->layers);
   run->win_v = g_new0 (DflTensor, g->layers);
   for (int l = 0; l < g->layers; l++) {
@@ -178,12 +171,7 @@ scratch_init (DflDraftRun *run, GError **error)
     g_free (win_off);
     return FALSE;
   }
-  off = 0;
-  for (guint i = 0; i < G_N_ELEMENTS (parts); i++) {
-    *parts[i].t = dfl_tensor_2d (run->dev, run->scratch, off, DFL_DTYPE_F32,
-                                 (gint64) parts[i].rows, (gint64) parts[i].cols);
-    off += dfl_draft_aligned (parts[i].rows * parts[i].cols * sizeof (float));
-  }
+  dfl_draft_pass_place (&run->pass, run->dev, run->net, g, 1, run->scratch);
   for (int l = 0; l < g->layers; l++) {
     int w = dfl_drafter_geometry_window_of (g, l);
     gsize bytes = dfl_draft_aligned (((gsize) w + b) * kd * sizeof (float));

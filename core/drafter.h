@@ -308,6 +308,32 @@ gboolean dfl_draft_ctx_draft (DflDraftCtx *ctx, gint64 anchor_pos, guint32 ancho
                               const DflTensor *out, guint32 *chosen, guint32 *plain,
                               GError **error);
 
+/* --- the blocks of several sequences in one pass --- */
+
+/* Room for the blocks of up to `max_sequences` contexts (1 …
+ * DFL_OP_TABLE_MAX) in one pass: the stacked rows' scratch on the bound
+ * weights' device. DFL_ERROR_UNSUPPORTED (naming the op) where the device
+ * lacks the table ops a batch needs (copy_rows_table, attention_table);
+ * DFL_ERROR_INVALID for unbound weights or a size out of range. One
+ * thread at a time. */
+typedef struct _DflDraftBatch DflDraftBatch;
+DflDraftBatch *dfl_draft_batch_new (DflDrafterWeights *bound, int max_sequences, GError **error);
+void dfl_draft_batch_free (DflDraftBatch *batch);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflDraftBatch, dfl_draft_batch_free)
+int dfl_draft_batch_capacity (const DflDraftBatch *batch);
+/* The blocks of `n` contexts (each as dfl_draft_ctx_block drafts it:
+ * anchor_pos[i], anchor[i], into out[i]) in one pass: their rows through
+ * every matrix and the head together, each row's attention over its own
+ * context. The contexts must be distinct and made from the batch's
+ * weights. On the CPU every output is bitwise its context's block alone;
+ * on a GPU within the products' rounding. FALSE with an error naming the
+ * sequence (its index in the call) that was refused; a sequence refused
+ * before the pass (its context short, its anchor or output bad) leaves
+ * every output untouched. */
+gboolean dfl_draft_ctx_block_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n,
+                                    const gint64 *anchor_pos, const guint32 *anchor, int width,
+                                    const DflTensor *out, GError **error);
+
 /* --- selection on the host --- */
 
 /* The `k` largest of x (n values), largest first; the first of equals is

@@ -680,6 +680,101 @@ test_bad_input (void)
   pair_close (&p);
 }
 
+/* Blocks of several sequences in one pass on the card
+ * (dfl_draft_ctx_block_batch): four contexts of different lengths (one
+ * past a window), each sequence's rows and logits against the CPU's block
+ * alone within the tolerance, its drafts identical at F32; then the same
+ * batch at another order, whose outputs are bitwise the first's (the same
+ * rows in one pass give the same products). */
+static void
+test_batch (gconstpointer data)
+{
+  const Shape *s = &shapes[GPOINTER_TO_INT (data)];
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DflDraftBatch) batch = NULL;
+  enum { N = 4 };
+  static const gsize lengths[N] = { 3, 90, 17, 41 };
+  DflDraftCtx *gpu[N], *cpu[N], *order[N];
+  DflTensor outs[N], outs2[N];
+  float *d_out[N], *d_out2[N];
+  gint64 pos[N], pos2[N];
+  guint32 anchor[N], anchor2[N];
+  Pair p;
+  int n, hs;
+  gsize nf;
+
+  pair_random (&p, &shapes[GPOINTER_TO_INT (data)], FALSE);
+  n = p.g->block - 1;
+  hs = p.g->hidden;
+  nf = dfl_draft_ctx_block_bytes (p.ctx, p.width) / sizeof (float);
+  batch = dfl_draft_batch_new (p.gpu_w, N, &error);
+  g_assert_no_error (error);
+  for (int i = 0; i < N; i++) {
+    float *taps = random_taps (p.g, lengths[i], 500 + i);
+    gpu[i] = dfl_draft_ctx_new (p.gpu_w, &error);
+    g_assert_no_error (error);
+    cpu[i] = dfl_draft_ctx_new (p.cpu_w, &error);
+    g_assert_no_error (error);
+    g_assert_true (dfl_draft_ctx_queue_host (gpu[i], 0, taps, lengths[i], &error));
+    g_assert_true (dfl_draft_ctx_queue_host (cpu[i], 0, taps, lengths[i], &error));
+    g_assert_no_error (error);
+    g_free (taps);
+    pos[i] = (gint64) lengths[i];
+    anchor[i] = token (&p, i);
+    d_out[i] = dfl_cuda_alloc (device, nf * sizeof (float), &error);
+    d_out2[i] = dfl_cuda_alloc (device, nf * sizeof (float), &error);
+    g_assert_no_error (error);
+    outs[i] = out_tensor (&p, d_out[i]);
+  }
+  g_assert_true (dfl_draft_ctx_block_batch (batch, gpu, N, pos, anchor, p.width, outs, &error));
+  g_assert_no_error (error);
+  /* the reverse order, into other buffers */
+  for (int i = 0; i < N; i++) {
+    order[i] = gpu[N - 1 - i];
+    pos2[i] = pos[N - 1 - i];
+    anchor2[i] = anchor[N - 1 - i];
+    outs2[i] = out_tensor (&p, d_out2[N - 1 - i]);
+  }
+  g_assert_true (dfl_draft_ctx_block_batch (batch, order, N, pos2, anchor2, p.width, outs2,
+                                            &error));
+  g_assert_no_error (error);
+  for (int i = 0; i < N; i++) {
+    float *got = g_new (float, nf), *again = g_new (float, nf), *want = g_new (float, nf);
+    DflTensor t = dfl_tensor_2d (NULL, want, 0, DFL_DTYPE_F32, n, hs + p.width);
+    guint32 *gc = g_new (guint32, n), *cc = g_new (guint32, n);
+    double e_rows, e_logits;
+    g_assert_true (dfl_cuda_download (device, got, d_out[i], nf * sizeof (float), &error));
+    g_assert_true (dfl_cuda_download (device, again, d_out2[i], nf * sizeof (float), &error));
+    g_assert_true (dfl_draft_ctx_draft (cpu[i], pos[i], anchor[i], p.width, &t, cc, NULL,
+                                        &error));
+    g_assert_no_error (error);
+    g_assert_cmpmem (again, nf * sizeof (float), got, nf * sizeof (float));
+    e_rows = row_rel_error (got, want, n, hs);
+    e_logits = row_rel_error (got + (gsize) n * hs, want + (gsize) n * hs, n, p.width);
+    g_test_message ("%s, sequence %d (%" G_GSIZE_FORMAT " context rows): rows %.2g, logits "
+                    "%.2g (tolerance %.0e)", s->name, i, lengths[i], e_rows, e_logits, p.tol);
+    g_assert_cmpfloat (e_rows, <=, p.tol);
+    g_assert_cmpfloat (e_logits, <=, p.tol);
+    g_assert_true (dfl_draft_ctx_select (gpu[i], &outs[i], p.width, anchor[i], gc, NULL,
+                                         &error));
+    g_assert_no_error (error);
+    g_assert_cmpmem (gc, n * 4, cc, n * 4);
+    g_free (got);
+    g_free (again);
+    g_free (want);
+    g_free (gc);
+    g_free (cc);
+  }
+  for (int i = 0; i < N; i++) {
+    dfl_cuda_free (device, d_out[i]);
+    dfl_cuda_free (device, d_out2[i]);
+    dfl_draft_ctx_free (gpu[i]);
+    dfl_draft_ctx_free (cpu[i]);
+  }
+  g_clear_pointer (&batch, dfl_draft_batch_free);
+  pair_close (&p);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -710,6 +805,8 @@ main (int argc, char **argv)
   g_test_add_data_func ("/cuda-drafter/model/f32", GINT_TO_POINTER (FALSE), test_model);
   g_test_add_data_func ("/cuda-drafter/model/stored", GINT_TO_POINTER (TRUE), test_model);
   g_test_add_func ("/cuda-drafter/bad-input", test_bad_input);
+  g_test_add_data_func ("/cuda-drafter/batch/main", GINT_TO_POINTER (0), test_batch);
+  g_test_add_data_func ("/cuda-drafter/batch/mixed", GINT_TO_POINTER (1), test_batch);
   status = g_test_run ();
   dfl_device_unref (cuda);
   dfl_cuda_device_unref (device);

@@ -56,15 +56,15 @@ fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, 
 /* The target's embedding and (tied) head: random, made once. */
 static float trunk_table[50 * 32];
 
-static DflDraftCtx *
-drafter_new (void)
+/* Weights of the test's geometry bound on the CPU to a random trunk. */
+static DflDrafterWeights *
+bound_new (void)
 {
   DflDrafterGeometry g = geometry ();
   GError *error = NULL;
   g_autoptr (DflDrafterWeights) d = dfl_drafter_weights_new_blank (&g, TRUE, TRUE, &error);
-  g_autoptr (DflDrafterWeights) bound = NULL;
+  DflDrafterWeights *bound;
   DflDraftTrunk trunk;
-  DflDraftCtx *ctx;
 
   g_assert_no_error (error);
   dfl_drafter_weights_foreach (d, fill, NULL);
@@ -78,7 +78,16 @@ drafter_new (void)
   trunk.head = trunk.embed;
   bound = dfl_drafter_weights_bind (d, NULL, &trunk, DFL_DTYPE_F32, &error);
   g_assert_no_error (error);
-  ctx = dfl_draft_ctx_new (bound, &error);
+  return bound;
+}
+
+static DflDraftCtx *
+drafter_new (void)
+{
+  g_autoptr (DflDrafterWeights) bound = bound_new ();
+  GError *error = NULL;
+  DflDraftCtx *ctx = dfl_draft_ctx_new (bound, &error);
+
   g_assert_no_error (error);
   return ctx;
 }
@@ -414,6 +423,131 @@ test_deep_rewind (void)
   g_rand_free (rng);
 }
 
+/* Blocks of several sequences in one pass (dfl_draft_ctx_block_batch):
+ * contexts of different lengths (one past a window's drops, one with rows
+ * still waiting) drafted together give each one's block alone, bit for
+ * bit, in any order and at any head width; refusals name the sequence and
+ * leave the outputs untouched. */
+static void
+test_batch (void)
+{
+  DflDrafterGeometry g = geometry ();
+  g_autoptr (DflDrafterWeights) bound = bound_new ();
+  g_autoptr (DflDrafterWeights) other = bound_new ();
+  g_autoptr (DflDraftBatch) batch = NULL;
+  g_autoptr (DflDraftCtx) stranger = NULL;
+  enum { N = 5 };
+  static const gsize lengths[N] = { 1, 40, 300, 9, 17 };
+  DflDraftCtx *ctx[N];
+  int tw = dfl_drafter_geometry_tap_width (&g), per = (g.block - 1) * (g.hidden + g.vocab);
+  float *out = g_new0 (float, (gsize) N * per), *alone = g_new (float, per);
+  float *taps = g_new (float, 300 * (gsize) tw);
+  DflTensor outs[N], one = block_out (alone);
+  gint64 pos[N];
+  guint32 tok[N];
+  GRand *rng = g_rand_new_with_seed (17);
+  GError *error = NULL;
+
+  for (gsize i = 0; i < 300 * (gsize) tw; i++)
+    taps[i] = (float) g_rand_double_range (rng, -1, 1);
+  batch = dfl_draft_batch_new (bound, 4, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (dfl_draft_batch_capacity (batch), ==, 4);
+  g_clear_pointer (&batch, dfl_draft_batch_free);
+  batch = dfl_draft_batch_new (bound, N, &error);
+  g_assert_no_error (error);
+  for (int s = 0; s < N; s++) {
+    gsize head;
+    ctx[s] = dfl_draft_ctx_new (bound, &error);
+    g_assert_no_error (error);
+    /* each its own rows (an offset into the random taps), the last few
+     * of two of them left waiting */
+    head = lengths[s] > 3 ? lengths[s] - 3 : lengths[s];
+    queue (ctx[s], 0, taps + (gsize) s * 7 * tw, head);
+    if (s % 2 == 0)
+      settle (ctx[s]);
+    if (head < lengths[s])
+      queue (ctx[s], (gint64) head, taps + ((gsize) s * 7 + head) * tw, lengths[s] - head);
+    pos[s] = (gint64) lengths[s];
+    tok[s] = anchor_token (pos[s] + s);
+    outs[s] = dfl_tensor_2d (NULL, out + (gsize) s * per, 0, DFL_DTYPE_F32, g.block - 1,
+                             g.hidden + g.vocab);
+  }
+
+  for (int pass = 0; pass < 3; pass++) {
+    /* all five; then three in another order; then two at the narrowest width */
+    int order[3][N] = { { 0, 1, 2, 3, 4 }, { 4, 2, 0 }, { 3, 1 } }, n = pass == 0 ? N : 3 - pass + 1;
+    int width = pass == 2 ? g.selector_top : g.vocab;
+    DflDraftCtx *cs[N];
+    gint64 ps[N];
+    guint32 ts[N];
+    DflTensor os[N];
+    for (int i = 0; i < n; i++) {
+      int s = order[pass][i];
+      cs[i] = ctx[s];
+      ps[i] = pos[s];
+      ts[i] = tok[s];
+      os[i] = dfl_tensor_2d (NULL, out + (gsize) i * per, 0, DFL_DTYPE_F32, 1,
+                             (gint64) (g.block - 1) * (g.hidden + width));
+    }
+    dfl_draft_ctx_block_batch (batch, cs, n, ps, ts, width, os, &error);
+    g_assert_no_error (error);
+    for (int i = 0; i < n; i++) {
+      DflTensor o1 = dfl_tensor_2d (NULL, alone, 0, DFL_DTYPE_F32, 1,
+                                    (gint64) (g.block - 1) * (g.hidden + width));
+      g_assert_true (dfl_draft_ctx_block (cs[i], ps[i], ts[i], width, &o1, &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (out + (gsize) i * per,
+                       (gsize) (g.block - 1) * (g.hidden + width) * sizeof (float), alone,
+                       (gsize) (g.block - 1) * (g.hidden + width) * sizeof (float));
+    }
+  }
+
+  /* refusals: the outputs stay as they were */
+  memset (out, 0x5a, (gsize) N * per * sizeof (float));
+  {
+    DflDraftCtx *twice[2] = { ctx[0], ctx[0] };
+    gint64 ps[2] = { pos[0], pos[0] };
+    guint32 ts[2] = { tok[0], tok[0] };
+    g_assert_false (dfl_draft_ctx_block_batch (batch, twice, 2, ps, ts, g.vocab, outs, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+    g_assert_nonnull (strstr (error->message, "sequences 0 and 1 of the batch are the same"));
+    g_clear_error (&error);
+  }
+  stranger = dfl_draft_ctx_new (other, &error);
+  g_assert_no_error (error);
+  {
+    DflDraftCtx *mixed[2] = { ctx[1], stranger };
+    g_assert_false (dfl_draft_ctx_block_batch (batch, mixed, 2, pos, tok, g.vocab, outs, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+    g_assert_nonnull (strstr (error->message, "sequence 1 of the batch is not a context"));
+    g_clear_error (&error);
+  }
+  {
+    gint64 ps[N] = { pos[0], pos[1] + 4, pos[2], pos[3], pos[4] };
+    g_assert_false (dfl_draft_ctx_block_batch (batch, ctx, N, ps, tok, g.vocab, outs, &error));
+    g_assert_error (error, DFL_ERROR, DFL_ERROR_LIMIT);
+    g_assert_nonnull (strstr (error->message, "sequence 1 of the batch: "));
+    g_clear_error (&error);
+  }
+  g_assert_false (dfl_draft_ctx_block_batch (batch, ctx, 0, pos, tok, g.vocab, outs, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_clear_error (&error);
+  for (gsize i = 0; i < (gsize) N * per * sizeof (float); i++)
+    g_assert_cmpint (((guint8 *) out)[i], ==, 0x5a);
+  g_assert_null (dfl_draft_batch_new (bound, DFL_OP_TABLE_MAX + 1, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
+  g_clear_error (&error);
+
+  (void) one;
+  for (int s = 0; s < N; s++)
+    dfl_draft_ctx_free (ctx[s]);
+  g_free (out);
+  g_free (alone);
+  g_free (taps);
+  g_rand_free (rng);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -421,5 +555,6 @@ main (int argc, char **argv)
   g_test_add_func ("/drafter/context/random-sequences", test_random_sequences);
   g_test_add_func ("/drafter/context/pending", test_pending);
   g_test_add_func ("/drafter/context/deep-rewind", test_deep_rewind);
+  g_test_add_func ("/drafter/context/batch", test_batch);
   return g_test_run ();
 }

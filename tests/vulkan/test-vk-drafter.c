@@ -580,6 +580,12 @@ test_errors (void)
   g_assert_false (dfl_draft_ctx_queue_host (c, -1, row, 1, &error));
   g_assert_error (error, DFL_ERROR, DFL_ERROR_INVALID);
   g_clear_error (&error);
+  /* blocks of several sequences in one pass need the table ops, which
+   * this back end lacks: refused by name */
+  g_assert_null (dfl_draft_batch_new (vw, 4, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "copy_rows_table, which a batch of blocks needs"));
+  g_clear_error (&error);
   dfl_vk_buffer_free (small);
   dfl_draft_ctx_free (c);
   dfl_drafter_weights_unref (vw);

@@ -1,0 +1,351 @@
+/* gst-dflash — the blocks of several sequences in one pass.
+ *
+ * A block is 16 rows through every matrix of the drafter and the
+ * target's head; on a GPU that is a read of all those weights for a few
+ * rows, and on the CPU every product pays its hand-out to the threads for
+ * a small piece of work. Blocks of n sequences stacked into n · block rows
+ * read the weights once and hand out each product once. What belongs to a
+ * sequence stays its own: its anchor, positions and key ranges (its params
+ * area, filled as for a block alone), its block keys written into its own
+ * layer rows (one copy_rows_table a layer for all), its attention over its
+ * own context (one attention_table a layer), a windowed layer's gather,
+ * and the convolutions, which run down each block's own rows.
+ *
+ * The ops are the block's own (draft-block.c's pass, layer by layer), so
+ * on a back end whose products and attention are row-invariant (the CPU)
+ * each sequence's rows and logits are bitwise its block alone; on a GPU
+ * within the products' rounding (their kernels are picked by the rows).
+ * No graph: a batch's ops are dispatched as they come (its sequences and
+ * their buffers change from pass to pass).
+ */
+#include "draft-forward.h"
+#include "dfl-error.h"
+
+#include <math.h>
+#include <string.h>
+
+struct _DflDraftBatch {
+  DflDrafterWeights *w;         /* bound, a reference */
+  const DflDraftNet *net;
+  const DflDrafterGeometry *g;
+  DflDevice *dev;
+  int cap;
+  gpointer scratch;
+  /* placed for `cap` blocks; a call views its first n */
+  DflDraftPass pass;
+  DflTensor kb, vb;             /* the blocks' keys and values, [cap · block][kv] */
+  DflTensor hrows;              /* the rows after each anchor, [cap · (block − 1)][hidden] */
+  DflTensor logits;             /* their logits, [cap · (block − 1)][head rows] */
+  /* the index tensors: a host mirror, and device memory where the device
+   * does not read indices on the host */
+  guint8 *host;
+  gpointer dev_mem;
+  gsize bytes;
+  gsize off_ids, off_pos, off_which, off_jrow, off_lo, off_hi, off_hrow0, off_owhich, off_orow;
+};
+
+static gsize
+carve (gsize *off, gsize bytes)
+{
+  gsize at = *off;
+
+  *off += dfl_draft_aligned (bytes);
+  return at;
+}
+
+static DflTensor
+param (const DflDraftBatch *batch, gsize off, DflDtype dtype, gint64 n)
+{
+  if (batch->net->host_indices)
+    return dfl_tensor_2d (NULL, batch->host + off, 0, dtype, 1, n);
+  return dfl_tensor_2d (batch->dev, batch->dev_mem, off, dtype, 1, n);
+}
+
+DflDraftBatch *
+dfl_draft_batch_new (DflDrafterWeights *bound, int max_sequences, GError **error)
+{
+  static const DflOp needs[] = { DFL_OP_COPY_ROWS_TABLE, DFL_OP_ATTENTION_TABLE };
+  const DflDraftNet *net;
+  const DflDrafterGeometry *g;
+  DflDraftBatch *batch;
+  gsize rows, off = 0, pass, kd, heads_rows;
+
+  g_return_val_if_fail (bound != NULL, NULL);
+  if (bound->engine != &dfl_draft_engine) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "%s: a batch of blocks needs weights bound to a device "
+                 "(dfl_drafter_weights_bind)", bound->path);
+    return NULL;
+  }
+  if (max_sequences < 1 || max_sequences > DFL_OP_TABLE_MAX) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "%s: a batch of %d sequences; it takes 1 to %d", bound->path, max_sequences,
+                 DFL_OP_TABLE_MAX);
+    return NULL;
+  }
+  net = bound->native;
+  for (guint i = 0; i < G_N_ELEMENTS (needs); i++)
+    if (!dfl_device_supports (net->dev, needs[i], DFL_DTYPE_F32)) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                   "%s: %s does not run %s, which a batch of blocks needs", bound->path,
+                   dfl_device_describe (net->dev), dfl_op_name (needs[i]));
+      return NULL;
+    }
+  g = &bound->g;
+  batch = g_new0 (DflDraftBatch, 1);
+  batch->w = dfl_drafter_weights_ref (bound);
+  batch->net = net;
+  batch->g = g;
+  batch->dev = dfl_device_ref (net->dev);
+  batch->cap = max_sequences;
+
+  rows = (gsize) max_sequences * g->block;
+  heads_rows = (gsize) max_sequences * (g->block - 1);
+  kd = (gsize) g->kv_heads * g->head_dim;
+  pass = carve (&off, dfl_draft_pass_bytes (g, net->conv, max_sequences));
+  {
+    gsize at_k = carve (&off, rows * kd * sizeof (float));
+    gsize at_v = carve (&off, rows * kd * sizeof (float));
+    gsize at_h = carve (&off, heads_rows * g->hidden * sizeof (float));
+    gsize at_l = carve (&off, heads_rows * net->head.ne[1] * sizeof (float));
+    if (!(batch->scratch = dfl_device_alloc (batch->dev, off, error)))
+      goto fail;
+    dfl_draft_pass_place (&batch->pass, batch->dev, net, g, max_sequences, batch->scratch);
+    g_assert (pass == 0);
+    batch->kb = dfl_tensor_2d (batch->dev, batch->scratch, at_k, DFL_DTYPE_F32, rows, kd);
+    batch->vb = dfl_tensor_2d (batch->dev, batch->scratch, at_v, DFL_DTYPE_F32, rows, kd);
+    batch->hrows = dfl_tensor_2d (batch->dev, batch->scratch, at_h, DFL_DTYPE_F32, heads_rows,
+                                  g->hidden);
+    batch->logits = dfl_tensor_2d (batch->dev, batch->scratch, at_l, DFL_DTYPE_F32, heads_rows,
+                                   net->head.ne[1]);
+  }
+
+  off = 0;
+  batch->off_ids = carve (&off, rows * sizeof (gint32));
+  batch->off_pos = carve (&off, rows * sizeof (gint64));
+  batch->off_which = carve (&off, rows * sizeof (gint32));
+  batch->off_jrow = carve (&off, rows * sizeof (gint64));
+  batch->off_lo = carve (&off, (gsize) g->layers * rows * sizeof (gint32));
+  batch->off_hi = carve (&off, (gsize) g->layers * rows * sizeof (gint32));
+  batch->off_hrow0 = carve (&off, (gsize) max_sequences * sizeof (gint64));
+  batch->off_owhich = carve (&off, heads_rows * sizeof (gint32));
+  batch->off_orow = carve (&off, heads_rows * sizeof (gint64));
+  batch->bytes = off;
+  batch->host = g_malloc0 (off);
+  if (!net->host_indices && !(batch->dev_mem = dfl_device_alloc (batch->dev, off, error)))
+    goto fail;
+  return batch;
+
+fail:
+  dfl_draft_batch_free (batch);
+  return NULL;
+}
+
+void
+dfl_draft_batch_free (DflDraftBatch *batch)
+{
+  if (!batch)
+    return;
+  if (batch->dev) {
+    dfl_device_free (batch->dev, batch->scratch);
+    dfl_device_free (batch->dev, batch->dev_mem);
+    dfl_device_unref (batch->dev);
+  }
+  g_free (batch->host);
+  dfl_drafter_weights_unref (batch->w);
+  g_free (batch);
+}
+
+int
+dfl_draft_batch_capacity (const DflDraftBatch *batch)
+{
+  return batch->cap;
+}
+
+/* The sequences as the batch takes them: made from its weights, each
+ * once, each ready for its block (checked and settled). */
+static gboolean
+check_sequences (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n, const gint64 *anchor_pos,
+                 const guint32 *anchor, int width, const DflTensor *out, GError **error)
+{
+  if (n < 1 || n > batch->cap) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                 "%s: a batch of %d blocks; this one takes 1 to %d", batch->w->path, n,
+                 batch->cap);
+    return FALSE;
+  }
+  for (int s = 0; s < n; s++) {
+    GError *why = NULL;
+    if (!ctxs[s] || ctxs[s]->w != batch->w) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                   "%s: sequence %d of the batch is not a context of the batch's bound weights",
+                   batch->w->path, s);
+      return FALSE;
+    }
+    for (int t = 0; t < s; t++)
+      if (ctxs[t] == ctxs[s]) {
+        g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
+                     "%s: sequences %d and %d of the batch are the same context (a context "
+                     "drafts one block a pass)", batch->w->path, t, s);
+        return FALSE;
+      }
+    if (!dfl_draft_ctx_block_ready (ctxs[s], anchor_pos[s], anchor[s], width, &out[s], &why)) {
+      g_set_error (error, why->domain, why->code, "sequence %d of the batch: %s", s,
+                   why->message);
+      g_error_free (why);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Every sequence's index tensors (its own area, as for its block alone),
+ * then the batch's: ids, positions, which sequence and row of its block
+ * each row is, the key ranges, where the rows after each anchor go. */
+static gboolean
+fill_params (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n, const gint64 *anchor_pos,
+             const guint32 *anchor, GError **error)
+{
+  const DflDrafterGeometry *g = batch->g;
+  guint8 *p = batch->host;
+  int b = g->block, rows = n * b;
+
+  for (int s = 0; s < n; s++) {
+    DflDraftRun *run = (DflDraftRun *) ctxs[s];
+    const guint8 *rp = run->params.host;
+    dfl_draft_run_fill_params (run, anchor_pos[s], anchor[s]);
+    /* after the last block's ops have read the area (an upload waits for them) */
+    if (!dfl_draft_params_upload (run, 0, run->params.bytes, error))
+      return FALSE;
+    for (int j = 0; j < b; j++) {
+      int r = s * b + j;
+      ((gint32 *) (p + batch->off_ids))[r] = ((const gint32 *) (rp + run->params.off_ids))[j];
+      ((gint64 *) (p + batch->off_pos))[r] = anchor_pos[s] + j;
+      ((gint32 *) (p + batch->off_which))[r] = s;
+      ((gint64 *) (p + batch->off_jrow))[r] = j;
+    }
+    for (int l = 0; l < g->layers; l++) {
+      memcpy (p + batch->off_lo + ((gsize) l * rows + (gsize) s * b) * sizeof (gint32),
+              rp + run->params.off_lo + (gsize) l * b * sizeof (gint32), b * sizeof (gint32));
+      memcpy (p + batch->off_hi + ((gsize) l * rows + (gsize) s * b) * sizeof (gint32),
+              rp + run->params.off_hi + (gsize) l * b * sizeof (gint32), b * sizeof (gint32));
+    }
+    ((gint64 *) (p + batch->off_hrow0))[s] = (gint64) s * (b - 1);
+    for (int j = 0; j < b - 1; j++) {
+      ((gint32 *) (p + batch->off_owhich))[s * (b - 1) + j] = s;
+      ((gint64 *) (p + batch->off_orow))[s * (b - 1) + j] = j;
+    }
+  }
+  if (batch->net->host_indices)
+    return TRUE;
+  return dfl_device_upload (batch->dev, batch->dev_mem, 0, batch->host, batch->bytes, error);
+}
+
+/* The pass's tensors for its first n blocks. */
+static DflDraftPass
+pass_of (const DflDraftBatch *batch, int n)
+{
+  DflDraftPass p = batch->pass;
+  gint64 rows = (gint64) n * batch->g->block;
+  DflTensor *t[] = { &p.h, &p.x, &p.x2, &p.q, &p.y, &p.o, &p.d, &p.gate, &p.up };
+
+  p.n = n;
+  for (guint i = 0; i < G_N_ELEMENTS (t); i++)
+    *t[i] = dfl_draft_rows (t[i], 0, rows);
+  return p;
+}
+
+/* Layer l for every sequence: the windows gathered, q, k and v of all
+ * rows, each block's keys and values into its own rows, attention over
+ * each sequence's keys, the rest of the layer. */
+static gboolean
+layer (DflDraftBatch *batch, DflDraftPass *p, DflDraftCtx *const *ctxs, int n, int l,
+       GError **error)
+{
+  const DflDrafterGeometry *g = batch->g;
+  gint64 rows = (gint64) n * g->block;
+  float scale = 1.0f / sqrtf ((float) g->head_dim);
+  DflTensor kb = dfl_draft_rows (&batch->kb, 0, rows), vb = dfl_draft_rows (&batch->vb, 0, rows);
+  DflTensor pos = param (batch, batch->off_pos, DFL_DTYPE_I64, rows);
+  DflTensor which = param (batch, batch->off_which, DFL_DTYPE_I32, rows);
+  DflTensor jrow = param (batch, batch->off_jrow, DFL_DTYPE_I64, rows);
+  DflTensor lo = param (batch, batch->off_lo + (gsize) l * rows * sizeof (gint32), DFL_DTYPE_I32,
+                        rows);
+  DflTensor hi = param (batch, batch->off_hi + (gsize) l * rows * sizeof (gint32), DFL_DTYPE_I32,
+                        rows);
+  DflTensor q_heads = dfl_draft_heads (&p->q, g->heads), y_heads = dfl_draft_heads (&p->y, g->heads);
+  DflTensor keys[DFL_OP_TABLE_MAX], values[DFL_OP_TABLE_MAX];
+  DflTensor bk[DFL_OP_TABLE_MAX], bv[DFL_OP_TABLE_MAX];
+
+  for (int s = 0; s < n; s++) {
+    DflDraftRun *run = (DflDraftRun *) ctxs[s];
+    dfl_draft_run_layer_keys (run, l, &keys[s], &values[s], &bk[s], &bv[s]);
+    keys[s] = dfl_draft_heads (&keys[s], g->kv_heads);
+    values[s] = dfl_draft_heads (&values[s], g->kv_heads);
+    if (!dfl_draft_run_gather_window (run, l, error))
+      return FALSE;
+  }
+  return dfl_draft_pass_qkv (p, l, &kb, &vb, &pos, error)
+         && dfl_op_copy_rows_table (batch->dev, &kb, bk, n, &which, &jrow, error)
+         && dfl_op_copy_rows_table (batch->dev, &vb, bv, n, &which, &jrow, error)
+         && dfl_op_attention_table (batch->dev, &q_heads, keys, values, n, &which, &lo, &hi,
+                                    &y_heads, scale, error)
+         && dfl_draft_pass_finish_layer (p, l, error);
+}
+
+gboolean
+dfl_draft_ctx_block_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n,
+                           const gint64 *anchor_pos, const guint32 *anchor, int width,
+                           const DflTensor *out, GError **error)
+{
+  const DflDrafterGeometry *g;
+  DflDevice *dev;
+  DflDraftPass p;
+  int b, hs;
+  gint64 after;
+  DflTensor ids, hrows, logits, owhich, orow, out_rows[DFL_OP_TABLE_MAX],
+      out_logits[DFL_OP_TABLE_MAX];
+
+  g_return_val_if_fail (batch != NULL && ctxs != NULL && anchor_pos != NULL && anchor != NULL
+                        && out != NULL, FALSE);
+  if (!check_sequences (batch, ctxs, n, anchor_pos, anchor, width, out, error)
+      || !fill_params (batch, ctxs, n, anchor_pos, anchor, error))
+    return FALSE;
+  g = batch->g;
+  dev = batch->dev;
+  b = g->block;
+  hs = g->hidden;
+  after = (gint64) n * (b - 1);
+  p = pass_of (batch, n);
+  ids = param (batch, batch->off_ids, DFL_DTYPE_I32, (gint64) n * b);
+  if (!dfl_op_embed (dev, &batch->net->embed, &ids, &p.h, error))
+    return FALSE;
+  for (int l = 0; l < g->layers; l++)
+    if (!layer (batch, &p, ctxs, n, l, error))
+      return FALSE;
+  if (!dfl_op_rmsnorm (dev, &p.h, &batch->net->norm, &p.h, (float) g->eps, error))
+    return FALSE;
+
+  /* the rows after each anchor together, the head over them once, then
+   * each sequence's rows and logits into its output */
+  hrows = dfl_draft_rows (&batch->hrows, 0, after);
+  logits = dfl_tensor_2d (dev, batch->logits.handle, batch->logits.offset, DFL_DTYPE_F32, after,
+                          width);
+  owhich = param (batch, batch->off_owhich, DFL_DTYPE_I32, after);
+  orow = param (batch, batch->off_orow, DFL_DTYPE_I64, after);
+  for (int s = 0; s < n; s++) {
+    DflTensor rows_s = dfl_draft_rows (&p.h, (gint64) s * b + 1, b - 1);
+    DflTensor row0 = param (batch, batch->off_hrow0 + (gsize) s * sizeof (gint64), DFL_DTYPE_I64,
+                            1);
+    if (!dfl_op_copy_rows (dev, &rows_s, &row0, &hrows, error))
+      return FALSE;
+    out_rows[s] = dfl_tensor_2d (out[s].device, out[s].handle, out[s].offset, DFL_DTYPE_F32,
+                                 b - 1, hs);
+    out_logits[s] = dfl_tensor_2d (out[s].device, out[s].handle,
+                                   out[s].offset + (gsize) (b - 1) * hs * sizeof (float),
+                                   DFL_DTYPE_F32, b - 1, width);
+  }
+  return dfl_op_matmul (dev, &batch->net->head, &hrows, &logits, FALSE, error)
+         && dfl_op_copy_rows_table (dev, &hrows, out_rows, n, &owhich, &orow, error)
+         && dfl_op_copy_rows_table (dev, &logits, out_logits, n, &owhich, &orow, error);
+}

@@ -35,6 +35,14 @@ dfl_round_propose_block (DflDraftCtx *draft, gint64 a, int anchor, int width, gb
   return rows;
 }
 
+gboolean
+dfl_round_propose_blocks (DflDraftBatch *batch, DflDraftCtx *const *drafts, int n,
+                          const gint64 *a, const guint32 *anchor, int width, const DflTensor *out,
+                          GError **error)
+{
+  return dfl_draft_ctx_block_batch (batch, drafts, n, a, anchor, width, out, error);
+}
+
 int
 dfl_round_propose_chain (const DflNgram *ngram, const int *tokens, int n, int max_draft,
                          double draft_per_match, int *drafts, int *match)

@@ -151,6 +151,13 @@ gboolean dfl_round_settle (DflDraftCtx *draft, gboolean first, gint64 pos, const
 int dfl_round_propose_block (DflDraftCtx *draft, gint64 a, int anchor, int width,
                              gboolean rescore, const DflTensor *out, int *drafts, GError **error);
 
+/* The blocks of several sequences' rounds in one pass (each as
+ * dfl_round_propose_block proposes it without drafts: its rows and logits
+ * into out[i]): dfl_draft_ctx_block_batch. */
+gboolean dfl_round_propose_blocks (DflDraftBatch *batch, DflDraftCtx *const *drafts, int n,
+                                   const gint64 *a, const guint32 *anchor, int width,
+                                   const DflTensor *out, GError **error);
+
 /* Prompt lookup's proposal to follow tokens[0 … n − 1]: at most
  * `max_draft` tokens and, where draft_per_match > 0, at most the matched
  * suffix's length × draft_per_match (rounded down). Returns how many were

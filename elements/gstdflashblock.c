@@ -68,7 +68,13 @@ enum {
   PROP_HEAD_WIDTH,
   PROP_ROUTE_TIMEOUT,
   PROP_SKIPPED_ROUNDS,
+  PROP_BATCH_LIMIT,
+  PROP_BATCHES,
+  PROP_MAX_BATCH,
 };
+
+/* The most rounds one batched pass takes (the filter's batch-limit bound). */
+#define MAX_ROUNDS 64
 
 struct _GstDflashBlock {
   GstDflashFilter parent;
@@ -76,6 +82,8 @@ struct _GstDflashBlock {
   int head_width;      /* 0 for the whole head */
   int route_timeout_ms;
   guint64 skipped;     /* the skipped-rounds figure */
+  guint64 batches;     /* the batches figure: passes that drafted several blocks */
+  guint max_batch;     /* the max-batch figure: the most blocks one pass drafted */
 
   int width;           /* in use */
   /* on a GPU: the block's output tensors, reused round after round */
@@ -88,6 +96,12 @@ struct _GstDflashBlock {
   gboolean flushing;
   int decide_first;    /* −1: not asked yet */
   gboolean warned;
+  /* the blocks of several sequences drafted in one pass (batch-limit > 1),
+   * for the bound weights it was made for; `no_batch` once the device
+   * refused one (then a block at a time, said once in the log) */
+  DflDraftBatch *batch;
+  DflDrafterWeights *batch_weights;
+  gboolean no_batch;
 };
 
 /* A route as it waits in the table: the round, and whether the chain's. */
@@ -184,6 +198,61 @@ device_output (GstDflashBlock *self, GstBuffer *in, gsize size, GError **error)
   return buf;
 }
 
+/* A buffer for the round's block where the sequence's context lives (on a
+ * GPU a tensor of the device's pool; on the CPU system memory, the
+ * round's buffer made once it is written: `*payload`), and the tensor
+ * over it; `map` stays mapped until done (a GPU's). */
+static GstBuffer *
+block_output (GstDflashBlock *self, DflDraftCtx *ctx, GstBuffer *in, float **payload,
+              GstMapInfo *map, DflTensor *t, GError **error)
+{
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (gst_dflash_filter_model (
+      GST_DFLASH_FILTER (self)));
+  gint64 rows = g->block - 1, cols = g->hidden + self->width;
+  gsize size = dfl_draft_ctx_block_bytes (ctx, self->width);
+  GstBuffer *out;
+
+  *payload = NULL;
+  map->memory = NULL;
+  if (!dfl_draft_ctx_device (ctx)) {
+    *payload = g_malloc (size);
+    *t = dfl_tensor_2d (NULL, *payload, 0, DFL_DTYPE_F32, rows, cols);
+    return NULL;
+  }
+  /* on a GPU the block is in the device's order when it returns; the
+   * selector's read of the ids waits for it */
+  if (!(out = device_output (self, in, size, error)))
+    return NULL;
+  if (!gst_dflash_buffer_tensor (out, dfl_draft_ctx_device (ctx), GST_MAP_WRITE, map,
+                                 DFL_DTYPE_F32, rows, cols, t, error)) {
+    if (map->memory)
+      gst_buffer_unmap (out, map);
+    gst_buffer_unref (out);
+    return NULL;
+  }
+  return out;
+}
+
+/* The round's output once its block is written (ok) or dropped. */
+static GstBuffer *
+block_done (GstDflashBlock *self, DflDraftCtx *ctx, GstDflashRoundMeta *meta, GstBuffer *out,
+            float *payload, GstMapInfo *map, gboolean ok)
+{
+  if (payload) {
+    if (!ok) {
+      g_free (payload);
+      return NULL;
+    }
+    return gst_dflash_round_buffer_new (meta, g_bytes_new_take (payload,
+        dfl_draft_ctx_block_bytes (ctx, self->width)), NULL);
+  }
+  if (map->memory)
+    gst_buffer_unmap (out, map);
+  if (!ok)
+    gst_clear_buffer (&out);
+  return out;
+}
+
 /* The block of the round into a buffer where the sequence's context lives:
  * the rows after the anchor, then their logits over the head's first rows
  * (on a GPU a tensor of the device's pool; on the CPU system memory). */
@@ -195,40 +264,109 @@ draft_block (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoun
   GstDflashModel *m = gst_dflash_filter_model (filter);
   DflDraftCtx *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
                                                  gst_dflash_filter_device (filter), error);
-  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  gint64 rows = g->block - 1, cols = g->hidden + self->width;
-  DflTensor t;
+  float *payload;
   GstMapInfo map;
   GstBuffer *out;
-  gsize size;
+  DflTensor t;
+  gboolean ok;
 
   if (!ctx)
     return NULL;
-  size = dfl_draft_ctx_block_bytes (ctx, self->width);
-  if (!dfl_draft_ctx_device (ctx)) {
-    float *payload = g_malloc (size);
-    t = dfl_tensor_2d (NULL, payload, 0, DFL_DTYPE_F32, rows, cols);
-    if (dfl_round_propose_block (ctx, meta->anchor_pos, meta->anchor, self->width, FALSE, &t,
-                                 NULL, error) < 0) {
-      g_free (payload);
-      return NULL;
+  out = block_output (self, ctx, in, &payload, &map, &t, error);
+  if (!out && !payload)
+    return NULL;
+  ok = dfl_round_propose_block (ctx, meta->anchor_pos, meta->anchor, self->width, FALSE, &t,
+                                NULL, error) >= 0;
+  return block_done (self, ctx, meta, out, payload, &map, ok);
+}
+
+static int
+gst_dflash_block_batch_limit (GstDflashBlock *self)
+{
+  int n = 1;
+
+  g_object_get (self, "batch-limit", &n, NULL);
+  return n;
+}
+
+/* The batch for the weights `ctx` drafts with, made at the first batch
+ * (room for batch-limit sequences); NULL where the device runs no batch
+ * (said once in the log: the blocks then go one at a time). */
+static DflDraftBatch *
+ensure_batch (GstDflashBlock *self, DflDraftCtx *ctx, guint n)
+{
+  DflDrafterWeights *w = dfl_draft_ctx_weights (ctx);
+  g_autoptr (GError) error = NULL;
+
+  if (self->no_batch)
+    return NULL;
+  if (self->batch && self->batch_weights == w && dfl_draft_batch_capacity (self->batch) >= (int) n)
+    return self->batch;
+  g_clear_pointer (&self->batch, dfl_draft_batch_free);
+  self->batch_weights = NULL;
+  if (!(self->batch = dfl_draft_batch_new (w, MAX ((int) n, gst_dflash_block_batch_limit (self)),
+                                           &error))) {
+    self->no_batch = TRUE;
+    GST_WARNING_OBJECT (self, "the blocks of several sequences cannot go in one pass here (%s):"
+                        " one at a time from now on", error->message);
+    return NULL;
+  }
+  self->batch_weights = w;
+  return self->batch;
+}
+
+/* The blocks of rounds i[0 … k) of `in` (different sequences) in one
+ * pass into out[i[j]]; FALSE with the error (every output dropped). */
+static gboolean
+draft_blocks (GstDflashBlock *self, GstBuffer **in, GstDflashRoundMeta **meta, const guint *idx,
+              guint k, GstBuffer **out, GError **error)
+{
+  GstDflashFilter *filter = GST_DFLASH_FILTER (self);
+  GstDflashModel *m = gst_dflash_filter_model (filter);
+  DflDraftCtx *ctx[MAX_ROUNDS];
+  float *payload[MAX_ROUNDS] = { NULL };
+  GstMapInfo map[MAX_ROUNDS];
+  DflTensor t[MAX_ROUNDS];
+  gint64 pos[MAX_ROUNDS];
+  guint32 anchor[MAX_ROUNDS];
+  DflDraftBatch *batch;
+  gboolean ok = TRUE;
+  guint made = 0;
+
+  for (guint j = 0; j < k; j++) {
+    GstDflashRoundMeta *mj = meta[idx[j]];
+    if (!mj->seq
+        || !(ctx[j] = gst_dflash_model_seq_draft (m, mj->seq, gst_dflash_filter_backend (filter),
+                                                  gst_dflash_filter_device (filter), error)))
+      return FALSE;
+    pos[j] = mj->anchor_pos;
+    anchor[j] = (guint32) mj->anchor;
+  }
+  if (!(batch = ensure_batch (self, ctx[0], k))) {
+    for (guint j = 0; j < k; j++)
+      if (!(out[idx[j]] = draft_block (self, meta[idx[j]]->seq, in[idx[j]], meta[idx[j]], error)))
+        return FALSE;
+    return TRUE;
+  }
+  for (; made < k; made++) {
+    out[idx[made]] = block_output (self, ctx[made], in[idx[made]], &payload[made], &map[made],
+                                   &t[made], error);
+    if (!out[idx[made]] && !payload[made]) {
+      ok = FALSE;
+      break;
     }
-    return gst_dflash_round_buffer_new (meta, g_bytes_new_take (payload, size), NULL);
   }
-  if (!(out = device_output (self, in, size, error)))
-    return NULL;
-  /* on a GPU the block is in the device's order when this returns; the
-   * selector's read of the ids waits for it */
-  if (!gst_dflash_buffer_tensor (out, dfl_draft_ctx_device (ctx), GST_MAP_WRITE, &map,
-                                 DFL_DTYPE_F32, rows, cols, &t, error)
-      || dfl_round_propose_block (ctx, meta->anchor_pos, meta->anchor, self->width, FALSE, &t,
-                                  NULL, error) < 0) {
-    if (map.memory)
-      gst_buffer_unmap (out, &map);
-    gst_buffer_unref (out);
-    return NULL;
+  if (ok)
+    ok = dfl_round_propose_blocks (batch, ctx, (int) k, pos, anchor, self->width, t, error);
+  if (ok) {
+    GST_OBJECT_LOCK (self);
+    self->batches++;
+    self->max_batch = MAX (self->max_batch, k);
+    GST_OBJECT_UNLOCK (self);
   }
-  return out;
+  for (guint j = 0; j < made; j++)
+    out[idx[j]] = block_done (self, ctx[j], meta[idx[j]], out[idx[j]], payload[j], &map[j], ok);
+  return ok;
 }
 
 typedef enum {
@@ -340,9 +478,28 @@ gst_dflash_block_reset (GstDflashFilter *filter)
   self->flushing = FALSE;
   g_hash_table_remove_all (self->routes);
   g_mutex_unlock (&self->lock);
-  /* a new start may have another pipeline downstream */
+  /* a new start may have another pipeline downstream, and another model */
   self->decide_first = -1;
   self->warned = FALSE;
+  g_clear_pointer (&self->batch, dfl_draft_batch_free);
+  self->batch_weights = NULL;
+  self->no_batch = FALSE;
+}
+
+/* The chain's round: no rows, the selector passes it on. */
+static GstBuffer *
+chain_round (GstDflashBlock *self, GstDflashRoundMeta *meta)
+{
+  GstDflashRoundMeta *om;
+  GstBuffer *out = gst_dflash_round_buffer_new (meta, NULL, &om);
+
+  om->source = GST_DFLASH_SOURCE_CHAIN;
+  GST_OBJECT_LOCK (self);
+  self->skipped++;
+  GST_OBJECT_UNLOCK (self);
+  GST_LOG_OBJECT (self, "sequence %u round %u is the chain's: no block", meta->sequence,
+                  meta->round);
+  return out;
 }
 
 static GstFlowReturn
@@ -356,18 +513,9 @@ gst_dflash_block_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRound
   switch (wait_route (self, meta)) {
     case ROUTE_FLUSHING:
       return GST_FLOW_FLUSHING;
-    case ROUTE_CHAIN: {
-      /* the round is the chain's: no rows, the selector passes it on */
-      GstDflashRoundMeta *om;
-      *out = gst_dflash_round_buffer_new (meta, NULL, &om);
-      om->source = GST_DFLASH_SOURCE_CHAIN;
-      GST_OBJECT_LOCK (self);
-      self->skipped++;
-      GST_OBJECT_UNLOCK (self);
-      GST_LOG_OBJECT (self, "sequence %u round %u is the chain's: no block", meta->sequence,
-                      meta->round);
+    case ROUTE_CHAIN:
+      *out = chain_round (self, meta);
       return GST_FLOW_OK;
-    }
     case ROUTE_BLOCK:
     default:
       break;
@@ -382,12 +530,47 @@ draft_failed:
                                          meta, error);
 }
 
+/* Rounds of several sequences: each one's route first (the chain's pass
+ * on without rows), then the blocks of the rest in one pass. */
+static GstFlowReturn
+gst_dflash_block_process_batch (GstDflashFilter *filter, GstBuffer **in,
+                                GstDflashRoundMeta **meta, guint n, GstBuffer **out)
+{
+  GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
+  g_autoptr (GError) error = NULL;
+  guint idx[MAX_ROUNDS], k = 0;
+
+  g_assert (n <= MAX_ROUNDS);
+  for (guint i = 0; i < n; i++)
+    switch (wait_route (self, meta[i])) {
+      case ROUTE_FLUSHING:
+        return GST_FLOW_FLUSHING;
+      case ROUTE_CHAIN:
+        out[i] = chain_round (self, meta[i]);
+        break;
+      case ROUTE_BLOCK:
+      default:
+        idx[k++] = i;
+        break;
+    }
+  if (k == 1 && !(out[idx[0]] = draft_block (self, meta[idx[0]]->seq, in[idx[0]], meta[idx[0]],
+                                             &error)))
+    return gst_dflash_filter_round_failed (filter, "could not draft the block", meta[idx[0]],
+                                           error);
+  if (k > 1 && !draft_blocks (self, in, meta, idx, k, out, &error))
+    return gst_dflash_filter_round_failed (filter, "could not draft the blocks of a batch",
+                                           meta[idx[0]], error);
+  GST_LOG_OBJECT (self, "%u rounds: %u blocks in one pass", n, k);
+  return GST_FLOW_OK;
+}
+
 static void
 gst_dflash_block_finalize (GObject *object)
 {
   GstDflashBlock *self = GST_DFLASH_BLOCK (object);
 
   drop_pool (self);
+  g_clear_pointer (&self->batch, dfl_draft_batch_free);
   g_hash_table_unref (self->routes);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
@@ -436,6 +619,44 @@ gst_dflash_block_class_init (GstDflashBlockClass *klass)
           "Rounds the router gave the chain before they were drafted, so no block was run",
           0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
       G_STRUCT_OFFSET (GstDflashBlock, skipped));
+  /**
+   * GstDflashBlock:batch-limit
+   *
+   * With several sequences in flight (tapsource in-flight=N): the most
+   * rounds of different sequences whose blocks are drafted in one pass of
+   * the drafter. At 1, the default, each round is drafted in the
+   * streaming thread that brings it; above, rounds are queued and a task
+   * on the src pad drafts every round waiting (up to max-batch; it never
+   * waits for more) together: the drafter's matrices and the head are
+   * read once for all of them. On a GPU that reading is most of a block;
+   * on two CPU cores the products are compute-bound and a batch gains
+   * little (the queue's hand-off can cost more). A device without the
+   * table ops (Vulkan) drafts them one at a time, said once in the log.
+   */
+  gst_dflash_filter_class_install_batch_limit (filter_class, PROP_BATCH_LIMIT,
+      "Most rounds of different sequences drafted in one pass (1: each round in the streaming "
+      "thread that brings it)");
+  /**
+   * GstDflashBlock:batches
+   *
+   * Passes that drafted the blocks of several sequences together.
+   */
+  gst_dflash_install_field_property (gobject_class, PROP_BATCHES,
+      g_param_spec_uint64 ("batches", "Batches",
+          "Passes that drafted the blocks of several sequences together so far",
+          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+      G_STRUCT_OFFSET (GstDflashBlock, batches));
+  /**
+   * GstDflashBlock:max-batch
+   *
+   * The most blocks one pass has drafted so far (0 before any pass of
+   * several).
+   */
+  gst_dflash_install_field_property (gobject_class, PROP_MAX_BATCH,
+      g_param_spec_uint ("max-batch", "Largest batch",
+          "The most blocks (of as many sequences) one pass has drafted so far",
+          0, G_MAXUINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+      G_STRUCT_OFFSET (GstDflashBlock, max_batch));
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash block",
       "Filter/Tensor", "Drafts a block of tokens in one pass of the DFlash 2 drafter",
       "gst-dflash developers");
@@ -444,6 +665,7 @@ gst_dflash_block_class_init (GstDflashBlockClass *klass)
       GST_DFLASH_BLOCK_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ], width = (int) [ 1, MAX ]");
   filter_class->src_caps = gst_dflash_block_src_caps;
   filter_class->process = gst_dflash_block_process;
+  filter_class->process_batch = gst_dflash_block_process_batch;
   filter_class->reset = gst_dflash_block_reset;
   filter_class->unlock = gst_dflash_block_unlock;
   filter_class->src_event = gst_dflash_block_src_event;

@@ -49,6 +49,8 @@ gst_dflash_field_property_set (GObject *object, const GValue *value, GParamSpec 
     *(gboolean *) field = g_value_get_boolean (value);
   else if (type == G_TYPE_DOUBLE)
     *(gdouble *) field = g_value_get_double (value);
+  else if (type == G_TYPE_UINT)
+    *(guint *) field = g_value_get_uint (value);
   else if (type == G_TYPE_UINT64)
     *(guint64 *) field = g_value_get_uint64 (value);
   else if (type == G_TYPE_STRING) {
@@ -79,6 +81,8 @@ gst_dflash_field_property_get (GObject *object, GValue *value, GParamSpec *pspec
     g_value_set_boolean (value, *(gboolean *) field);
   else if (type == G_TYPE_DOUBLE)
     g_value_set_double (value, *(gdouble *) field);
+  else if (type == G_TYPE_UINT)
+    g_value_set_uint (value, *(guint *) field);
   else if (type == G_TYPE_UINT64)
     g_value_set_uint64 (value, *(guint64 *) field);
   else if (type == G_TYPE_STRING)

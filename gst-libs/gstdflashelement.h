@@ -10,7 +10,7 @@
  * what is left (a figure computed when read).
  *
  * The field's C type follows the property's value type: gint (int, enum),
- * gboolean, gdouble, guint64, char * (string: owned, freed on replace; the
+ * guint, gboolean, gdouble, guint64, char * (string: owned, freed on replace; the
  * element frees it in finalize).
  */
 #pragma once

@@ -12,6 +12,10 @@ enum {
   PROP_BUSY_TIME,
 };
 
+/* The most rounds a batch takes (the back ends' table ops take as many
+ * sequences). */
+#define MAX_BATCH 64
+
 typedef struct {
   GstPad *sinkpad, *srcpad;
   GstDflashModel *model;
@@ -19,6 +23,18 @@ typedef struct {
   GstDflashBackend active;    /* where it runs, once the caps are set */
   GstDflashDevice *device;
   guint64 busy_ns;            /* the busy-time property (object lock) */
+  int batch_limit;            /* the property (object lock) */
+  /* Batching (a stage with process_batch, batch-limit above 1, from
+   * the start): the sink queues rounds and serialized events; a task on the
+   * src pad takes them. `busy` while the task works on what it took;
+   * `flow` the last pass's, handed back to upstream's next push. */
+  gboolean batching;
+  int batch_max;
+  GMutex lock;
+  GCond cond;
+  GQueue queue;
+  gboolean flushing, busy;
+  GstFlowReturn flow;
 } GstDflashFilterPrivate;
 
 G_DEFINE_ABSTRACT_TYPE_WITH_CODE (GstDflashFilter, gst_dflash_filter, GST_TYPE_ELEMENT,
@@ -27,43 +43,248 @@ G_DEFINE_ABSTRACT_TYPE_WITH_CODE (GstDflashFilter, gst_dflash_filter, GST_TYPE_E
 
 #define PRIV(f) ((GstDflashFilterPrivate *) gst_dflash_filter_get_instance_private (f))
 
+/* A round's drafting time onto its output. */
+static void
+account (GstDflashFilter *filter, GstBuffer *out, guint64 spent_ns)
+{
+  GstDflashRoundMeta *out_meta;
+
+  /* the round's drafting time, for the verifier's figures */
+  if (out && (out_meta = gst_buffer_get_dflash_round_meta (out)))
+    out_meta->draft_ns += spent_ns;
+}
+
+static gboolean
+is_round (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta **meta)
+{
+  *meta = gst_buffer_get_dflash_round_meta (in);
+  if (*meta && PRIV (filter)->model)
+    return TRUE;
+  GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
+      ("a buffer without a dflash round: it must come from tapsource"),
+      ("%s", *meta ? "no dflash model: no caps came before the buffer"
+       : "the buffer carries no GstDflashRoundMeta"));
+  return FALSE;
+}
+
+/* The rounds in[0 … n) processed (one by process, several by
+ * process_batch) and pushed in order; they are unreffed. */
+static GstFlowReturn
+process_and_push (GstDflashFilter *filter, GstBuffer **in, guint n)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+  GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
+  GstDflashRoundMeta *meta[MAX_BATCH];
+  GstBuffer *out[MAX_BATCH] = { NULL };
+  gint64 t0 = g_get_monotonic_time ();
+  GstFlowReturn ret = GST_FLOW_OK;
+  guint64 spent;
+
+  g_assert (n >= 1 && n <= MAX_BATCH);
+  for (guint i = 0; i < n; i++)
+    if (!is_round (filter, in[i], &meta[i]))
+      ret = GST_FLOW_ERROR;
+  if (ret == GST_FLOW_OK)
+    ret = n == 1 ? klass->process (filter, in[0], meta[0], &out[0])
+                 : klass->process_batch (filter, in, meta, n, out);
+  spent = (g_get_monotonic_time () - t0) * 1000;
+  for (guint i = 0; i < n; i++)
+    gst_buffer_unref (in[i]);
+  if (ret != GST_FLOW_OK) {
+    for (guint i = 0; i < n; i++)
+      gst_clear_buffer (&out[i]);
+    return ret;
+  }
+  GST_OBJECT_LOCK (filter);
+  p->busy_ns += spent;
+  GST_OBJECT_UNLOCK (filter);
+  /* each round of a batch waited for all of it, but drafted a share */
+  for (guint i = 0; i < n; i++)
+    account (filter, out[i], spent / n);
+  for (guint i = 0; i < n; i++) {
+    if (ret == GST_FLOW_OK)
+      ret = gst_pad_push (p->srcpad, out[i]);
+    else
+      gst_buffer_unref (out[i]);
+  }
+  return ret;
+}
+
 static GstFlowReturn
 chain (GstPad *pad, GstObject *parent, GstBuffer *in)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
   GstDflashFilterPrivate *p = PRIV (filter);
-  GstDflashRoundMeta *meta = gst_buffer_get_dflash_round_meta (in);
-  GstBuffer *out = NULL;
   GstFlowReturn ret;
-  gint64 t0 = g_get_monotonic_time ();
-  guint64 spent;
-  GstDflashRoundMeta *out_meta;
 
-  if (!meta || !p->model)
-    goto no_round;
-  ret = GST_DFLASH_FILTER_GET_CLASS (filter)->process (filter, in, meta, &out);
-  spent = (g_get_monotonic_time () - t0) * 1000;
-  gst_buffer_unref (in);
-  if (ret != GST_FLOW_OK)
-    return ret;
-  /* the round's drafting time, for the verifier's figures */
-  if ((out_meta = gst_buffer_get_dflash_round_meta (out)))
-    out_meta->draft_ns += spent;
-  GST_OBJECT_LOCK (filter);
-  p->busy_ns += spent;
-  GST_OBJECT_UNLOCK (filter);
-  return gst_pad_push (p->srcpad, out);
-
-  /* ERRORS */
-no_round:
-  {
-    GST_ELEMENT_ERROR (filter, STREAM, FORMAT,
-        ("a buffer without a dflash round: it must come from tapsource"),
-        ("%s", meta ? "no dflash model: no caps came before the buffer"
-         : "the buffer carries no GstDflashRoundMeta"));
-    gst_buffer_unref (in);
-    return GST_FLOW_ERROR;
+  if (!p->batching)
+    return process_and_push (filter, &in, 1);
+  /* for the task; the last pass's flow comes back */
+  g_mutex_lock (&p->lock);
+  ret = p->flushing ? GST_FLOW_FLUSHING : p->flow;
+  if (ret == GST_FLOW_OK) {
+    g_queue_push_tail (&p->queue, in);
+    in = NULL;
+    g_cond_broadcast (&p->cond);
   }
+  g_mutex_unlock (&p->lock);
+  gst_clear_buffer (&in);
+  return ret;
+}
+
+static void
+clear_queue (GstDflashFilterPrivate *p)
+{
+  GstMiniObject *o;
+
+  while ((o = g_queue_pop_head (&p->queue)))
+    gst_mini_object_unref (o);
+}
+
+/* Whether `buf` is a round of a sequence among rounds[0 … n). */
+static gboolean
+same_sequence (GstBuffer **rounds, guint n, GstBuffer *buf)
+{
+  GstDflashRoundMeta *m = gst_buffer_get_dflash_round_meta (buf), *o;
+
+  for (guint i = 0; m && i < n; i++)
+    if ((o = gst_buffer_get_dflash_round_meta (rounds[i])) && o->sequence == m->sequence)
+      return TRUE;
+  return FALSE;
+}
+
+/* The task on the src pad: waits for what upstream queued; an event goes
+ * on in its place; the rounds queued before it, as many as wait (at most
+ * batch-limit; it never waits for more), are processed together. */
+static void
+batch_loop (GstDflashFilter *filter)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+  GstBuffer *rounds[MAX_BATCH];
+  GstMiniObject *head;
+  GstFlowReturn ret;
+  guint n = 0;
+
+  g_mutex_lock (&p->lock);
+  while (!p->flushing && g_queue_is_empty (&p->queue))
+    g_cond_wait (&p->cond, &p->lock);
+  if (p->flushing)
+    goto flushing;
+  p->busy = TRUE;
+  head = g_queue_pop_head (&p->queue);
+  if (GST_IS_EVENT (head)) {
+    g_mutex_unlock (&p->lock);
+    gst_pad_event_default (p->sinkpad, GST_OBJECT (filter), GST_EVENT (head));
+    ret = GST_FLOW_OK;
+  } else {
+    rounds[n++] = GST_BUFFER (head);
+    /* the rounds that follow, up to an event or a second round of a
+     * sequence already taken */
+    while (n < (guint) p->batch_max && !g_queue_is_empty (&p->queue)
+           && GST_IS_BUFFER (g_queue_peek_head (&p->queue))
+           && !same_sequence (rounds, n, g_queue_peek_head (&p->queue)))
+      rounds[n++] = g_queue_pop_head (&p->queue);
+    g_mutex_unlock (&p->lock);
+    GST_LOG_OBJECT (filter, "%u rounds in one pass", n);
+    ret = process_and_push (filter, rounds, n);
+  }
+  g_mutex_lock (&p->lock);
+  p->busy = FALSE;
+  if (ret != GST_FLOW_OK)
+    p->flow = ret;
+  g_cond_broadcast (&p->cond);
+  g_mutex_unlock (&p->lock);
+  if (ret != GST_FLOW_OK)
+    goto paused;
+  return;
+
+flushing:
+  {
+    g_mutex_unlock (&p->lock);
+    GST_DEBUG_OBJECT (filter, "flushing: the task pauses");
+    gst_pad_pause_task (p->srcpad);
+    return;
+  }
+paused:
+  {
+    GST_DEBUG_OBJECT (filter, "the task pauses: %s", gst_flow_get_name (ret));
+    if (ret == GST_FLOW_EOS || ret < GST_FLOW_EOS) {
+      /* downstream ended, or the stream failed (an error of ours is
+       * posted where it happened; a refused format is ours to post) */
+      if (ret == GST_FLOW_NOT_NEGOTIATED)
+        GST_ELEMENT_FLOW_ERROR (filter, ret);
+      gst_pad_push_event (p->srcpad, gst_event_new_eos ());
+    }
+    gst_pad_pause_task (p->srcpad);
+  }
+}
+
+/* Batching is decided when the src pad activates (the stage starts): the
+ * task runs while it is active, stopped (woken first) before it goes. */
+static gboolean
+src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mode, gboolean active)
+{
+  GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
+  GstDflashFilterPrivate *p = PRIV (filter);
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+  if (active) {
+    GST_OBJECT_LOCK (filter);
+    p->batch_max = MIN (p->batch_limit, MAX_BATCH);
+    GST_OBJECT_UNLOCK (filter);
+    p->batching = GST_DFLASH_FILTER_GET_CLASS (filter)->process_batch && p->batch_max > 1;
+  }
+  g_mutex_lock (&p->lock);
+  p->flushing = !active;
+  p->flow = GST_FLOW_OK;
+  if (!active) {
+    clear_queue (p);
+    g_cond_broadcast (&p->cond);
+  }
+  g_mutex_unlock (&p->lock);
+  if (!p->batching)
+    return TRUE;
+  if (active) {
+    GST_DEBUG_OBJECT (filter, "batching up to %d rounds a pass", p->batch_max);
+    return gst_pad_start_task (pad, (GstTaskFunction) batch_loop, filter, NULL);
+  }
+  return gst_pad_stop_task (pad);
+}
+
+/* A serialized event while batching: in order with the rounds (the task
+ * hands it on). FALSE while flushing. */
+static gboolean
+queue_event (GstDflashFilter *filter, GstEvent *event)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+
+  g_mutex_lock (&p->lock);
+  if (p->flushing) {
+    g_mutex_unlock (&p->lock);
+    gst_event_unref (event);
+    return FALSE;
+  }
+  g_queue_push_tail (&p->queue, event);
+  g_cond_broadcast (&p->cond);
+  g_mutex_unlock (&p->lock);
+  return TRUE;
+}
+
+/* While batching: until the task has handed on every round queued (new
+ * caps apply to the rounds after them). FALSE while flushing. */
+static gboolean
+drain (GstDflashFilter *filter)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+  gboolean ok;
+
+  g_mutex_lock (&p->lock);
+  while (!p->flushing && (p->busy || !g_queue_is_empty (&p->queue)))
+    g_cond_wait (&p->cond, &p->lock);
+  ok = !p->flushing;
+  g_mutex_unlock (&p->lock);
+  return ok;
 }
 
 /* The backend property, read under the object lock. */
@@ -284,26 +505,55 @@ sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
 
+  GstDflashFilterPrivate *p = PRIV (filter);
+  GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
+  gboolean ret;
+
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_CAPS: {
       GstCaps *caps;
       gboolean ok;
+      if (p->batching && !drain (filter)) {
+        gst_event_unref (event);
+        return FALSE;
+      }
       gst_event_parse_caps (event, &caps);
       ok = set_sink_caps (filter, caps);
       gst_event_unref (event);
       return ok;
     }
     case GST_EVENT_FLUSH_START:
-      if (GST_DFLASH_FILTER_GET_CLASS (filter)->unlock)
-        GST_DFLASH_FILTER_GET_CLASS (filter)->unlock (filter);
-      break;
+      if (klass->unlock)
+        klass->unlock (filter);
+      if (!p->batching)
+        break;
+      /* downstream first, so a push the task waits in returns */
+      ret = gst_pad_event_default (pad, parent, event);
+      g_mutex_lock (&p->lock);
+      p->flushing = TRUE;
+      g_cond_broadcast (&p->cond);
+      g_mutex_unlock (&p->lock);
+      gst_pad_pause_task (p->srcpad);
+      return ret;
     case GST_EVENT_FLUSH_STOP:
-      if (GST_DFLASH_FILTER_GET_CLASS (filter)->reset)
-        GST_DFLASH_FILTER_GET_CLASS (filter)->reset (filter);
-      break;
+      if (p->batching) {
+        g_mutex_lock (&p->lock);
+        clear_queue (p);
+        p->flushing = FALSE;
+        p->flow = GST_FLOW_OK;
+        g_mutex_unlock (&p->lock);
+      }
+      if (klass->reset)
+        klass->reset (filter);
+      ret = gst_pad_event_default (pad, parent, event);
+      if (p->batching)
+        gst_pad_start_task (p->srcpad, (GstTaskFunction) batch_loop, filter, NULL);
+      return ret;
     default:
       break;
   }
+  if (p->batching && GST_EVENT_IS_SERIALIZED (event))
+    return queue_event (filter, event);
   return gst_pad_event_default (pad, parent, event);
 }
 
@@ -386,6 +636,11 @@ cpu_only:
 static void
 finalize (GObject *object)
 {
+  GstDflashFilterPrivate *p = PRIV (GST_DFLASH_FILTER (object));
+
+  clear_queue (p);
+  g_mutex_clear (&p->lock);
+  g_cond_clear (&p->cond);
   g_clear_object (&PRIV (GST_DFLASH_FILTER (object))->model);
   gst_clear_object (&PRIV (GST_DFLASH_FILTER (object))->device);
   G_OBJECT_CLASS (gst_dflash_filter_parent_class)->finalize (object);
@@ -394,6 +649,12 @@ finalize (GObject *object)
 static void
 gst_dflash_filter_init (GstDflashFilter *filter)
 {
+  GstDflashFilterPrivate *p = PRIV (filter);
+
+  p->batch_limit = 1;
+  g_mutex_init (&p->lock);
+  g_cond_init (&p->cond);
+  g_queue_init (&p->queue);
 }
 
 /* The pads come from the stage's own templates, which its class only holds
@@ -415,6 +676,7 @@ constructed (GObject *object)
   p->srcpad = gst_pad_new_from_template (gst_element_class_get_pad_template (klass, "src"), "src");
   gst_pad_set_query_function (p->srcpad, GST_DEBUG_FUNCPTR (src_query));
   gst_pad_set_event_function (p->srcpad, GST_DEBUG_FUNCPTR (src_event));
+  gst_pad_set_activatemode_function (p->srcpad, GST_DEBUG_FUNCPTR (src_activate_mode));
   gst_pad_use_fixed_caps (p->srcpad);
   gst_element_add_pad (GST_ELEMENT (filter), p->srcpad);
 }
@@ -439,6 +701,17 @@ gst_dflash_filter_class_init (GstDflashFilterClass *klass)
   gst_dflash_install_busy_time_property (gobject_class, PROP_BUSY_TIME,
       "Nanoseconds spent working on rounds so far",
       G_PRIVATE_OFFSET (GstDflashFilter, busy_ns));
+}
+
+void
+gst_dflash_filter_class_install_batch_limit (GstDflashFilterClass *klass, guint prop_id,
+                                           const char *blurb)
+{
+  /* the blurb is the stage's static string */
+  gst_dflash_install_field_property (G_OBJECT_CLASS (klass), prop_id,
+      g_param_spec_int ("batch-limit", "Batch limit", blurb, 1, MAX_BATCH, 1,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_PRIVATE_OFFSET (GstDflashFilter, batch_limit));
 }
 
 GstDflashModel *

@@ -9,7 +9,9 @@
  * of that device it proposes to a producer through the ALLOCATION query
  * (for tensors whose caps fix their size: a block), the
  * `busy-time` figure, and the time a round spends drafting. A stage says what it
- * outputs (src_caps) and does its work on a round (process).
+ * outputs (src_caps) and does its work on a round (process), or on the
+ * rounds of several sequences that wait together (process_batch, with
+ * `batch-limit`).
  */
 #pragma once
 
@@ -36,6 +38,13 @@ struct _GstDflashFilterClass {
    * to push (its meta included). */
   GstFlowReturn (*process) (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
                             GstBuffer **out);
+  /* Rounds of `n` (≥ 2) different sequences at once, where the stage
+   * batches (see gst_dflash_filter_class_install_batch_limit): out[i] for
+   * in[i], each as process() would make it. On a failure (an error
+   * posted, as process() posts it) every out[i] set is unreffed by the
+   * base. Optional. */
+  GstFlowReturn (*process_batch) (GstDflashFilter *filter, GstBuffer **in,
+                                  GstDflashRoundMeta **meta, guint n, GstBuffer **out);
   /* Forget per-stream state (a flush, a stop). */
   void (*reset) (GstDflashFilter *filter);
   /* A flush or a stop is coming: a process() that waits must return
@@ -68,6 +77,15 @@ GstPad *gst_dflash_filter_src_pad (GstDflashFilter *filter);
  * build has (gst_dflash_tensor_caps), the others system memory. */
 void gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *sink_caps,
                                        const char *src_caps);
+
+/* A stage with process_batch installs `batch-limit` (property `prop_id` of
+ * its class): at 1, the default, each round is processed in the
+ * streaming thread that brought it; above, the sink queues the rounds and
+ * a task on the src pad takes every round waiting (up to batch-limit, never
+ * waiting for more) into one process_batch, the events in their place
+ * between them. Read when the stage starts. */
+void gst_dflash_filter_class_install_batch_limit (GstDflashFilterClass *klass, guint prop_id,
+                                                const char *blurb);
 
 /* The drafter's geometry where the model has a drafter and `sink_caps`
  * agree with `name` caps of the target's hidden and vocab and the

@@ -8,7 +8,8 @@
  * with the same settings. Short requests end while long ones run; all must
  * finish. The verifier's max-batch property must show passes of more than
  * one sequence, so a verifier that silently went back to one sequence a
- * pass fails here.
+ * pass fails here; with dflashblock batch-limit=8, so must its own (the
+ * drafter's blocks of several sequences in one pass).
  */
 #include <gst/gst.h>
 #include <string.h>
@@ -76,7 +77,9 @@ submit (GstElement *src, const int *prompt, int n, int max_new, double temperatu
   return id;
 }
 
-/* `n` requests through `stages` with `in_flight` of them running at once. */
+/* `n` requests through `stages` with `in_flight` of them running at once;
+ * where `stages` names a dflashblock "b", its passes must have drafted
+ * several sequences' blocks together. */
 static void
 check_batched (const char *stages, int in_flight, int n)
 {
@@ -154,6 +157,21 @@ check_batched (const char *stages, int in_flight, int n)
                   stages, in_flight, batches, max_batch);
   g_assert_cmpuint (max_batch, >=, 2);
   g_assert_cmpuint (max_batch, <=, in_flight);
+  {
+    GstElement *b = gst_bin_get_by_name (GST_BIN (p), "b");
+    if (b) {
+      guint blocks_max = 0;
+      guint64 block_batches = 0;
+      int limit = 0;
+      g_object_get (b, "max-batch", &blocks_max, "batches", &block_batches, "batch-limit", &limit,
+                    NULL);
+      g_test_message ("dflashblock: %" G_GUINT64_FORMAT " passes of several blocks, the largest "
+                      "of %u (batch-limit %d)", block_batches, blocks_max, limit);
+      g_assert_cmpuint (blocks_max, >=, 2);
+      g_assert_cmpuint (blocks_max, <=, (guint) MIN (limit, in_flight));
+      gst_object_unref (b);
+    }
+  }
 
   gst_element_set_state (p, GST_STATE_NULL);
   /* each request ended once, to the last buffer the pipeline gave */
@@ -193,6 +211,14 @@ test_block_8 (void)
   check_batched ("queue ! ctxsettle ! queue ! dflashblock ! selector ! queue", 8, 12);
 }
 
+/* the drafter's blocks of several sequences in one pass too */
+static void
+test_blocks_batched_8 (void)
+{
+  check_batched ("queue ! ctxsettle ! queue ! dflashblock name=b batch-limit=8 ! selector ! queue",
+                 8, 12);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -205,5 +231,6 @@ main (int argc, char **argv)
   g_test_add_func ("/verifier-batch/plain-8", test_plain_8);
   g_test_add_func ("/verifier-batch/block-4", test_block_4);
   g_test_add_func ("/verifier-batch/block-8", test_block_8);
+  g_test_add_func ("/verifier-batch/blocks-batched-8", test_blocks_batched_8);
   return g_test_run ();
 }

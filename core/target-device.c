@@ -74,14 +74,21 @@ upload_vector (DeviceTarget *t, const DflStoredTensor *tensor, DflTensor *out, G
  * as stored, which the card must then multiply; a block-quantized one the
  * card does not multiply goes up dequantized to F32, which keeps its
  * values exactly (matrix-upload.c). */
+/* The type a stored matrix goes up as. */
+static DflDtype
+upload_type (DflDevice *device, const DflStoredTensor *tensor, DflTargetWeights as)
+{
+  return as == DFL_TARGET_F32 ? DFL_DTYPE_F32
+         : as == DFL_TARGET_BF16 ? DFL_DTYPE_BF16
+         : dfl_matrix_device_type (device, tensor->dtype);
+}
+
 static gboolean
 upload_matrix (DeviceTarget *t, const DflStoredTensor *tensor, DflTargetWeights as, DflTensor *out,
                GError **error)
 {
   gint64 rows = tensor->shape[0], cols = tensor->shape[1];
-  DflDtype type = as == DFL_TARGET_F32 ? DFL_DTYPE_F32
-                  : as == DFL_TARGET_BF16 ? DFL_DTYPE_BF16
-                  : dfl_matrix_device_type (t->device, tensor->dtype);
+  DflDtype type = upload_type (t->device, tensor, as);
   g_autofree char *name = NULL;
   gpointer d;
 
@@ -202,14 +209,16 @@ count_tables (DeviceTarget *t, const DflQwen3Config *c)
   t->weight_bytes += (guint64) c->hidden * dfl_dtype_size (t->model.embed.dtype);
 }
 
-/* The KV cache's type: BF16 where the device's attention reads it and its
- * rows are written to it (half the bytes a step reads over the context),
- * unless F32 products were asked for (DFL_TARGET_F32: parity with the CPU,
- * whose keys and values are F32); else F32. */
+/* The KV cache's type: BF16 where the layers' matrices are 16-bit and the
+ * device's attention reads BF16 and its rows are written to it (half the
+ * bytes of the cache, rounded as the products already are); F32 beside
+ * F32 matrices (DFL_TARGET_F32's parity with the CPU, whose keys and
+ * values are F32, or a checkpoint stored so). */
 static DflDtype
-kv_type_for (DflDevice *device, gboolean f32)
+kv_type_for (DflDevice *device, DflDtype matrices)
 {
-  return !f32 && dfl_device_supports (device, DFL_OP_ATTENTION, DFL_DTYPE_BF16)
+  return (matrices == DFL_DTYPE_BF16 || matrices == DFL_DTYPE_F16)
+         && dfl_device_supports (device, DFL_OP_ATTENTION, DFL_DTYPE_BF16)
          && dfl_device_supports (device, DFL_OP_COPY_ROWS, DFL_DTYPE_BF16)
          ? DFL_DTYPE_BF16 : DFL_DTYPE_F32;
 }
@@ -226,7 +235,8 @@ device_target_new (DflDevice *device, const DflTarget *cpu, DflTargetWeights as,
       || !dfl_qwen3_tensors_find (&w, dfl_target_tensors (cpu), c, error))
     return NULL;
   t = target_alloc (device, c);
-  t->model.kv_type = kv_type_for (device, as == DFL_TARGET_F32);
+  /* the cache beside the layers' matrices (their first, as all go up alike) */
+  t->model.kv_type = kv_type_for (device, upload_type (device, w.layers[0].matrix[0], as));
 
   /* the embedding is gathered, never multiplied, unless it is also the head */
   ok = upload_matrix (t, w.embed, as, &t->model.embed, error)
@@ -277,7 +287,7 @@ device_target_new_random (DflDevice *device, const DflQwen3Config *c, DflDtype t
   if (!check_supported (device, c, "random target", error))
     return NULL;
   t = target_alloc (device, c);
-  t->model.kv_type = kv_type_for (device, type == DFL_DTYPE_F32);
+  t->model.kv_type = kv_type_for (device, type);
   for (int i = 0; i < width; i++)
     ones[i] = 1.0f;
   /* every norm is one: they share one vector, seen at each one's size */

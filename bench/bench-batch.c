@@ -4,8 +4,10 @@
  *
  * Runs the same N prompts (default 8) through plain decoding
  *   tapsource in-flight=K ! queue ! verifier ! fakesink
- * and through the drafted pipeline
+ * through the drafted pipeline
  *   tapsource in-flight=K ! queue ! ctxsettle ! queue ! dflashblock ! selector ! queue ! verifier
+ * and through the same with dflashblock batch-limit=K (the blocks of the
+ * sequences waiting drafted in one pass),
  * once with one sequence in flight and once with K (default N), and prints
  * each run's wall time (start to EOS: the prompts' passes included),
  * aggregate tokens/s over it, the verifier's decode tokens/s (its summary:
@@ -83,9 +85,11 @@ main (int argc, char **argv)
     { NULL }
   };
   g_autofree char *file = NULL;
-  const struct { const char *name, *stages; } kinds[] = {
+  g_autofree char *batched = NULL;
+  struct { const char *name, *stages; } kinds[] = {
     { "plain", "queue" },
     { "drafted", "queue ! ctxsettle ! queue ! dflashblock ! selector ! queue" },
+    { "batched", NULL },
   };
 
   if (!dfl_bench_pipeline_init ("bench-batch", "- sequences verified in one target pass", entries,
@@ -97,6 +101,11 @@ main (int argc, char **argv)
   }
   if (!in_flight)
     in_flight = args.n_prompts;
+  /* the drafted pipeline with the blocks of the sequences waiting drafted
+   * in one pass (dflashblock batch-limit) */
+  batched = g_strdup_printf ("queue ! ctxsettle ! queue ! dflashblock batch-limit=%d ! selector ! "
+                             "queue", MAX (in_flight, 2));
+  kinds[2].stages = batched;
   if (!(file = dfl_bench_prompts_file ("bench-batch", args.n_prompts)))
     return 1;
 

@@ -24,24 +24,34 @@
 #include <math.h>
 #include <string.h>
 
+/* Rows a settle of several contexts takes in one pass: more waiting (a
+ * prompt's) settle context by context, in passes of their own. */
+#define SETTLE_ROWS DFL_DRAFTER_SETTLE_BATCH
+
 struct _DflDraftBatch {
   DflDrafterWeights *w;         /* bound, a reference */
   const DflDraftNet *net;
   const DflDrafterGeometry *g;
   DflDevice *dev;
   int cap;
+  /* the blocks' scratch, made at the first batch of blocks */
   gpointer scratch;
   /* placed for `cap` blocks; a call views its first n */
   DflDraftPass pass;
   DflTensor kb, vb;             /* the blocks' keys and values, [cap · block][kv] */
   DflTensor hrows;              /* the rows after each anchor, [cap · (block − 1)][hidden] */
   DflTensor logits;             /* their logits, [cap · (block − 1)][head rows] */
+  /* a settle's scratch, made at the first batched settle: the waiting
+   * rows stacked, FC's rows, the keys and values [SETTLE_ROWS][…] */
+  gpointer settle_mem;
+  DflTensor s_taps, s_t, s_k, s_v;
   /* the index tensors: a host mirror, and device memory where the device
    * does not read indices on the host */
   guint8 *host;
   gpointer dev_mem;
   gsize bytes;
   gsize off_ids, off_pos, off_which, off_jrow, off_lo, off_hi, off_hrow0, off_owhich, off_orow;
+  gsize off_spos, off_swhich, off_srow, off_srow0;
 };
 
 static gsize
@@ -68,7 +78,7 @@ dfl_draft_batch_new (DflDrafterWeights *bound, int max_sequences, GError **error
   const DflDraftNet *net;
   const DflDrafterGeometry *g;
   DflDraftBatch *batch;
-  gsize rows, off = 0, pass, kd, heads_rows;
+  gsize rows, off = 0, heads_rows;
 
   g_return_val_if_fail (bound != NULL, NULL);
   if (bound->engine != &dfl_draft_engine) {
@@ -101,25 +111,6 @@ dfl_draft_batch_new (DflDrafterWeights *bound, int max_sequences, GError **error
 
   rows = (gsize) max_sequences * g->block;
   heads_rows = (gsize) max_sequences * (g->block - 1);
-  kd = (gsize) g->kv_heads * g->head_dim;
-  pass = carve (&off, dfl_draft_pass_bytes (g, net->conv, max_sequences));
-  {
-    gsize at_k = carve (&off, rows * kd * sizeof (float));
-    gsize at_v = carve (&off, rows * kd * sizeof (float));
-    gsize at_h = carve (&off, heads_rows * g->hidden * sizeof (float));
-    gsize at_l = carve (&off, heads_rows * net->head.ne[1] * sizeof (float));
-    if (!(batch->scratch = dfl_device_alloc (batch->dev, off, error)))
-      goto fail;
-    dfl_draft_pass_place (&batch->pass, batch->dev, net, g, max_sequences, batch->scratch);
-    g_assert (pass == 0);
-    batch->kb = dfl_tensor_2d (batch->dev, batch->scratch, at_k, DFL_DTYPE_F32, rows, kd);
-    batch->vb = dfl_tensor_2d (batch->dev, batch->scratch, at_v, DFL_DTYPE_F32, rows, kd);
-    batch->hrows = dfl_tensor_2d (batch->dev, batch->scratch, at_h, DFL_DTYPE_F32, heads_rows,
-                                  g->hidden);
-    batch->logits = dfl_tensor_2d (batch->dev, batch->scratch, at_l, DFL_DTYPE_F32, heads_rows,
-                                   net->head.ne[1]);
-  }
-
   off = 0;
   batch->off_ids = carve (&off, rows * sizeof (gint32));
   batch->off_pos = carve (&off, rows * sizeof (gint64));
@@ -130,6 +121,10 @@ dfl_draft_batch_new (DflDrafterWeights *bound, int max_sequences, GError **error
   batch->off_hrow0 = carve (&off, (gsize) max_sequences * sizeof (gint64));
   batch->off_owhich = carve (&off, heads_rows * sizeof (gint32));
   batch->off_orow = carve (&off, heads_rows * sizeof (gint64));
+  batch->off_spos = carve (&off, SETTLE_ROWS * sizeof (gint64));
+  batch->off_swhich = carve (&off, SETTLE_ROWS * sizeof (gint32));
+  batch->off_srow = carve (&off, (gsize) g->layers * SETTLE_ROWS * sizeof (gint64));
+  batch->off_srow0 = carve (&off, (gsize) max_sequences * sizeof (gint64));
   batch->bytes = off;
   batch->host = g_malloc0 (off);
   if (!net->host_indices && !(batch->dev_mem = dfl_device_alloc (batch->dev, off, error)))
@@ -148,6 +143,7 @@ dfl_draft_batch_free (DflDraftBatch *batch)
     return;
   if (batch->dev) {
     dfl_device_free (batch->dev, batch->scratch);
+    dfl_device_free (batch->dev, batch->settle_mem);
     dfl_device_free (batch->dev, batch->dev_mem);
     dfl_device_unref (batch->dev);
   }
@@ -162,20 +158,46 @@ dfl_draft_batch_capacity (const DflDraftBatch *batch)
   return batch->cap;
 }
 
-/* The sequences as the batch takes them: made from its weights, each
- * once, each ready for its block (checked and settled). */
+/* The blocks' scratch, made once. */
 static gboolean
-check_sequences (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n, const gint64 *anchor_pos,
-                 const guint32 *anchor, int width, const DflTensor *out, GError **error)
+block_room (DflDraftBatch *batch, GError **error)
+{
+  const DflDrafterGeometry *g = batch->g;
+  gsize rows = (gsize) batch->cap * g->block, heads_rows = (gsize) batch->cap * (g->block - 1);
+  gsize kd = (gsize) g->kv_heads * g->head_dim, head = (gsize) batch->net->head.ne[1], off = 0;
+  gsize at_k, at_v, at_h, at_l;
+
+  if (batch->scratch)
+    return TRUE;
+  carve (&off, dfl_draft_pass_bytes (g, batch->net->conv, batch->cap));
+  at_k = carve (&off, rows * kd * sizeof (float));
+  at_v = carve (&off, rows * kd * sizeof (float));
+  at_h = carve (&off, heads_rows * g->hidden * sizeof (float));
+  at_l = carve (&off, heads_rows * head * sizeof (float));
+  if (!(batch->scratch = dfl_device_alloc (batch->dev, off, error)))
+    return FALSE;
+  dfl_draft_pass_place (&batch->pass, batch->dev, batch->net, g, batch->cap, batch->scratch);
+  batch->kb = dfl_tensor_2d (batch->dev, batch->scratch, at_k, DFL_DTYPE_F32, rows, kd);
+  batch->vb = dfl_tensor_2d (batch->dev, batch->scratch, at_v, DFL_DTYPE_F32, rows, kd);
+  batch->hrows = dfl_tensor_2d (batch->dev, batch->scratch, at_h, DFL_DTYPE_F32, heads_rows,
+                                g->hidden);
+  batch->logits = dfl_tensor_2d (batch->dev, batch->scratch, at_l, DFL_DTYPE_F32, heads_rows,
+                                 head);
+  return TRUE;
+}
+
+/* The sequences as the batch takes them: made from its weights, each
+ * once. */
+static gboolean
+check_contexts (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n, GError **error)
 {
   if (n < 1 || n > batch->cap) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
-                 "%s: a batch of %d blocks; this one takes 1 to %d", batch->w->path, n,
+                 "%s: a batch of %d contexts; this one takes 1 to %d", batch->w->path, n,
                  batch->cap);
     return FALSE;
   }
   for (int s = 0; s < n; s++) {
-    GError *why = NULL;
     if (!ctxs[s] || ctxs[s]->w != batch->w) {
       g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                    "%s: sequence %d of the batch is not a context of the batch's bound weights",
@@ -186,9 +208,23 @@ check_sequences (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n, const gi
       if (ctxs[t] == ctxs[s]) {
         g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                      "%s: sequences %d and %d of the batch are the same context (a context "
-                     "drafts one block a pass)", batch->w->path, t, s);
+                     "takes one part of a pass)", batch->w->path, t, s);
         return FALSE;
       }
+  }
+  return TRUE;
+}
+
+/* The sequences as the batch takes them, each ready for its block
+ * (checked and settled). */
+static gboolean
+check_sequences (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n, const gint64 *anchor_pos,
+                 const guint32 *anchor, int width, const DflTensor *out, GError **error)
+{
+  if (!check_contexts (batch, ctxs, n, error))
+    return FALSE;
+  for (int s = 0; s < n; s++) {
+    GError *why = NULL;
     if (!dfl_draft_ctx_block_ready (ctxs[s], anchor_pos[s], anchor[s], width, &out[s], &why)) {
       g_set_error (error, why->domain, why->code, "sequence %d of the batch: %s", s,
                    why->message);
@@ -309,7 +345,7 @@ dfl_draft_ctx_block_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n
   g_return_val_if_fail (batch != NULL && ctxs != NULL && anchor_pos != NULL && anchor != NULL
                         && out != NULL, FALSE);
   if (!check_sequences (batch, ctxs, n, anchor_pos, anchor, width, out, error)
-      || !fill_params (batch, ctxs, n, anchor_pos, anchor, error))
+      || !block_room (batch, error) || !fill_params (batch, ctxs, n, anchor_pos, anchor, error))
     return FALSE;
   g = batch->g;
   dev = batch->dev;
@@ -348,4 +384,150 @@ dfl_draft_ctx_block_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n
   return dfl_op_matmul (dev, &batch->net->head, &hrows, &logits, FALSE, error)
          && dfl_op_copy_rows_table (dev, &hrows, out_rows, n, &owhich, &orow, error)
          && dfl_op_copy_rows_table (dev, &logits, out_logits, n, &owhich, &orow, error);
+}
+
+/* --- the waiting rows of several contexts settled in one pass --- */
+
+/* A settle's scratch, made once. */
+static gboolean
+settle_room (DflDraftBatch *batch, GError **error)
+{
+  const DflDrafterGeometry *g = batch->g;
+  gsize tw = (gsize) dfl_drafter_geometry_tap_width (g), kd = (gsize) g->kv_heads * g->head_dim;
+  gsize off = 0, at_taps, at_t, at_k, at_v;
+
+  if (batch->settle_mem)
+    return TRUE;
+  at_taps = carve (&off, SETTLE_ROWS * tw * sizeof (float));
+  at_t = carve (&off, SETTLE_ROWS * (gsize) g->hidden * sizeof (float));
+  at_k = carve (&off, SETTLE_ROWS * kd * sizeof (float));
+  at_v = carve (&off, SETTLE_ROWS * kd * sizeof (float));
+  if (!(batch->settle_mem = dfl_device_alloc (batch->dev, off, error)))
+    return FALSE;
+  batch->s_taps = dfl_tensor_2d (batch->dev, batch->settle_mem, at_taps, DFL_DTYPE_F32,
+                                 SETTLE_ROWS, tw);
+  batch->s_t = dfl_tensor_2d (batch->dev, batch->settle_mem, at_t, DFL_DTYPE_F32, SETTLE_ROWS,
+                              g->hidden);
+  batch->s_k = dfl_tensor_2d (batch->dev, batch->settle_mem, at_k, DFL_DTYPE_F32, SETTLE_ROWS,
+                              kd);
+  batch->s_v = dfl_tensor_2d (batch->dev, batch->settle_mem, at_v, DFL_DTYPE_F32, SETTLE_ROWS,
+                              kd);
+  return TRUE;
+}
+
+gboolean
+dfl_draft_ctx_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n,
+                            GError **error)
+{
+  const DflDrafterGeometry *g;
+  const DflDraftNet *net;
+  DflDevice *dev;
+  guint8 *p;
+  gsize total = 0, r0[DFL_OP_TABLE_MAX], m[DFL_OP_TABLE_MAX];
+  int kv, hd;
+  float eps;
+  DflTensor t, taps, pos, which;
+
+  g_return_val_if_fail (batch != NULL && ctxs != NULL, FALSE);
+  if (!check_contexts (batch, ctxs, n, error))
+    return FALSE;
+  for (int s = 0; s < n; s++) {
+    m[s] = ctxs[s]->pending_rows;
+    r0[s] = total;
+    total += m[s];
+  }
+  if (total == 0)
+    return TRUE;
+  /* one context, or more rows than a pass takes (a prompt): each alone */
+  if (n == 1 || total > SETTLE_ROWS) {
+    for (int s = 0; s < n; s++)
+      if (!dfl_draft_ctx_settle (ctxs[s], error))
+        return FALSE;
+    return TRUE;
+  }
+  if (!settle_room (batch, error))
+    return FALSE;
+  g = batch->g;
+  net = batch->net;
+  dev = batch->dev;
+  p = batch->host;
+  kv = g->kv_heads;
+  hd = g->head_dim;
+  eps = (float) g->eps;
+
+  /* room in every layer first (a layer's rows may move), then where each
+   * row goes: its position, its context, its storage row in each layer */
+  for (int s = 0; s < n; s++)
+    for (int l = 0; l < g->layers; l++)
+      if (m[s] && !dfl_draft_kv_reserve ((DflDraftRun *) ctxs[s], l, m[s], error))
+        return FALSE;
+  for (int s = 0; s < n; s++) {
+    DflDraftRun *run = (DflDraftRun *) ctxs[s];
+    ((gint64 *) (p + batch->off_srow0))[s] = (gint64) r0[s];
+    for (gsize i = 0; i < m[s]; i++) {
+      gsize r = r0[s] + i;
+      ((gint64 *) (p + batch->off_spos))[r] = ctxs[s]->first + ctxs[s]->len + (gint64) i;
+      ((gint32 *) (p + batch->off_swhich))[r] = s;
+      for (int l = 0; l < g->layers; l++)
+        ((gint64 *) (p + batch->off_srow))[(gsize) l * SETTLE_ROWS + r] =
+            (gint64) (run->kv[l].front + ctxs[s]->rows[l].start + ctxs[s]->rows[l].held + i);
+    }
+  }
+  if (!net->host_indices
+      && !dfl_device_upload (dev, batch->dev_mem, 0, batch->host, batch->bytes, error))
+    return FALSE;
+
+  /* every context's waiting rows together, through FC and the hidden norm */
+  taps = dfl_draft_rows (&batch->s_taps, 0, (gint64) total);
+  t = dfl_draft_rows (&batch->s_t, 0, (gint64) total);
+  for (int s = 0; s < n; s++) {
+    DflTensor rows, row0;
+    if (!m[s])
+      continue;
+    rows = dfl_draft_pending_rows ((DflDraftRun *) ctxs[s], 0, m[s]);
+    row0 = param (batch, batch->off_srow0 + (gsize) s * sizeof (gint64), DFL_DTYPE_I64, 1);
+    if (!dfl_op_copy_rows (dev, &rows, &row0, &taps, error))
+      return FALSE;
+  }
+  if (!dfl_op_matmul (dev, &net->fc, &taps, &t, FALSE, error)
+      || !dfl_op_rmsnorm (dev, &t, &net->hidden_norm, &t, eps, error))
+    return FALSE;
+
+  /* each layer's keys and values of all the rows, then each row into its
+   * context's layer rows */
+  pos = param (batch, batch->off_spos, DFL_DTYPE_I64, (gint64) total);
+  which = param (batch, batch->off_swhich, DFL_DTYPE_I32, (gint64) total);
+  for (int l = 0; l < g->layers; l++) {
+    const DflDraftLayerNet *L = &net->layers[l];
+    DflTensor k = dfl_draft_rows (&batch->s_k, 0, (gint64) total);
+    DflTensor v = dfl_draft_rows (&batch->s_v, 0, (gint64) total);
+    DflTensor k_heads = dfl_draft_heads (&k, kv);
+    DflTensor k_rows = dfl_tensor_2d (dev, k.handle, k.offset, DFL_DTYPE_F32,
+                                      (gint64) total * kv, hd);
+    DflTensor row = param (batch, batch->off_srow + (gsize) l * SETTLE_ROWS * sizeof (gint64),
+                           DFL_DTYPE_I64, (gint64) total);
+    DflTensor ks[DFL_OP_TABLE_MAX], vs[DFL_OP_TABLE_MAX];
+    for (int s = 0; s < n; s++) {
+      DflDraftRun *run = (DflDraftRun *) ctxs[s];
+      gsize all = run->kv[l].front + run->kv[l].cap;
+      ks[s] = dfl_draft_kv_rows (run, l, FALSE, 0, all);
+      vs[s] = dfl_draft_kv_rows (run, l, TRUE, 0, all);
+    }
+    if (!dfl_op_matmul (dev, &L->k, &t, &k, FALSE, error)
+        || !dfl_op_matmul (dev, &L->v, &t, &v, FALSE, error)
+        || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error)
+        || (dfl_drafter_geometry_rotary (g, l)
+            && !dfl_op_rope (dev, &k_heads, &net->inv_freq, &pos, error))
+        || !dfl_op_copy_rows_table (dev, &k, ks, n, &which, &row, error)
+        || !dfl_op_copy_rows_table (dev, &v, vs, n, &which, &row, error))
+      return FALSE;
+  }
+  for (int s = 0; s < n; s++) {
+    if (!m[s])
+      continue;
+    ctxs[s]->pending_rows = 0;
+    dfl_draft_ctx_settled (ctxs[s], m[s]);
+    dfl_draft_ctx_drop_windows (ctxs[s]);
+  }
+  return TRUE;
 }

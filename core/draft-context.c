@@ -129,6 +129,13 @@ settle_front (DflDraftCtx *ctx, gsize n, GError **error)
 {
   if (!ctx->ops->settle (ctx, n, error))
     return FALSE;
+  dfl_draft_ctx_drop_windows (ctx);
+  return TRUE;
+}
+
+void
+dfl_draft_ctx_drop_windows (DflDraftCtx *ctx)
+{
   for (int l = 0; l < ctx->g->layers; l++) {
     DflDraftLayerRows *c = &ctx->rows[l];
     int w = dfl_drafter_geometry_window_of (ctx->g, l);
@@ -139,7 +146,6 @@ settle_front (DflDraftCtx *ctx, gsize n, GError **error)
       c->dropped += (gint64) cut;
     }
   }
-  return TRUE;
 }
 
 gboolean

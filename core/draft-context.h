@@ -66,6 +66,9 @@ struct _DflDraftCtx {
 /* Allocate a back end's context of `size` bytes (its struct, starting with
  * DflDraftCtx) for bound weights `w`. */
 gpointer dfl_draft_ctx_alloc (gsize size, const DflDraftCtxOps *ops, DflDrafterWeights *w);
+/* A windowed layer lets go of the rows it reads no more (its window plus
+ * the slack a rewind may need), lazily: after a settle. */
+void dfl_draft_ctx_drop_windows (DflDraftCtx *ctx);
 /* `nb` more rows settled in every layer (a back end's settle, after each
  * batch). */
 void dfl_draft_ctx_settled (DflDraftCtx *ctx, gsize nb);

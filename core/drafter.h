@@ -308,11 +308,11 @@ gboolean dfl_draft_ctx_draft (DflDraftCtx *ctx, gint64 anchor_pos, guint32 ancho
                               const DflTensor *out, guint32 *chosen, guint32 *plain,
                               GError **error);
 
-/* --- the blocks of several sequences in one pass --- */
+/* --- the blocks and settles of several sequences in one pass --- */
 
-/* Room for the blocks of up to `max_sequences` contexts (1 …
- * DFL_OP_TABLE_MAX) in one pass: the stacked rows' scratch on the bound
- * weights' device. DFL_ERROR_UNSUPPORTED (naming the op) where the device
+/* Room for the blocks (or the settles) of up to `max_sequences` contexts
+ * (1 … DFL_OP_TABLE_MAX) in one pass: the stacked rows' scratch on the
+ * bound weights' device, made at the first pass of each kind. DFL_ERROR_UNSUPPORTED (naming the op) where the device
  * lacks the table ops a batch needs (copy_rows_table, attention_table);
  * DFL_ERROR_INVALID for unbound weights or a size out of range. One
  * thread at a time. */
@@ -333,6 +333,15 @@ int dfl_draft_batch_capacity (const DflDraftBatch *batch);
 gboolean dfl_draft_ctx_block_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n,
                                     const gint64 *anchor_pos, const guint32 *anchor, int width,
                                     const DflTensor *out, GError **error);
+/* The waiting rows of `n` contexts (distinct, of the batch's weights)
+ * settled in one pass (as dfl_draft_ctx_settle settles each: through FC
+ * and every layer's keys and values, all rows together, each into its own
+ * context): on the CPU every context's keys and values are bitwise its
+ * settle alone's. Where more than DFL_DRAFTER_SETTLE_BATCH rows wait in
+ * all (a prompt's), each context settles alone. A failure leaves the
+ * contexts unusable until reset, as a settle's does. */
+gboolean dfl_draft_ctx_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n,
+                                     GError **error);
 
 /* --- selection on the host --- */
 

@@ -36,6 +36,19 @@ dfl_round_propose_block (DflDraftCtx *draft, gint64 a, int anchor, int width, gb
 }
 
 gboolean
+dfl_round_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *drafts, int n,
+                        const gint64 *anchor_pos, GError **error)
+{
+  if (batch && !dfl_draft_ctx_settle_batch (batch, drafts, n, error))
+    return FALSE;
+  for (int i = 0; i < n; i++)
+    if ((!batch && !dfl_draft_ctx_settle (drafts[i], error))
+        || !dfl_draft_ctx_check (drafts[i], anchor_pos[i], error))
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
 dfl_round_propose_blocks (DflDraftBatch *batch, DflDraftCtx *const *drafts, int n,
                           const gint64 *a, const guint32 *anchor, int width, const DflTensor *out,
                           GError **error)

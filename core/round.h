@@ -158,6 +158,12 @@ gboolean dfl_round_propose_blocks (DflDraftBatch *batch, DflDraftCtx *const *dra
                                    const gint64 *a, const guint32 *anchor, int width,
                                    const DflTensor *out, GError **error);
 
+/* The rows queued into `n` sequences' contexts settled in one pass
+ * (dfl_draft_ctx_settle_batch; each context alone where `batch` is NULL),
+ * then each checked for its block at anchor_pos[i]. */
+gboolean dfl_round_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *drafts, int n,
+                                 const gint64 *anchor_pos, GError **error);
+
 /* Prompt lookup's proposal to follow tokens[0 … n − 1]: at most
  * `max_draft` tokens and, where draft_per_match > 0, at most the matched
  * suffix's length × draft_per_match (rounded down). Returns how many were

@@ -60,7 +60,15 @@ GST_DEBUG_CATEGORY_STATIC (gst_ctx_settle_debug);
 enum {
   PROP_0,
   PROP_QUEUED_ROUNDS,
+  /* batch-limit and its figures batches and max-batch, in this order
+   * (gst_dflash_filter_class_install_batch_limit) */
+  PROP_BATCH_LIMIT,
+  PROP_BATCHES,
+  PROP_MAX_BATCH,
 };
+
+/* The most rounds one batched pass takes (the filter's batch-limit bound). */
+#define MAX_ROUNDS 64
 
 struct _GstCtxSettle {
   GstDflashFilter parent;
@@ -112,68 +120,115 @@ decides_first (GstCtxSettle *self)
 
 /* The round's rows into the sequence's context: settled, and checked for
  * the block that comes next, or (where a router decides first and the
- * round may need no block) queued for the block to settle. The taps are
- * where the context takes them: on its device (the target ran there), or
- * in system memory. */
+ * round may need no block, or a batch settles them after) queued. The
+ * taps are where the context takes them: on its device (the target ran
+ * there), or in system memory. `*ctx`: the sequence's context. */
 static gboolean
 settle (GstDflashFilter *filter, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-        GError **error)
+        gboolean settle_now, DflDraftCtx **ctx, GError **error)
 {
   GstDflashModel *m = gst_dflash_filter_model (filter);
-  DflDraftCtx *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
-                                                 gst_dflash_filter_device (filter), error);
   DflTensor taps;
   GstMapInfo map;
   gboolean ok;
 
-  if (!ctx || !gst_dflash_buffer_tensor (in, dfl_draft_ctx_device (ctx), GST_MAP_READ, &map,
-                                         DFL_DTYPE_F32, meta->ctx_rows,
-                                         gst_dflash_model_tap_width (m), &taps, error))
+  *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
+                                     gst_dflash_filter_device (filter), error);
+  if (!*ctx || !gst_dflash_buffer_tensor (in, dfl_draft_ctx_device (*ctx), GST_MAP_READ, &map,
+                                          DFL_DTYPE_F32, meta->ctx_rows,
+                                          gst_dflash_model_tap_width (m), &taps, error))
     return FALSE;
   /* the block is next: its rows become context now, in one batch (an
    * anchor of −1 only queues them) */
-  ok = dfl_round_settle (ctx, meta->round == 0, meta->ctx_pos, &taps,
-                         decides_first (GST_CTX_SETTLE (filter)) ? -1 : meta->anchor_pos, error);
+  ok = dfl_round_settle (*ctx, meta->round == 0, meta->ctx_pos, &taps,
+                         settle_now ? meta->anchor_pos : -1, error);
   if (map.memory)
     gst_buffer_unmap (in, &map);
   return ok;
+}
+
+/* Whether the round's taps are the size its meta says; else an error. */
+static gboolean
+check_size (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta)
+{
+  int tw = gst_dflash_model_tap_width (gst_dflash_filter_model (filter));
+
+  if (gst_buffer_get_size (in) == (gsize) meta->ctx_rows * tw * sizeof (float))
+    return TRUE;
+  GST_ELEMENT_ERROR (filter, STREAM, FORMAT, ("the taps of a round are not the size they say"),
+      ("sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
+       meta->sequence, meta->round, gst_buffer_get_size (in), meta->ctx_rows, tw));
+  return FALSE;
 }
 
 static GstFlowReturn
 gst_ctx_settle_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRoundMeta *meta,
                         GstBuffer **out)
 {
-  GstDflashModel *m = gst_dflash_filter_model (filter);
-  GstDflashSeq *s = meta->seq;
-  int tw = gst_dflash_model_tap_width (m);
+  GstCtxSettle *self = GST_CTX_SETTLE (filter);
+  gboolean queue_only = decides_first (self);
   g_autoptr (GError) error = NULL;
+  DflDraftCtx *ctx;
 
-  if (gst_buffer_get_size (in) != (gsize) meta->ctx_rows * tw * sizeof (float))
-    goto wrong_size;
-  if (!s || !settle (filter, s, in, meta, &error))
+  if (!check_size (filter, in, meta))
+    return GST_FLOW_ERROR;
+  if (!meta->seq || !settle (filter, meta->seq, in, meta, !queue_only, &ctx, &error))
     goto settle_failed;
-  if (GST_CTX_SETTLE (filter)->decide_first) {
+  if (queue_only) {
     GST_OBJECT_LOCK (filter);
-    GST_CTX_SETTLE (filter)->queued++;
+    self->queued++;
     GST_OBJECT_UNLOCK (filter);
   }
   GST_LOG_OBJECT (filter, "sequence %u: %u rows %s at %" G_GINT64_FORMAT, meta->sequence,
-                  meta->ctx_rows, GST_CTX_SETTLE (filter)->decide_first ? "queued" : "settled",
-                  meta->ctx_pos);
+                  meta->ctx_rows, queue_only ? "queued" : "settled", meta->ctx_pos);
   *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
   return GST_FLOW_OK;
 
   /* ERRORS */
-wrong_size:
-  {
-    GST_ELEMENT_ERROR (filter, STREAM, FORMAT, ("the taps of a round are not the size they say"),
-        ("sequence %u round %u holds %" G_GSIZE_FORMAT " bytes, not %u rows of %d taps",
-         meta->sequence, meta->round, gst_buffer_get_size (in), meta->ctx_rows, tw));
-    return GST_FLOW_ERROR;
-  }
 settle_failed:
   return gst_dflash_filter_round_failed (filter, "could not settle the drafter's context",
                                          meta, error);
+}
+
+/* Rounds of several sequences: every round's rows queued, then (where
+ * each round drafts a block next) all of them settled in one pass. */
+static GstFlowReturn
+gst_ctx_settle_process_batch (GstDflashFilter *filter, GstBuffer **in,
+                              GstDflashRoundMeta **meta, guint n, GstBuffer **out)
+{
+  GstCtxSettle *self = GST_CTX_SETTLE (filter);
+  DflDraftCtx *ctx[MAX_ROUNDS];
+  gint64 anchor[MAX_ROUNDS];
+  g_autoptr (GError) error = NULL;
+  DflDraftBatch *batch;
+  GstFlowReturn ret;
+
+  g_assert (n <= MAX_ROUNDS);
+  /* under a router that decides first each round only queues its rows */
+  if (decides_first (self)) {
+    for (guint i = 0; i < n; i++)
+      if ((ret = gst_ctx_settle_process (filter, in[i], meta[i], &out[i])) != GST_FLOW_OK)
+        return ret;
+    return GST_FLOW_OK;
+  }
+  for (guint i = 0; i < n; i++) {
+    if (!check_size (filter, in[i], meta[i]))
+      return GST_FLOW_ERROR;
+    if (!meta[i]->seq || !settle (filter, meta[i]->seq, in[i], meta[i], FALSE, &ctx[i], &error))
+      return gst_dflash_filter_round_failed (filter, "could not settle the drafter's context",
+                                             meta[i], error);
+    anchor[i] = meta[i]->anchor_pos;
+  }
+  batch = gst_dflash_filter_draft_batch (filter, ctx[0], (int) n);
+  if (!dfl_round_settle_batch (batch, ctx, (int) n, anchor, &error))
+    return gst_dflash_filter_round_failed (filter, "could not settle the drafter's contexts of a "
+                                           "batch", meta[0], error);
+  if (batch)
+    gst_dflash_filter_count_batch (filter, n);
+  for (guint i = 0; i < n; i++)
+    out[i] = gst_dflash_round_buffer_new (meta[i], NULL, NULL);
+  GST_LOG_OBJECT (filter, "%u rounds settled in one pass", n);
+  return GST_FLOW_OK;
 }
 
 static void
@@ -203,6 +258,22 @@ gst_ctx_settle_class_init (GstCtxSettleClass *klass)
           "router that decides each round first)", 0, G_MAXUINT64, 0,
           G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
       G_STRUCT_OFFSET (GstCtxSettle, queued));
+  /**
+   * GstCtxSettle:batch-limit
+   *
+   * With several sequences in flight: the most rounds of different
+   * sequences whose rows settle in one pass (every sequence's rows through
+   * the drafter's FC and each layer's keys and values together). At 1, the
+   * default, each round settles in the streaming thread that brings it;
+   * above, rounds are queued and a task on the src pad settles every round
+   * waiting (up to batch-limit, never waiting for more) together, as
+   * #GstDflashBlock:batch-limit drafts their blocks. The figures `batches`
+   * and `max-batch` count the passes of several sequences and the most one
+   * took.
+   */
+  gst_dflash_filter_class_install_batch_limit (filter_class, PROP_BATCH_LIMIT,
+      "Most rounds of different sequences settled in one pass (1: each round in the streaming "
+      "thread that brings it)", "settled the rows");
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash context settle",
       "Filter/Tensor", "Turns the target's tapped rows into the drafter's keys and values",
       "gst-dflash developers");
@@ -211,6 +282,7 @@ gst_ctx_settle_class_init (GstCtxSettleClass *klass)
       GST_DFLASH_CONTEXT_CAPS ", hidden = (int) [ 1, MAX ], vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]");
   filter_class->src_caps = gst_ctx_settle_src_caps;
   filter_class->process = gst_ctx_settle_process;
+  filter_class->process_batch = gst_ctx_settle_process_batch;
   filter_class->reset = gst_ctx_settle_reset;
   /* under Vulkan the target stays on the CPU: its taps come in system memory */
   filter_class->vulkan_takes_system = TRUE;

@@ -68,6 +68,8 @@ enum {
   PROP_HEAD_WIDTH,
   PROP_ROUTE_TIMEOUT,
   PROP_SKIPPED_ROUNDS,
+  /* batch-limit and its figures batches and max-batch, in this order
+   * (gst_dflash_filter_class_install_batch_limit) */
   PROP_BATCH_LIMIT,
   PROP_BATCHES,
   PROP_MAX_BATCH,
@@ -82,8 +84,6 @@ struct _GstDflashBlock {
   int head_width;      /* 0 for the whole head */
   int route_timeout_ms;
   guint64 skipped;     /* the skipped-rounds figure */
-  guint64 batches;     /* the batches figure: passes that drafted several blocks */
-  guint max_batch;     /* the max-batch figure: the most blocks one pass drafted */
 
   int width;           /* in use */
   /* on a GPU: the block's output tensors, reused round after round */
@@ -96,12 +96,6 @@ struct _GstDflashBlock {
   gboolean flushing;
   int decide_first;    /* −1: not asked yet */
   gboolean warned;
-  /* the blocks of several sequences drafted in one pass (batch-limit > 1),
-   * for the bound weights it was made for; `no_batch` once the device
-   * refused one (then a block at a time, said once in the log) */
-  DflDraftBatch *batch;
-  DflDrafterWeights *batch_weights;
-  gboolean no_batch;
 };
 
 /* A route as it waits in the table: the round, and whether the chain's. */
@@ -280,41 +274,6 @@ draft_block (GstDflashBlock *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoun
   return block_done (self, ctx, meta, out, payload, &map, ok);
 }
 
-static int
-gst_dflash_block_batch_limit (GstDflashBlock *self)
-{
-  int n = 1;
-
-  g_object_get (self, "batch-limit", &n, NULL);
-  return n;
-}
-
-/* The batch for the weights `ctx` drafts with, made at the first batch
- * (room for batch-limit sequences); NULL where the device runs no batch
- * (said once in the log: the blocks then go one at a time). */
-static DflDraftBatch *
-ensure_batch (GstDflashBlock *self, DflDraftCtx *ctx, guint n)
-{
-  DflDrafterWeights *w = dfl_draft_ctx_weights (ctx);
-  g_autoptr (GError) error = NULL;
-
-  if (self->no_batch)
-    return NULL;
-  if (self->batch && self->batch_weights == w && dfl_draft_batch_capacity (self->batch) >= (int) n)
-    return self->batch;
-  g_clear_pointer (&self->batch, dfl_draft_batch_free);
-  self->batch_weights = NULL;
-  if (!(self->batch = dfl_draft_batch_new (w, MAX ((int) n, gst_dflash_block_batch_limit (self)),
-                                           &error))) {
-    self->no_batch = TRUE;
-    GST_WARNING_OBJECT (self, "the blocks of several sequences cannot go in one pass here (%s):"
-                        " one at a time from now on", error->message);
-    return NULL;
-  }
-  self->batch_weights = w;
-  return self->batch;
-}
-
 /* The blocks of rounds i[0 … k) of `in` (different sequences) in one
  * pass into out[i[j]]; FALSE with the error (every output dropped). */
 static gboolean
@@ -342,7 +301,7 @@ draft_blocks (GstDflashBlock *self, GstBuffer **in, GstDflashRoundMeta **meta, c
     pos[j] = mj->anchor_pos;
     anchor[j] = (guint32) mj->anchor;
   }
-  if (!(batch = ensure_batch (self, ctx[0], k))) {
+  if (!(batch = gst_dflash_filter_draft_batch (filter, ctx[0], (int) k))) {
     for (guint j = 0; j < k; j++)
       if (!(out[idx[j]] = draft_block (self, meta[idx[j]]->seq, in[idx[j]], meta[idx[j]], error)))
         return FALSE;
@@ -358,12 +317,8 @@ draft_blocks (GstDflashBlock *self, GstBuffer **in, GstDflashRoundMeta **meta, c
   }
   if (ok)
     ok = dfl_round_propose_blocks (batch, ctx, (int) k, pos, anchor, self->width, t, error);
-  if (ok) {
-    GST_OBJECT_LOCK (self);
-    self->batches++;
-    self->max_batch = MAX (self->max_batch, k);
-    GST_OBJECT_UNLOCK (self);
-  }
+  if (ok)
+    gst_dflash_filter_count_batch (filter, k);
   for (guint j = 0; j < made; j++)
     out[idx[j]] = block_done (self, ctx[j], meta[idx[j]], out[idx[j]], payload[j], &map[j], ok);
   return ok;
@@ -478,12 +433,9 @@ gst_dflash_block_reset (GstDflashFilter *filter)
   self->flushing = FALSE;
   g_hash_table_remove_all (self->routes);
   g_mutex_unlock (&self->lock);
-  /* a new start may have another pipeline downstream, and another model */
+  /* a new start may have another pipeline downstream */
   self->decide_first = -1;
   self->warned = FALSE;
-  g_clear_pointer (&self->batch, dfl_draft_batch_free);
-  self->batch_weights = NULL;
-  self->no_batch = FALSE;
 }
 
 /* The chain's round: no rows, the selector passes it on. */
@@ -570,7 +522,6 @@ gst_dflash_block_finalize (GObject *object)
   GstDflashBlock *self = GST_DFLASH_BLOCK (object);
 
   drop_pool (self);
-  g_clear_pointer (&self->batch, dfl_draft_batch_free);
   g_hash_table_unref (self->routes);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
@@ -632,31 +583,12 @@ gst_dflash_block_class_init (GstDflashBlockClass *klass)
    * on two CPU cores the products are compute-bound and a batch gains
    * little (the queue's hand-off can cost more). A device without the
    * table ops (Vulkan) drafts them one at a time, said once in the log.
+   * The figures `batches` and `max-batch` count the passes of several
+   * blocks and the most one took.
    */
   gst_dflash_filter_class_install_batch_limit (filter_class, PROP_BATCH_LIMIT,
       "Most rounds of different sequences drafted in one pass (1: each round in the streaming "
-      "thread that brings it)");
-  /**
-   * GstDflashBlock:batches
-   *
-   * Passes that drafted the blocks of several sequences together.
-   */
-  gst_dflash_install_field_property (gobject_class, PROP_BATCHES,
-      g_param_spec_uint64 ("batches", "Batches",
-          "Passes that drafted the blocks of several sequences together so far",
-          0, G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
-      G_STRUCT_OFFSET (GstDflashBlock, batches));
-  /**
-   * GstDflashBlock:max-batch
-   *
-   * The most blocks one pass has drafted so far (0 before any pass of
-   * several).
-   */
-  gst_dflash_install_field_property (gobject_class, PROP_MAX_BATCH,
-      g_param_spec_uint ("max-batch", "Largest batch",
-          "The most blocks (of as many sequences) one pass has drafted so far",
-          0, G_MAXUINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
-      G_STRUCT_OFFSET (GstDflashBlock, max_batch));
+      "thread that brings it)", "drafted the blocks");
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash block",
       "Filter/Tensor", "Drafts a block of tokens in one pass of the DFlash 2 drafter",
       "gst-dflash developers");

@@ -35,6 +35,15 @@ typedef struct {
   GQueue queue;
   gboolean flushing, busy;
   GstFlowReturn flow;
+  /* the drafter's passes of several sequences (gst_dflash_filter_draft_
+   * batch), for the bound weights it was made for; `no_batch` once the
+   * device refused one */
+  DflDraftBatch *draft_batch;
+  DflDrafterWeights *draft_batch_weights;
+  gboolean no_batch;
+  /* the batches and max-batch figures (object lock) */
+  guint64 batches;
+  guint max_batch;
 } GstDflashFilterPrivate;
 
 G_DEFINE_ABSTRACT_TYPE_WITH_CODE (GstDflashFilter, gst_dflash_filter, GST_TYPE_ELEMENT,
@@ -617,8 +626,14 @@ change_state (GstElement *element, GstStateChange transition)
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && klass->unlock)
     klass->unlock (filter);
   ret = GST_ELEMENT_CLASS (gst_dflash_filter_parent_class)->change_state (element, transition);
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY && klass->reset)
-    klass->reset (filter);
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    if (klass->reset)
+      klass->reset (filter);
+    /* a new start may have another model */
+    g_clear_pointer (&p->draft_batch, dfl_draft_batch_free);
+    p->draft_batch_weights = NULL;
+    p->no_batch = FALSE;
+  }
   if (transition == GST_STATE_CHANGE_READY_TO_NULL)
     gst_clear_object (&p->device);
   return ret;
@@ -639,6 +654,7 @@ finalize (GObject *object)
   GstDflashFilterPrivate *p = PRIV (GST_DFLASH_FILTER (object));
 
   clear_queue (p);
+  g_clear_pointer (&p->draft_batch, dfl_draft_batch_free);
   g_mutex_clear (&p->lock);
   g_cond_clear (&p->cond);
   g_clear_object (&PRIV (GST_DFLASH_FILTER (object))->model);
@@ -705,13 +721,64 @@ gst_dflash_filter_class_init (GstDflashFilterClass *klass)
 
 void
 gst_dflash_filter_class_install_batch_limit (GstDflashFilterClass *klass, guint prop_id,
-                                           const char *blurb)
+                                             const char *blurb, const char *what)
 {
+  g_autofree char *batches = g_strdup_printf ("Passes that %s of several sequences together "
+                                              "so far", what);
+
   /* the blurb is the stage's static string */
   gst_dflash_install_field_property (G_OBJECT_CLASS (klass), prop_id,
       g_param_spec_int ("batch-limit", "Batch limit", blurb, 1, MAX_BATCH, 1,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_PRIVATE_OFFSET (GstDflashFilter, batch_limit));
+  gst_dflash_install_field_property (G_OBJECT_CLASS (klass), prop_id + 1,
+      g_param_spec_uint64 ("batches", "Batches", batches, 0, G_MAXUINT64, 0,
+          G_PARAM_READABLE | G_PARAM_STATIC_NAME | G_PARAM_STATIC_NICK),
+      G_PRIVATE_OFFSET (GstDflashFilter, batches));
+  gst_dflash_install_field_property (G_OBJECT_CLASS (klass), prop_id + 2,
+      g_param_spec_uint ("max-batch", "Largest batch",
+          "The most sequences of one such pass so far (0 before the first)", 0, G_MAXUINT, 0,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS),
+      G_PRIVATE_OFFSET (GstDflashFilter, max_batch));
+}
+
+void
+gst_dflash_filter_count_batch (GstDflashFilter *filter, guint n)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+
+  GST_OBJECT_LOCK (filter);
+  p->batches++;
+  p->max_batch = MAX (p->max_batch, n);
+  GST_OBJECT_UNLOCK (filter);
+}
+
+DflDraftBatch *
+gst_dflash_filter_draft_batch (GstDflashFilter *filter, DflDraftCtx *ctx, int n)
+{
+  GstDflashFilterPrivate *p = PRIV (filter);
+  DflDrafterWeights *w = dfl_draft_ctx_weights (ctx);
+  g_autoptr (GError) error = NULL;
+  int limit;
+
+  if (p->no_batch)
+    return NULL;
+  if (p->draft_batch && p->draft_batch_weights == w
+      && dfl_draft_batch_capacity (p->draft_batch) >= n)
+    return p->draft_batch;
+  g_clear_pointer (&p->draft_batch, dfl_draft_batch_free);
+  p->draft_batch_weights = NULL;
+  GST_OBJECT_LOCK (filter);
+  limit = p->batch_limit;
+  GST_OBJECT_UNLOCK (filter);
+  if (!(p->draft_batch = dfl_draft_batch_new (w, MAX (n, limit), &error))) {
+    p->no_batch = TRUE;
+    GST_WARNING_OBJECT (filter, "the drafter cannot take several sequences in one pass here "
+                        "(%s): one at a time from now on", error->message);
+    return NULL;
+  }
+  p->draft_batch_weights = w;
+  return p->draft_batch;
 }
 
 GstDflashModel *

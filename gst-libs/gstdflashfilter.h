@@ -79,13 +79,24 @@ void gst_dflash_filter_class_add_pads (GstDflashFilterClass *klass, const char *
                                        const char *src_caps);
 
 /* A stage with process_batch installs `batch-limit` (property `prop_id` of
- * its class): at 1, the default, each round is processed in the
- * streaming thread that brought it; above, the sink queues the rounds and
- * a task on the src pad takes every round waiting (up to batch-limit, never
- * waiting for more) into one process_batch, the events in their place
- * between them. Read when the stage starts. */
+ * its class) and the figures `batches` and `max-batch` (prop_id + 1 and
+ * + 2; `what` the stage's work in their blurbs, e.g. "drafted the
+ * blocks"): at 1, the default, each round is processed in the streaming
+ * thread that brought it; above, the sink queues the rounds and a task on
+ * the src pad takes every round waiting (up to batch-limit, never waiting
+ * for more) into one process_batch, the events in their place between
+ * them. Read when the stage starts. */
 void gst_dflash_filter_class_install_batch_limit (GstDflashFilterClass *klass, guint prop_id,
-                                                const char *blurb);
+                                                  const char *blurb, const char *what);
+/* A pass of process_batch took `n` (≥ 2) sequences together: the figures. */
+void gst_dflash_filter_count_batch (GstDflashFilter *filter, guint n);
+
+/* For a process_batch of `n` rounds: the drafter's batch (core/drafter.h)
+ * for the weights `ctx` drafts with, made at the first call with room for
+ * batch-limit sequences (or n), kept until the stage stops; NULL where the
+ * device runs none (said once in the log: the stage then goes one
+ * sequence at a time). The streaming thread's. */
+DflDraftBatch *gst_dflash_filter_draft_batch (GstDflashFilter *filter, DflDraftCtx *ctx, int n);
 
 /* The drafter's geometry where the model has a drafter and `sink_caps`
  * agree with `name` caps of the target's hidden and vocab and the

@@ -29,8 +29,9 @@
  *
  * --sequences N (default 1) runs N sequences, each its own prompt, caches
  * and drafter context, through every round together: their N blocks
- * drafted in one pass (dfl_draft_ctx_block_batch) and verified in one
- * batched forward (dfl_target_forward_batch), each then settled; the
+ * drafted in one pass (dfl_draft_ctx_block_batch), verified in one
+ * batched forward (dfl_target_forward_batch) and their accepted rows
+ * settled in one pass (dfl_draft_ctx_settle_batch); the
  * first sequence's loop alone runs too, each pattern right after the
  * batch's, and the table gives the N sequences' tokens/s against it
  * (× one) as well as against plain decoding.
@@ -164,11 +165,14 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
                                       dfl_drafter_geometry_tap_width (L->g));
       dfl_target_seq_truncate (L->seq[s], (int) pos[s] + a + 1);
       if (!dfl_draft_ctx_queue (L->ctx[s], pos[s], &rows, error)
-          || !dfl_draft_ctx_settle (L->ctx[s], error))
+          || (n == 1 && !dfl_draft_ctx_settle (L->ctx[s], error)))
         return FALSE;
       pos[s] += a + 1;
       anchors[s] = (guint32) argmax[(gsize) s * block + a];
     }
+    /* several sequences' rows settle in one pass */
+    if (n > 1 && !dfl_draft_ctx_settle_batch (L->batch, L->ctx, n, error))
+      return FALSE;
     t3 = dfl_bench_now ();
 
     emitted += n * (a + 1);

@@ -548,6 +548,96 @@ test_batch (void)
   g_rand_free (rng);
 }
 
+/* The waiting rows of several contexts settled in one pass
+ * (dfl_draft_ctx_settle_batch) against each settled alone: twenty rounds of
+ * a few rows each (some contexts with none waiting, one past a window's
+ * drops, rewinds within the slack), every layer's keys and values and a
+ * block bitwise the same; past a pass's rows (a prompt) each settles
+ * alone, the same again. */
+static void
+test_settle_batch (void)
+{
+  DflDrafterGeometry g = geometry ();
+  g_autoptr (DflDrafterWeights) bound = bound_new ();
+  g_autoptr (DflDraftBatch) batch = NULL;
+  enum { N = 4 };
+  DflDraftCtx *a[N], *b[N];
+  int tw = dfl_drafter_geometry_tap_width (&g), per = (g.block - 1) * (g.hidden + g.vocab);
+  float *taps = g_new (float, 2000 * (gsize) tw), *oa = g_new (float, per), *ob = g_new (float, per);
+  DflTensor ta = block_out (oa), tb = block_out (ob);
+  GRand *rng = g_rand_new_with_seed (23);
+  GError *error = NULL;
+
+  for (gsize i = 0; i < 2000 * (gsize) tw; i++)
+    taps[i] = (float) g_rand_double_range (rng, -1, 1);
+  batch = dfl_draft_batch_new (bound, N, &error);
+  g_assert_no_error (error);
+  for (int s = 0; s < N; s++) {
+    a[s] = dfl_draft_ctx_new (bound, &error);
+    b[s] = dfl_draft_ctx_new (bound, &error);
+    g_assert_no_error (error);
+    /* a prompt each (context 3's long enough that layer 0 drops rows),
+     * settled in the batch call: more than a pass takes, so alone */
+    queue (a[s], 0, taps + (gsize) s * tw, s == 3 ? 600 : 5 + 3 * (gsize) s);
+    queue (b[s], 0, taps + (gsize) s * tw, s == 3 ? 600 : 5 + 3 * (gsize) s);
+  }
+  g_assert_true (dfl_draft_ctx_settle_batch (batch, a, N, &error));
+  g_assert_no_error (error);
+  for (int s = 0; s < N; s++)
+    settle (b[s]);
+  for (int round = 0; round < 20; round++) {
+    for (int s = 0; s < N; s++) {
+      gint64 end = dfl_draft_ctx_next_position (a[s]);
+      int k = g_rand_int_range (rng, 0, 7);
+      /* now and then a rewind of two (a rejected draft), now and then
+       * nothing waiting */
+      if (round % 5 == 4 && s != 1)
+        end -= 2;
+      if (k == 0 && s != 2)
+        continue;
+      k = MAX (k, 1);
+      queue (a[s], end, taps + (gsize) (end + 7 * s) * tw, k);
+      queue (b[s], end, taps + (gsize) (end + 7 * s) * tw, k);
+    }
+    g_assert_true (dfl_draft_ctx_settle_batch (batch, a, N, &error));
+    g_assert_no_error (error);
+    for (int s = 0; s < N; s++) {
+      gint64 pos = dfl_draft_ctx_next_position (a[s]);
+      settle (b[s]);
+      g_assert_cmpint (pos, ==, dfl_draft_ctx_next_position (b[s]));
+      for (int l = 0; l < g.layers; l++)
+        for (int h = 0; h < g.kv_heads; h++) {
+          float *ka, *va, *kb, *vb;
+          gsize ra, rb;
+          gint64 fa, fb;
+          g_assert_true (dfl_draft_ctx_read_kv (a[s], l, h, &ka, &va, &ra, &fa, &error));
+          g_assert_true (dfl_draft_ctx_read_kv (b[s], l, h, &kb, &vb, &rb, &fb, &error));
+          g_assert_no_error (error);
+          g_assert_cmpuint (ra, ==, rb);
+          g_assert_cmpint (fa, ==, fb);
+          g_assert_cmpmem (ka, ra * g.head_dim * sizeof (float), kb, rb * g.head_dim * sizeof (float));
+          g_assert_cmpmem (va, ra * g.head_dim * sizeof (float), vb, rb * g.head_dim * sizeof (float));
+          g_free (ka);
+          g_free (va);
+          g_free (kb);
+          g_free (vb);
+        }
+      g_assert_true (dfl_draft_ctx_block (a[s], pos, anchor_token (pos), g.vocab, &ta, &error));
+      g_assert_true (dfl_draft_ctx_block (b[s], pos, anchor_token (pos), g.vocab, &tb, &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (oa, per * sizeof (float), ob, per * sizeof (float));
+    }
+  }
+  for (int s = 0; s < N; s++) {
+    dfl_draft_ctx_free (a[s]);
+    dfl_draft_ctx_free (b[s]);
+  }
+  g_free (taps);
+  g_free (oa);
+  g_free (ob);
+  g_rand_free (rng);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -556,5 +646,6 @@ main (int argc, char **argv)
   g_test_add_func ("/drafter/context/pending", test_pending);
   g_test_add_func ("/drafter/context/deep-rewind", test_deep_rewind);
   g_test_add_func ("/drafter/context/batch", test_batch);
+  g_test_add_func ("/drafter/context/settle-batch", test_settle_batch);
   return g_test_run ();
 }

@@ -43,6 +43,10 @@ static guint watchdog_s = 30;
 
 #define SPECULATIVE "tapsource name=src max-new-tokens=%d ! ctxsettle ! dflashblock ! selector ! " \
     "verifier name=v ! fakesink name=out"
+/* the same with the drafter's stages in their batching mode (a task on
+ * each one's src pad takes the rounds their sink queued) */
+#define SPECULATIVE_BATCHED "tapsource name=src max-new-tokens=%d ! ctxsettle batch-limit=2 ! " \
+    "dflashblock batch-limit=2 ! selector ! verifier name=v ! fakesink name=out"
 #define NO_DRAFT "tapsource name=src max-new-tokens=%d ! verifier name=v ! fakesink name=out"
 #define ROUTED "tapsource name=src max-new-tokens=%d ! tee name=t ! queue ! ctxsettle ! dflashblock ! " \
     "selector ! router name=r policy=%s ! verifier name=v ! fakesink name=out  " \
@@ -1541,10 +1545,11 @@ restart_from_null (Run *r, const gchar *want)
   assert_text (text, want, "the run after a restart from NULL");
 }
 
-GST_START_TEST (test_flushing_seek_mid_run)
+static void
+flushing_seek_mid_run (const char *desc)
 {
   g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 48);
-  Run *r = run_new_printf (SPECULATIVE, 48);
+  Run *r = run_new_printf (desc, 48);
   Hold hold;
   gboolean seeked;
   RunEnd end;
@@ -1566,16 +1571,28 @@ GST_START_TEST (test_flushing_seek_mid_run)
   restart_from_null (r, want);
   run_free (r);
 }
+
+GST_START_TEST (test_flushing_seek_mid_run)
+{
+  flushing_seek_mid_run (SPECULATIVE);
+}
+GST_END_TEST;
+
+GST_START_TEST (test_flushing_seek_mid_run_batched)
+{
+  flushing_seek_mid_run (SPECULATIVE_BATCHED);
+}
 GST_END_TEST;
 
 /* flush-start and flush-stop sent to tapsource while a round is in the
  * loop: the round's verdict is lost in the flush, and the loop must still
  * come to EOS (restarting or resuming its sequences). Fails (the watchdog)
  * until tapsource forgets or restarts its running sequences on a flush. */
-GST_START_TEST (test_flush_events_mid_run)
+static void
+flush_events_mid_run (const char *desc)
 {
   g_autofree gchar *want = dfl_test_reference_text (DEFAULT_PROMPT, 48);
-  Run *r = run_new_printf (SPECULATIVE, 48);
+  Run *r = run_new_printf (desc, 48);
   GstElement *src = run_get (r, "src");
   Hold hold;
   RunEnd end;
@@ -1592,6 +1609,17 @@ GST_START_TEST (test_flush_events_mid_run)
   gst_object_unref (src);
   restart_from_null (r, want);
   run_free (r);
+}
+
+GST_START_TEST (test_flush_events_mid_run)
+{
+  flush_events_mid_run (SPECULATIVE);
+}
+GST_END_TEST;
+
+GST_START_TEST (test_flush_events_mid_run_batched)
+{
+  flush_events_mid_run (SPECULATIVE_BATCHED);
 }
 GST_END_TEST;
 
@@ -2129,7 +2157,9 @@ dflash_elements_suite (void)
 
   TCASE ("flush");
   tcase_add_test (tc, test_flushing_seek_mid_run);
+  tcase_add_test (tc, test_flushing_seek_mid_run_batched);
   tcase_add_test (tc, test_flush_events_mid_run);
+  tcase_add_test (tc, test_flush_events_mid_run_batched);
   tcase_add_test (tc, test_null_mid_round);
   tcase_add_test (tc, test_null_in_first_round);
   tcase_add_test (tc, test_restart_after_eos);

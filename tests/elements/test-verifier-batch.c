@@ -8,8 +8,9 @@
  * with the same settings. Short requests end while long ones run; all must
  * finish. The verifier's max-batch property must show passes of more than
  * one sequence, so a verifier that silently went back to one sequence a
- * pass fails here; with dflashblock batch-limit=8, so must its own (the
- * drafter's blocks of several sequences in one pass).
+ * pass fails here; with ctxsettle and dflashblock batch-limit=8, so must
+ * theirs (the drafter's settles and blocks of several sequences in one
+ * pass).
  */
 #include <gst/gst.h>
 #include <string.h>
@@ -78,8 +79,8 @@ submit (GstElement *src, const int *prompt, int n, int max_new, double temperatu
 }
 
 /* `n` requests through `stages` with `in_flight` of them running at once;
- * where `stages` names a dflashblock "b", its passes must have drafted
- * several sequences' blocks together. */
+ * where `stages` names a dflashblock "b" or a ctxsettle "c", its passes
+ * must have taken several sequences together. */
 static void
 check_batched (const char *stages, int in_flight, int n)
 {
@@ -157,16 +158,17 @@ check_batched (const char *stages, int in_flight, int n)
                   stages, in_flight, batches, max_batch);
   g_assert_cmpuint (max_batch, >=, 2);
   g_assert_cmpuint (max_batch, <=, in_flight);
-  {
-    GstElement *b = gst_bin_get_by_name (GST_BIN (p), "b");
+  for (const char *const *name = (const char *const[]) { "b", "c", NULL }; *name; name++) {
+    GstElement *b = gst_bin_get_by_name (GST_BIN (p), *name);
     if (b) {
       guint blocks_max = 0;
       guint64 block_batches = 0;
       int limit = 0;
       g_object_get (b, "max-batch", &blocks_max, "batches", &block_batches, "batch-limit", &limit,
                     NULL);
-      g_test_message ("dflashblock: %" G_GUINT64_FORMAT " passes of several blocks, the largest "
-                      "of %u (batch-limit %d)", block_batches, blocks_max, limit);
+      g_test_message ("%s: %" G_GUINT64_FORMAT " passes of several sequences, the largest "
+                      "of %u (batch-limit %d)", GST_OBJECT_NAME (b), block_batches, blocks_max,
+                      limit);
       g_assert_cmpuint (blocks_max, >=, 2);
       g_assert_cmpuint (blocks_max, <=, (guint) MIN (limit, in_flight));
       gst_object_unref (b);
@@ -211,12 +213,12 @@ test_block_8 (void)
   check_batched ("queue ! ctxsettle ! queue ! dflashblock ! selector ! queue", 8, 12);
 }
 
-/* the drafter's blocks of several sequences in one pass too */
+/* the drafter's settles and blocks of several sequences in one pass too */
 static void
 test_blocks_batched_8 (void)
 {
-  check_batched ("queue ! ctxsettle ! queue ! dflashblock name=b batch-limit=8 ! selector ! queue",
-                 8, 12);
+  check_batched ("queue ! ctxsettle name=c batch-limit=8 ! queue ! dflashblock name=b "
+                 "batch-limit=8 ! selector ! queue", 8, 12);
 }
 
 int

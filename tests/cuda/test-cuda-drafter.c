@@ -685,7 +685,8 @@ test_bad_input (void)
  * past a window), each sequence's rows and logits against the CPU's block
  * alone within the tolerance, its drafts identical at F32; then the same
  * batch at another order, whose outputs are bitwise the first's (the same
- * rows in one pass give the same products). */
+ * rows in one pass give the same products); then their next rows settled
+ * in one pass (dfl_draft_ctx_settle_batch) against the CPU's settles. */
 static void
 test_batch (gconstpointer data)
 {
@@ -764,6 +765,40 @@ test_batch (gconstpointer data)
     g_free (want);
     g_free (gc);
     g_free (cc);
+  }
+  /* a few more rows each (none for one), settled in one pass on the card
+   * and one by one on the CPU: every layer's keys and values alike */
+  for (int i = 0; i < N; i++) {
+    gsize more = i == 2 ? 0 : 2 + (gsize) i;
+    float *taps = random_taps (p.g, MAX (more, 1), 900 + i);
+    if (more) {
+      g_assert_true (dfl_draft_ctx_queue_host (gpu[i], pos[i], taps, more, &error));
+      g_assert_true (dfl_draft_ctx_queue_host (cpu[i], pos[i], taps, more, &error));
+      g_assert_no_error (error);
+    }
+    g_free (taps);
+  }
+  g_assert_true (dfl_draft_ctx_settle_batch (batch, gpu, N, &error));
+  g_assert_no_error (error);
+  for (int i = 0; i < N; i++) {
+    g_assert_true (dfl_draft_ctx_settle (cpu[i], &error));
+    for (int l = 0; l < p.g->layers; l++)
+      for (int h = 0; h < p.g->kv_heads; h++) {
+        float *k, *v, *ck, *cv;
+        gsize rows, crows;
+        gint64 from, cfrom;
+        g_assert_true (dfl_draft_ctx_read_kv (gpu[i], l, h, &k, &v, &rows, &from, &error));
+        g_assert_true (dfl_draft_ctx_read_kv (cpu[i], l, h, &ck, &cv, &crows, &cfrom, &error));
+        g_assert_no_error (error);
+        g_assert_cmpuint (rows, ==, crows);
+        g_assert_cmpint (from, ==, cfrom);
+        g_assert_cmpfloat (row_rel_error (k, ck, (int) rows, p.g->head_dim), <=, p.tol);
+        g_assert_cmpfloat (row_rel_error (v, cv, (int) rows, p.g->head_dim), <=, p.tol);
+        g_free (k);
+        g_free (v);
+        g_free (ck);
+        g_free (cv);
+      }
   }
   for (int i = 0; i < N; i++) {
     dfl_cuda_free (device, d_out[i]);

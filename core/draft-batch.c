@@ -386,6 +386,37 @@ dfl_draft_ctx_block_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n
          && dfl_op_copy_rows_table (dev, &logits, out_logits, n, &owhich, &orow, error);
 }
 
+gboolean
+dfl_draft_ctx_select_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n,
+                            const DflTensor *blocks, int width, const guint32 *anchor,
+                            guint32 *chosen, guint32 *plain, GError **error)
+{
+  int rows;
+
+  g_return_val_if_fail (batch != NULL && ctxs != NULL && blocks != NULL && anchor != NULL, FALSE);
+  if (!check_contexts (batch, ctxs, n, error))
+    return FALSE;
+  rows = batch->g->block - 1;
+  for (int s = 0; s < n; s++) {
+    GError *why = NULL;
+    if (!dfl_draft_ctx_select_ready (ctxs[s], &blocks[s], width, anchor[s], &why)) {
+      g_set_error (error, why->domain, why->code, "sequence %d of the batch: %s", s,
+                   why->message);
+      g_error_free (why);
+      return FALSE;
+    }
+  }
+  /* every pick queued, then the ids fetched: the first fetch waits for all */
+  for (int s = 0; s < n; s++)
+    if (!dfl_draft_run_pick (ctxs[s], &blocks[s], width, anchor[s], error))
+      return FALSE;
+  for (int s = 0; s < n; s++)
+    if (!dfl_draft_run_picked (ctxs[s], chosen ? chosen + (gsize) s * rows : NULL,
+                               plain ? plain + (gsize) s * rows : NULL, error))
+      return FALSE;
+  return TRUE;
+}
+
 /* --- the waiting rows of several contexts settled in one pass --- */
 
 /* A settle's scratch, made once. */

@@ -420,10 +420,17 @@ dfl_draft_ctx_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int wi
 }
 
 gboolean
+dfl_draft_ctx_select_ready (DflDraftCtx *ctx, const DflTensor *block, int width, guint32 anchor,
+                            GError **error)
+{
+  return check_token (ctx, anchor, error) && check_width (ctx, width, block, error);
+}
+
+gboolean
 dfl_draft_ctx_select (DflDraftCtx *ctx, const DflTensor *block, int width, guint32 anchor,
                       guint32 *chosen, guint32 *plain, GError **error)
 {
-  return check_token (ctx, anchor, error) && check_width (ctx, width, block, error)
+  return dfl_draft_ctx_select_ready (ctx, block, width, anchor, error)
          && ctx->ops->select (ctx, block, width, anchor, chosen, plain, error);
 }
 

@@ -78,6 +78,10 @@ void dfl_draft_ctx_settled (DflDraftCtx *ctx, gsize nb);
  * settled. */
 gboolean dfl_draft_ctx_block_ready (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor,
                                     int width, const DflTensor *out, GError **error);
+/* A selection's arguments: the anchor in the vocabulary, the width, the
+ * block of its size where the context lives. */
+gboolean dfl_draft_ctx_select_ready (DflDraftCtx *ctx, const DflTensor *block, int width,
+                                     guint32 anchor, GError **error);
 /* The position base (the first the layer holds) and the context rows
  * [lo, hi) a block at anchor_pos reads in `layer`. */
 void dfl_draft_ctx_layer_range (const DflDraftCtx *ctx, int layer, gint64 anchor_pos,

@@ -177,7 +177,12 @@ gboolean dfl_draft_run_gather_window (DflDraftRun *run, int l, GError **error);
 gboolean dfl_draft_run_block (DflDraftCtx *ctx, gint64 anchor_pos, guint32 anchor, int width,
                               const DflTensor *out, GError **error);
 
-/* draft-pick.c */
+/* draft-pick.c: the pick queued, the picked ids fetched (several
+ * sequences' picks are all queued before the first fetch waits) */
+gboolean dfl_draft_run_pick (DflDraftCtx *ctx, const DflTensor *block, int width,
+                             guint32 anchor, GError **error);
+gboolean dfl_draft_run_picked (DflDraftCtx *ctx, guint32 *chosen, guint32 *plain,
+                               GError **error);
 gboolean dfl_draft_run_select (DflDraftCtx *ctx, const DflTensor *block, int width,
                                guint32 anchor, guint32 *chosen, guint32 *plain, GError **error);
 

@@ -26,23 +26,35 @@ pick_layout (const DflDrafterGeometry *g, int top, gboolean selector)
   return p;
 }
 
+/* A context's selection sizes: rows, candidates a row, the scratch. */
+static PickLayout
+run_layout (const DflDraftRun *run, int *n, int *top)
+{
+  const DflDrafterGeometry *g = run->base.g;
+
+  *n = g->block - 1;
+  *top = run->net->selector ? g->selector_top : 1;
+  return pick_layout (g, *top, run->net->selector);
+}
+
+/* The selection's work queued on the device (top-k, the selector's
+ * projection and re-scoring) into the context's pick scratch. */
 gboolean
-dfl_draft_run_select (DflDraftCtx *ctx, const DflTensor *block, int width, guint32 anchor,
-                      guint32 *chosen, guint32 *plain, GError **error)
+dfl_draft_run_pick (DflDraftCtx *ctx, const DflTensor *block, int width, guint32 anchor,
+                    GError **error)
 {
   DflDraftRun *run = (DflDraftRun *) ctx;
   const DflDraftNet *net = run->net;
   const DflDrafterGeometry *g = ctx->g;
   DflDevice *dev = run->dev;
-  int n = g->block - 1, top = net->selector ? g->selector_top : 1;
-  PickLayout p = pick_layout (g, top, net->selector);
+  int n, top;
+  PickLayout p = run_layout (run, &n, &top);
   DflTensor hidden = dfl_tensor_2d (block->device, block->handle, block->offset, DFL_DTYPE_F32,
                                     n, g->hidden);
   DflTensor logits = dfl_tensor_2d (block->device, block->handle,
                                     block->offset + (gsize) n * g->hidden * sizeof (float),
                                     DFL_DTYPE_F32, n, width);
   DflTensor hp, vals, ids, picked;
-  gint32 *host_ids, *host_chosen;
 
   if (!run->pick_mem && !(run->pick_mem = dfl_device_alloc (dev, p.bytes, error)))
     return FALSE;
@@ -50,19 +62,29 @@ dfl_draft_run_select (DflDraftCtx *ctx, const DflTensor *block, int width, guint
   vals = dfl_tensor_2d (dev, run->pick_mem, p.vals, DFL_DTYPE_F32, n, top);
   ids = dfl_tensor_2d (dev, run->pick_mem, p.ids, DFL_DTYPE_I32, n, top);
   picked = dfl_tensor_2d (dev, run->pick_mem, p.chosen, DFL_DTYPE_I32, 1, n);
-  if (!dfl_op_top_k (dev, &logits, &vals, &ids, error))
-    return FALSE;
-  if (net->selector
-      && (!dfl_op_matmul (dev, &net->sel, &hidden, &hp, FALSE, error)
-          || !dfl_op_select_rescore (dev, &ids, &vals, &hp, &net->books[0], &net->books[1],
-                                     &picked, (gint32) anchor, error)))
-    return FALSE;
+  return dfl_op_top_k (dev, &logits, &vals, &ids, error)
+         && (!net->selector
+             || (dfl_op_matmul (dev, &net->sel, &hidden, &hp, FALSE, error)
+                 && dfl_op_select_rescore (dev, &ids, &vals, &hp, &net->books[0],
+                                           &net->books[1], &picked, (gint32) anchor, error)));
+}
+
+/* The picked ids back to the host (the download waits for the pick). */
+gboolean
+dfl_draft_run_picked (DflDraftCtx *ctx, guint32 *chosen, guint32 *plain, GError **error)
+{
+  DflDraftRun *run = (DflDraftRun *) ctx;
+  gboolean selector = run->net->selector;
+  DflDevice *dev = run->dev;
+  int n, top;
+  PickLayout p = run_layout (run, &n, &top);
+  gint32 *host_ids, *host_chosen;
 
   host_ids = g_new (gint32, (gsize) n * top);
   host_chosen = g_new (gint32, n);
   if (!dfl_device_download (dev, run->pick_mem, p.ids, host_ids,
                             (gsize) n * top * sizeof (gint32), error)
-      || (net->selector && !dfl_device_download (dev, run->pick_mem, p.chosen, host_chosen,
+      || (selector && !dfl_device_download (dev, run->pick_mem, p.chosen, host_chosen,
                                                  (gsize) n * sizeof (gint32), error))) {
     g_free (host_ids);
     g_free (host_chosen);
@@ -74,9 +96,17 @@ dfl_draft_run_select (DflDraftCtx *ctx, const DflTensor *block, int width, guint
     if (plain)
       plain[j] = (guint32) best;
     if (chosen)
-      chosen[j] = (guint32) (net->selector ? host_chosen[j] : best);
+      chosen[j] = (guint32) (selector ? host_chosen[j] : best);
   }
   g_free (host_ids);
   g_free (host_chosen);
   return TRUE;
+}
+
+gboolean
+dfl_draft_run_select (DflDraftCtx *ctx, const DflTensor *block, int width, guint32 anchor,
+                      guint32 *chosen, guint32 *plain, GError **error)
+{
+  return dfl_draft_run_pick (ctx, block, width, anchor, error)
+         && dfl_draft_run_picked (ctx, chosen, plain, error);
 }

@@ -333,6 +333,13 @@ int dfl_draft_batch_capacity (const DflDraftBatch *batch);
 gboolean dfl_draft_ctx_block_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n,
                                     const gint64 *anchor_pos, const guint32 *anchor, int width,
                                     const DflTensor *out, GError **error);
+/* The drafted tokens of `n` contexts' blocks (each as dfl_draft_ctx_select
+ * chooses them: blocks[i] at `width`, from anchor[i]; chosen and plain
+ * n · (block − 1) ids, either may be NULL): every selection queued on the
+ * device before the ids come back, so a GPU waits once. */
+gboolean dfl_draft_ctx_select_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n,
+                                     const DflTensor *blocks, int width, const guint32 *anchor,
+                                     guint32 *chosen, guint32 *plain, GError **error);
 /* The waiting rows of `n` contexts (distinct, of the batch's weights)
  * settled in one pass (as dfl_draft_ctx_settle settles each: through FC
  * and every layer's keys and values, all rows together, each into its own

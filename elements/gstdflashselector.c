@@ -68,10 +68,18 @@ gst_dflash_select_mode_get_type (void)
   return gst_dflash_register_enum (&type, "GstDflashSelectMode", values);
 }
 
+/* The most rounds one batched pass takes (the filter's batch-limit bound). */
+#define MAX_ROUNDS 64
+
 enum {
   PROP_0,
   PROP_MODE,
   PROP_MIN_CONFIDENCE,
+  /* batch-limit and its figures batches and max-batch, in this order
+   * (gst_dflash_filter_class_install_batch_limit) */
+  PROP_BATCH_LIMIT,
+  PROP_BATCHES,
+  PROP_MAX_BATCH,
 };
 
 struct _GstDflashSelector {
@@ -140,30 +148,35 @@ gst_dflash_selector_src_caps (GstDflashFilter *filter, GstCaps *sink_caps, GStri
       "block", G_TYPE_INT, g->block, NULL);
 }
 
-/* The drafts of the round's block, chosen where the block is (on a GPU
- * only the ids come back); `*rows` shortened where min-confidence says so
- * (a block in system memory: on a GPU the logits stay there). */
+/* The round's block as a tensor where its context lives, mapped (`map`
+ * unmapped by block_release); `*ctx` the sequence's context. */
 static gboolean
-select_block (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
-              gboolean rescore, double min_confidence, guint32 *chosen, int *rows, GError **error)
+block_tensor (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in, int rows,
+              DflDraftCtx **ctx, GstMapInfo *map, DflTensor *block, GError **error)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (self);
   GstDflashModel *m = gst_dflash_filter_model (filter);
-  DflDraftCtx *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
-                                                 gst_dflash_filter_device (filter), error);
   int hs = gst_dflash_model_geometry (m)->hidden;
-  DflTensor block;
-  GstMapInfo map;
-  gboolean ok;
 
-  if (!ctx || !gst_dflash_buffer_tensor (in, dfl_draft_ctx_device (ctx), GST_MAP_READ, &map,
-                                         DFL_DTYPE_F32, *rows, hs + self->width, &block, error))
-    return FALSE;
-  ok = dfl_draft_ctx_select (ctx, &block, self->width, (guint32) meta->anchor,
-                             rescore ? chosen : NULL, rescore ? NULL : chosen, error);
-  if (ok && min_confidence > 0) {
-    if (map.memory) {
-      int keep = confident_rows ((const float *) map.data + (gsize) *rows * hs, *rows,
+  map->memory = NULL;
+  *ctx = gst_dflash_model_seq_draft (m, s, gst_dflash_filter_backend (filter),
+                                     gst_dflash_filter_device (filter), error);
+  return *ctx && gst_dflash_buffer_tensor (in, dfl_draft_ctx_device (*ctx), GST_MAP_READ, map,
+                                           DFL_DTYPE_F32, rows, hs + self->width, block, error);
+}
+
+/* `*rows` shortened where min-confidence says so (a block in system
+ * memory: on a GPU the logits stay there), then the block unmapped. */
+static void
+block_release (GstDflashSelector *self, GstBuffer *in, GstMapInfo *map,
+               GstDflashRoundMeta *meta, double min_confidence, const guint32 *chosen,
+               int *rows)
+{
+  int hs = gst_dflash_model_geometry (gst_dflash_filter_model (GST_DFLASH_FILTER (self)))->hidden;
+
+  if (min_confidence > 0 && chosen) {
+    if (map->memory) {
+      int keep = confident_rows ((const float *) map->data + (gsize) *rows * hs, *rows,
                                  self->width, chosen, min_confidence);
       GST_LOG_OBJECT (self, "sequence %u round %u: %d of %d rows confident enough",
                       meta->sequence, meta->round, keep, *rows);
@@ -173,12 +186,68 @@ select_block (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in, GstDflash
       self->warned = TRUE;
       GST_INFO_OBJECT (self, "min-confidence applies to blocks in system memory only: a block "
                        "on %s is proposed whole", gst_dflash_backend_nick (
-                           gst_dflash_filter_backend (filter)));
+                           gst_dflash_filter_backend (GST_DFLASH_FILTER (self))));
     }
   }
-  if (map.memory)
-    gst_buffer_unmap (in, &map);
+  if (map->memory)
+    gst_buffer_unmap (in, map);
+}
+
+/* The drafts of the round's block, chosen where the block is (on a GPU
+ * only the ids come back); `*rows` shortened where min-confidence says so. */
+static gboolean
+select_block (GstDflashSelector *self, GstDflashSeq *s, GstBuffer *in, GstDflashRoundMeta *meta,
+              gboolean rescore, double min_confidence, guint32 *chosen, int *rows, GError **error)
+{
+  DflDraftCtx *ctx;
+  DflTensor block;
+  GstMapInfo map;
+  gboolean ok;
+
+  if (!block_tensor (self, s, in, *rows, &ctx, &map, &block, error))
+    return FALSE;
+  ok = dfl_draft_ctx_select (ctx, &block, self->width, (guint32) meta->anchor,
+                             rescore ? chosen : NULL, rescore ? NULL : chosen, error);
+  block_release (self, in, &map, meta, min_confidence, ok ? chosen : NULL, rows);
   return ok;
+}
+
+/* The round without a block (dflashblock skipped it: the router decided
+ * for the chain), or NULL. */
+static GstBuffer *
+skipped_round (GstBuffer *in, GstDflashRoundMeta *meta)
+{
+  if (meta->source == GST_DFLASH_SOURCE_CHAIN && gst_buffer_get_size (in) == 0)
+    return gst_dflash_round_buffer_new (meta, NULL, NULL);
+  return NULL;
+}
+
+/* Whether the block is the size the caps say; else an error. */
+static gboolean
+check_size (GstDflashSelector *self, GstBuffer *in)
+{
+  const DflDrafterGeometry *g = gst_dflash_model_geometry (
+      gst_dflash_filter_model (GST_DFLASH_FILTER (self)));
+  int hs = g->hidden, rows = g->block - 1;
+
+  if (gst_buffer_get_size (in) == sizeof (float) * (gsize) rows * (hs + self->width))
+    return TRUE;
+  GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("a block is not the size its caps say"),
+      ("a block of %" G_GSIZE_FORMAT " bytes, not %d rows of %d hidden and %d logits",
+       gst_buffer_get_size (in), rows, hs, self->width));
+  return FALSE;
+}
+
+/* The proposal of `rows` drafts. */
+static GstBuffer *
+proposal (GstDflashRoundMeta *meta, guint32 *chosen, int rows)
+{
+  GstDflashRoundMeta *om;
+  GstBuffer *out = gst_dflash_round_buffer_new (meta,
+      g_bytes_new (chosen, sizeof (guint32) * rows), &om);
+
+  om->source = GST_DFLASH_SOURCE_BLOCK;
+  return out;
 }
 
 static GstFlowReturn
@@ -187,45 +256,91 @@ gst_dflash_selector_process (GstDflashFilter *filter, GstBuffer *in, GstDflashRo
 {
   GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
   GstDflashModel *m = gst_dflash_filter_model (filter);
-  const DflDrafterGeometry *g = gst_dflash_model_geometry (m);
-  GstDflashSeq *s = meta->seq;
-  int hs = g->hidden, rows = g->block - 1;
+  int rows = gst_dflash_model_geometry (m)->block - 1;
   g_autoptr (GError) error = NULL;
   g_autofree guint32 *chosen = NULL;
-  GstDflashRoundMeta *om;
   gboolean rescore;
   double min_confidence;
 
-  if (meta->source == GST_DFLASH_SOURCE_CHAIN && gst_buffer_get_size (in) == 0) {
-    /* dflashblock skipped the block: the router decided for the chain */
-    *out = gst_dflash_round_buffer_new (meta, NULL, NULL);
+  if ((*out = skipped_round (in, meta)))
     return GST_FLOW_OK;
-  }
-  if (gst_buffer_get_size (in) != sizeof (float) * (gsize) rows * (hs + self->width))
-    goto wrong_size;
+  if (!check_size (self, in))
+    return GST_FLOW_ERROR;
   GST_OBJECT_LOCK (self);
   rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
   min_confidence = self->min_confidence;
   GST_OBJECT_UNLOCK (self);
   chosen = g_new (guint32, rows);
-  if (!s || !select_block (self, s, in, meta, rescore, min_confidence, chosen, &rows, &error))
-    goto select_failed;
-  *out = gst_dflash_round_buffer_new (meta,
-      g_bytes_new_take (g_steal_pointer (&chosen), sizeof (guint32) * rows), &om);
-  om->source = GST_DFLASH_SOURCE_BLOCK;
+  if (!meta->seq || !select_block (self, meta->seq, in, meta, rescore, min_confidence, chosen,
+                                   &rows, &error))
+    return gst_dflash_filter_round_failed (filter, "could not choose the drafts of a block",
+                                           meta, error);
+  *out = proposal (meta, chosen, rows);
   return GST_FLOW_OK;
+}
 
-  /* ERRORS */
-wrong_size:
-  {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("a block is not the size its caps say"),
-        ("a block of %" G_GSIZE_FORMAT " bytes, not %d rows of %d hidden and %d logits",
-         gst_buffer_get_size (in), rows, hs, self->width));
-    return GST_FLOW_ERROR;
+/* Rounds of several sequences: the skipped ones pass on, the blocks of the
+ * rest are all chosen before their ids come back (a GPU waits once). */
+static GstFlowReturn
+gst_dflash_selector_process_batch (GstDflashFilter *filter, GstBuffer **in,
+                                   GstDflashRoundMeta **meta, guint n, GstBuffer **out)
+{
+  GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
+  int block_rows = gst_dflash_model_geometry (gst_dflash_filter_model (filter))->block - 1;
+  DflDraftCtx *ctx[MAX_ROUNDS];
+  DflTensor blocks[MAX_ROUNDS];
+  GstMapInfo map[MAX_ROUNDS];
+  guint32 anchor[MAX_ROUNDS];
+  guint idx[MAX_ROUNDS], k = 0, mapped = 0;
+  g_autofree guint32 *chosen = g_new (guint32, (gsize) n * block_rows);
+  g_autoptr (GError) error = NULL;
+  DflDraftBatch *batch;
+  gboolean rescore, ok = TRUE;
+  double min_confidence;
+
+  g_assert (n <= MAX_ROUNDS);
+  GST_OBJECT_LOCK (self);
+  rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
+  min_confidence = self->min_confidence;
+  GST_OBJECT_UNLOCK (self);
+  for (guint i = 0; i < n; i++) {
+    if ((out[i] = skipped_round (in[i], meta[i])))
+      continue;
+    if (!check_size (self, in[i]))
+      return GST_FLOW_ERROR;
+    idx[k++] = i;
   }
-select_failed:
-  return gst_dflash_filter_round_failed (filter, "could not choose the drafts of a block",
-                                         meta, error);
+  for (; ok && mapped < k; mapped++) {
+    guint i = idx[mapped];
+    anchor[mapped] = (guint32) meta[i]->anchor;
+    map[mapped].memory = NULL;
+    ok = meta[i]->seq && block_tensor (self, meta[i]->seq, in[i], block_rows, &ctx[mapped],
+                                       &map[mapped], &blocks[mapped], &error);
+  }
+  if (ok && k > 0) {
+    batch = k > 1 ? gst_dflash_filter_draft_batch (filter, ctx[0], (int) k) : NULL;
+    if (batch)
+      ok = dfl_draft_ctx_select_batch (batch, ctx, (int) k, blocks, self->width, anchor,
+                                       rescore ? chosen : NULL, rescore ? NULL : chosen, &error);
+    for (guint j = 0; !batch && ok && j < k; j++)
+      ok = dfl_draft_ctx_select (ctx[j], &blocks[j], self->width, anchor[j],
+                                 rescore ? chosen + (gsize) j * block_rows : NULL,
+                                 rescore ? NULL : chosen + (gsize) j * block_rows, &error);
+    if (ok && batch)
+      gst_dflash_filter_count_batch (filter, k);
+  }
+  for (guint j = 0; j < mapped; j++) {
+    int rows = block_rows;
+    guint32 *c = chosen + (gsize) j * block_rows;
+    block_release (self, in[idx[j]], &map[j], meta[idx[j]], min_confidence, ok ? c : NULL,
+                   &rows);
+    if (ok)
+      out[idx[j]] = proposal (meta[idx[j]], c, rows);
+  }
+  if (!ok)
+    return gst_dflash_filter_round_failed (filter, "could not choose the drafts of a batch",
+                                           meta[k ? idx[0] : 0], error);
+  return GST_FLOW_OK;
 }
 
 static void
@@ -260,6 +375,21 @@ gst_dflash_selector_class_init (GstDflashSelectorClass *klass)
           "probabilities falls below this (0: propose every row)", 0.0, 1.0, 0.0,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
       G_STRUCT_OFFSET (GstDflashSelector, min_confidence));
+  /**
+   * GstDflashSelector:batch-limit
+   *
+   * With several sequences in flight: the most rounds of different
+   * sequences whose drafts are chosen together. At 1, the default, each
+   * round in the streaming thread that brings it; above, a task on the src
+   * pad takes every round waiting (up to batch-limit) and queues all their
+   * selections before the ids come back, so a GPU waits once for them (as
+   * #GstDflashBlock:batch-limit drafts their blocks in one pass). The
+   * figures `batches` and `max-batch` count the passes of several blocks
+   * and the most one took.
+   */
+  gst_dflash_filter_class_install_batch_limit (filter_class, PROP_BATCH_LIMIT,
+      "Most rounds of different sequences whose drafts are chosen together (1: each round in "
+      "the streaming thread that brings it)", "chose the drafts");
   gst_element_class_set_static_metadata (GST_ELEMENT_CLASS (klass), "DFlash selector",
       "Filter/Tensor", "Chooses draft tokens from a block's logits (re-scored or argmax)",
       "gst-dflash developers");
@@ -268,6 +398,7 @@ gst_dflash_selector_class_init (GstDflashSelectorClass *klass)
       GST_DFLASH_PROPOSAL_CAPS ", vocab = (int) [ 1, MAX ], block = (int) [ 2, MAX ]");
   filter_class->src_caps = gst_dflash_selector_src_caps;
   filter_class->process = gst_dflash_selector_process;
+  filter_class->process_batch = gst_dflash_selector_process_batch;
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_SELECT_MODE, 0);
 }
 

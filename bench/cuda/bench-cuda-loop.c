@@ -29,7 +29,8 @@
  *
  * --sequences N (default 1) runs N sequences, each its own prompt, caches
  * and drafter context, through every round together: their N blocks
- * drafted in one pass (dfl_draft_ctx_block_batch), verified in one
+ * drafted in one pass (dfl_draft_ctx_block_batch; their selections
+ * queued together, dfl_draft_ctx_select_batch), verified in one
  * batched forward (dfl_target_forward_batch) and their accepted rows
  * settled in one pass (dfl_draft_ctx_settle_batch); the
  * first sequence's loop alone runs too, each pattern right after the
@@ -136,10 +137,11 @@ run_rounds (Loop *L, int context, guint32 anchor, const int *pattern, int n_patt
                                            error)) {
       return FALSE;
     }
-    for (int s = 0; s < n; s++)
-      if (!dfl_draft_ctx_select (L->ctx[s], &L->out[s], L->vocab, anchors[s],
-                                 chosen + (gsize) s * (block - 1), NULL, error))
-        return FALSE;
+    if (n == 1 ? !dfl_draft_ctx_select (L->ctx[0], &L->out[0], L->vocab, anchors[0], chosen,
+                                        NULL, error)
+               : !dfl_draft_ctx_select_batch (L->batch, L->ctx, n, L->out, L->vocab, anchors,
+                                              chosen, NULL, error))
+      return FALSE;
     t1 = dfl_bench_now ();
 
     /* verify: each anchor and its drafts at its position, all sequences in

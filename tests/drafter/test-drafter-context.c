@@ -492,6 +492,20 @@ test_batch (void)
     }
     dfl_draft_ctx_block_batch (batch, cs, n, ps, ts, width, os, &error);
     g_assert_no_error (error);
+    /* the selections of all the blocks at once, against each alone */
+    {
+      guint32 chosen[N * 16], plain[N * 16], c1[16], p1[16];
+      g_assert_cmpint (g.block - 1, <=, 16);
+      g_assert_true (dfl_draft_ctx_select_batch (batch, cs, n, os, width, ts, chosen, plain,
+                                                 &error));
+      g_assert_no_error (error);
+      for (int i = 0; i < n; i++) {
+        g_assert_true (dfl_draft_ctx_select (cs[i], &os[i], width, ts[i], c1, p1, &error));
+        g_assert_no_error (error);
+        g_assert_cmpmem (chosen + i * (g.block - 1), (g.block - 1) * 4, c1, (g.block - 1) * 4);
+        g_assert_cmpmem (plain + i * (g.block - 1), (g.block - 1) * 4, p1, (g.block - 1) * 4);
+      }
+    }
     for (int i = 0; i < n; i++) {
       DflTensor o1 = dfl_tensor_2d (NULL, alone, 0, DFL_DTYPE_F32, 1,
                                     (gint64) (g.block - 1) * (g.hidden + width));

@@ -8,9 +8,9 @@
  * with the same settings. Short requests end while long ones run; all must
  * finish. The verifier's max-batch property must show passes of more than
  * one sequence, so a verifier that silently went back to one sequence a
- * pass fails here; with ctxsettle and dflashblock batch-limit=8, so must
- * theirs (the drafter's settles and blocks of several sequences in one
- * pass).
+ * pass fails here; with ctxsettle, dflashblock and selector batch-limit=8,
+ * so must theirs (the drafter's settles, blocks and selections of several
+ * sequences in one pass).
  */
 #include <gst/gst.h>
 #include <string.h>
@@ -79,8 +79,8 @@ submit (GstElement *src, const int *prompt, int n, int max_new, double temperatu
 }
 
 /* `n` requests through `stages` with `in_flight` of them running at once;
- * where `stages` names a dflashblock "b" or a ctxsettle "c", its passes
- * must have taken several sequences together. */
+ * where `stages` names a dflashblock "b", a ctxsettle "c" or a selector
+ * "s", its passes must have taken several sequences together. */
 static void
 check_batched (const char *stages, int in_flight, int n)
 {
@@ -158,7 +158,7 @@ check_batched (const char *stages, int in_flight, int n)
                   stages, in_flight, batches, max_batch);
   g_assert_cmpuint (max_batch, >=, 2);
   g_assert_cmpuint (max_batch, <=, in_flight);
-  for (const char *const *name = (const char *const[]) { "b", "c", NULL }; *name; name++) {
+  for (const char *const *name = (const char *const[]) { "b", "c", "s", NULL }; *name; name++) {
     GstElement *b = gst_bin_get_by_name (GST_BIN (p), *name);
     if (b) {
       guint blocks_max = 0;
@@ -218,7 +218,7 @@ static void
 test_blocks_batched_8 (void)
 {
   check_batched ("queue ! ctxsettle name=c batch-limit=8 ! queue ! dflashblock name=b "
-                 "batch-limit=8 ! selector ! queue", 8, 12);
+                 "batch-limit=8 ! queue ! selector name=s batch-limit=8 ! queue", 8, 12);
 }
 
 int

@@ -1,6 +1,7 @@
 /* gst-dflash — the CUDA target's step times against the card's bandwidth floor.
  *
- *   bench-cuda-target [--context N] [--steps N] [--verify N] [--batch N] [--layers N]
+ *   bench-cuda-target [--context N] [--steps N] [--verify N] [--batch N] [--batch-rows R]
+ *                     [--layers N]
  *                     [--device N]
  *
  * A Qwen3-8B-shaped target (36 layers, hidden 4096, 32 heads over 8,
@@ -19,11 +20,13 @@
  * as a step that only reads. A benchmark, not a test: it asserts nothing
  * about time.
  * With --batch N (default 0: none) it then gives N sequences the same
- * context and times a step of all of them, one row each, in one
- * dfl_target_forward_batch, against the plain decode step above: the
- * aggregate tokens/s of N sequences decoding together; the batched step as
- * a replayed graph (where it fits one: up to 64 sequences) and launched op
- * by op, both measured in the same run.
+ * context and times a step of all of them, --batch-rows R rows each
+ * (default 1: decoding; 16: a verify step of each), in one
+ * dfl_target_forward_batch, against one sequence's step of R rows (the
+ * decode or verify step above): the aggregate rows/s of N sequences
+ * together; the batched step as a replayed graph (where it fits one: up to
+ * 64 sequences and 512 rows) and launched op by op, both measured in the
+ * same run.
  */
 #include <glib.h>
 #include <stdio.h>
@@ -37,26 +40,27 @@
 
 /* Median seconds of `steps` forwards of `rows` tokens at position `at`, the
  * cache truncated back to `at` after each; every row's argmax comes back. */
-/* Median seconds of `steps` batched forwards of one row of each of `n`
- * sequences at position `at`, each cache truncated back after each. */
+/* Median seconds of `steps` batched forwards of `rows` rows of each of `n`
+ * sequences at position `at`, each cache truncated back after each;
+ * every row's argmax comes back. */
 static gboolean
-time_batch (DflTarget *t, DflTargetSeq **seqs, int n, int at, int steps, GRand *rng,
+time_batch (DflTarget *t, DflTargetSeq **seqs, int n, int rows, int at, int steps, GRand *rng,
             double *seconds, GError **error)
 {
   int vocab = dfl_target_config (t)->vocab;
-  g_autofree int *ids = g_new (int, n);
-  g_autofree int32_t *argmax = g_new (int32_t, n);
+  g_autofree int *ids = g_new (int, (gsize) n * rows);
+  g_autofree int32_t *argmax = g_new (int32_t, (gsize) n * rows);
   g_autofree DflForwardOut *outs = g_new0 (DflForwardOut, n);
   g_autofree DflTargetBatchItem *items = g_new (DflTargetBatchItem, n);
   g_autofree double *times = g_new (double, steps);
 
   for (int b = 0; b < n; b++) {
-    outs[b].argmax = &argmax[b];
-    items[b] = (DflTargetBatchItem) { seqs[b], &ids[b], 1, &outs[b] };
+    outs[b].argmax = &argmax[(gsize) b * rows];
+    items[b] = (DflTargetBatchItem) { seqs[b], &ids[(gsize) b * rows], rows, &outs[b] };
   }
   for (int s = -3; s < steps; s++) {   /* three warm-up steps */
     double t0;
-    for (int b = 0; b < n; b++)
+    for (int b = 0; b < n * rows; b++)
       ids[b] = g_rand_int_range (rng, 0, vocab);
     t0 = dfl_bench_now ();
     if (!dfl_target_forward_batch (t, items, n, error))
@@ -99,12 +103,14 @@ time_steps (DflTarget *t, DflTargetSeq *seq, int at, int rows, int steps,
 int
 main (int argc, char **argv)
 {
-  int context = 1024, steps = 32, verify = 16, layers = 36, ordinal = 0, batch = 0;
+  int context = 1024, steps = 32, verify = 16, layers = 36, ordinal = 0, batch = 0,
+      batch_rows = 1;
   GOptionEntry entries[] = {
     { "context", 0, 0, G_OPTION_ARG_INT, &context, "Tokens in the cache when timing (1024)", "N" },
     { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed forwards of each kind (32)", "N" },
     { "verify", 0, 0, G_OPTION_ARG_INT, &verify, "Rows of a verify step (16)", "N" },
     { "batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences of a batched decode step (0: none)", "N" },
+    { "batch-rows", 0, 0, G_OPTION_ARG_INT, &batch_rows, "Rows of each sequence in the batched step (1: decode; --verify's count: a verify step)", "R" },
     { "layers", 0, 0, G_OPTION_ARG_INT, &layers, "Layers of the model (36)", "N" },
     { "device", 0, 0, G_OPTION_ARG_INT, &ordinal, "CUDA device ordinal (0)", "N" },
     { NULL }
@@ -126,8 +132,9 @@ main (int argc, char **argv)
     fprintf (stderr, "bench-cuda-target: %s\n", error->message);
     return 2;
   }
-  if (batch < 0 || batch > 256) {
-    fprintf (stderr, "bench-cuda-target: --batch %d is not 0 … 256\n", batch);
+  if (batch < 0 || batch > 256 || batch_rows < 1 || batch_rows > 64) {
+    fprintf (stderr, "bench-cuda-target: --batch %d is not 0 … 256, or --batch-rows %d not "
+             "1 … 64\n", batch, batch_rows);
     return 2;
   }
   if (context < 1 || steps < 1 || verify < 1 || layers < 1) {
@@ -225,7 +232,7 @@ main (int argc, char **argv)
   if (batch > 0) {
     /* every sequence the same context, prefilled in chunks as above */
     g_autofree DflTargetSeq **seqs = g_new0 (DflTargetSeq *, batch);
-    double t_batch, t_direct;
+    double t_batch, t_direct, t_one = 0;
     gboolean ok = TRUE;
 
     for (int b = 0; ok && b < batch; b++) {
@@ -237,21 +244,31 @@ main (int argc, char **argv)
                                                                          &error)
            && dfl_target_forward (t, seqs[b], prompt, context, &out, &error);
     }
-    ok = ok && time_batch (t, seqs, batch, context, steps, rng, &t_batch, &error);
+    ok = ok && time_batch (t, seqs, batch, batch_rows, context, steps, rng, &t_batch, &error);
     /* the same steps launched op by op */
     dfl_target_set_use_graph (t, FALSE);
-    ok = ok && time_batch (t, seqs, batch, context, steps, rng, &t_direct, &error);
+    ok = ok && time_batch (t, seqs, batch, batch_rows, context, steps, rng, &t_direct, &error);
     dfl_target_set_use_graph (t, TRUE);
+    /* one sequence's step of as many rows (decode's and verify's are
+     * timed above) */
+    if (ok && batch_rows == 1)
+      t_one = t_decode;
+    else if (ok && batch_rows == verify)
+      t_one = t_verify;
+    else
+      ok = ok && time_steps (t, seqs[0], context, batch_rows, steps, rng, &t_one, &error);
     for (int b = 0; b < batch; b++)
       g_clear_pointer (&seqs[b], dfl_target_seq_free);
     if (!ok)
       goto fail;
-    printf ("\nbatched decode: %d sequences, one row each, context %d: %.3f ms a step, "
-            "%.1f tokens/s,\n                %.2f× one sequence's decode (goal at 32: ≥ 20×)\n",
-            batch, context, t_batch * 1e3, batch / t_batch, batch * t_decode / t_batch);
-    printf ("                launched op by op (no graph): %.3f ms a step, %.2f× one "
-            "sequence's decode;\n                the graph %.2f× faster than op by op\n",
-            t_direct * 1e3, batch * t_decode / t_direct, t_direct / t_batch);
+    printf ("\nbatched step: %d sequences, %d row%s each, context %d: %.3f ms a step, "
+            "%.1f rows/s,\n              %.2f× one sequence's %d-row step (%.3f ms)%s\n",
+            batch, batch_rows, batch_rows == 1 ? "" : "s", context, t_batch * 1e3,
+            batch * batch_rows / t_batch, batch * t_one / t_batch, batch_rows, t_one * 1e3,
+            batch_rows == 1 ? " (goal at 32: ≥ 20×)" : "");
+    printf ("              launched op by op (no graph): %.3f ms a step, %.2f× one "
+            "sequence's;\n              the graph %.2f× faster than op by op\n",
+            t_direct * 1e3, batch * t_one / t_direct, t_direct / t_batch);
   }
   return 0;
 

@@ -238,13 +238,13 @@ check_size (GstDflashSelector *self, GstBuffer *in)
   return FALSE;
 }
 
-/* The proposal of `rows` drafts. */
+/* The proposal of `rows` drafts (none where min-confidence cut them all). */
 static GstBuffer *
 proposal (GstDflashRoundMeta *meta, guint32 *chosen, int rows)
 {
   GstDflashRoundMeta *om;
-  GstBuffer *out = gst_dflash_round_buffer_new (meta,
-      g_bytes_new (chosen, sizeof (guint32) * rows), &om);
+  GstBuffer *out = gst_dflash_round_buffer_new (meta, rows > 0
+      ? g_bytes_new (chosen, sizeof (guint32) * rows) : NULL, &om);
 
   om->source = GST_DFLASH_SOURCE_BLOCK;
   return out;

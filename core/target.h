@@ -83,10 +83,10 @@ DflBackendId dfl_target_backend (const DflTarget *t);
 guint64 dfl_target_weight_bytes (const DflTarget *t);
 gint64 dfl_target_n_params (const DflTarget *t);
 /* What its sequences' KV caches hold: BF16 where the layers' matrices went
- * up as 16-bit (F16 or BF16) on a device whose attention reads BF16
- * (CUDA: the keys and values rounded as they are written, half the bytes
- * of the cache), else F32 (the CPU; a target uploaded as F32, for parity
- * with the CPU, or stored as F32). */
+ * up as BF16 on a device whose attention reads BF16 (CUDA: the keys and
+ * values rounded as they are written, half the bytes of the cache), else
+ * F32 (the CPU; a target uploaded as F32, for parity with the CPU, or
+ * stored as F32 or F16). */
 DflDtype dfl_target_kv_type (const DflTarget *t);
 /* The embedding [vocab][hidden] and the head [vocab][hidden] where the
  * target holds them (the same memory when tied): a drafter on the same

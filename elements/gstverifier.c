@@ -749,7 +749,9 @@ read_drafts (GstVerifier *self, Round *r)
   r->m = 0;
   if (is_proposal && gst_buffer_map (r->buf, &map, GST_MAP_READ)) {
     r->m = MIN ((int) (map.size / sizeof (int)), self->block - 1);
-    memcpy (r->drafts, map.data, sizeof (int) * r->m);
+    /* an empty proposal may map no memory at all */
+    if (r->m > 0)
+      memcpy (r->drafts, map.data, sizeof (int) * r->m);
     gst_buffer_unmap (r->buf, &map);
   }
 }

@@ -342,10 +342,10 @@ test_parity_stored (gconstpointer data)
   fixture_open (&f, data);
   t = card_target (&f, DFL_TARGET_AS_STORED);
   head = dfl_target_head_tensor (t);
-  /* the cache in BF16 beside 16-bit matrices (within the tolerance of
-   * their rounding), F32 beside F32 ones */
+  /* the cache in BF16 beside BF16 matrices (within the tolerance of their
+   * rounding), F32 beside F32 and F16 ones */
   g_assert_cmpint (dfl_target_kv_type (t), ==,
-                   head.dtype == DFL_DTYPE_F32 ? DFL_DTYPE_F32 : DFL_DTYPE_BF16);
+                   head.dtype == DFL_DTYPE_BF16 ? DFL_DTYPE_BF16 : DFL_DTYPE_F32);
   embedding = dfl_target_embedding_tensor (t);
   g_assert_true (head.device == dev);
   tol = head.dtype == DFL_DTYPE_BF16 ? 3e-2 : head.dtype == DFL_DTYPE_F16 ? 5e-3 : 1e-3;

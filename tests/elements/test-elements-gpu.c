@@ -593,6 +593,18 @@ GST_START_TEST (test_vulkan_forced_in_flight)
 }
 GST_END_TEST;
 
+/* The same with the drafter's stages asked to batch: Vulkan has no table
+ * ops, so each stage takes one sequence at a time (said once in its log),
+ * and the text is the same. */
+GST_START_TEST (test_vulkan_in_flight_batched)
+{
+  if (have_vulkan ())
+    check_in_flight ("", "ctxsettle backend=vulkan batch-limit=3 ! queue ! dflashblock "
+        "backend=vulkan batch-limit=3 ! queue ! selector backend=vulkan mode=plain "
+        "batch-limit=3", "three sequences on Vulkan, the stages asked to batch");
+}
+GST_END_TEST;
+
 /* The router beside a Vulkan block: the chain drafter takes the same
  * rounds (it reads ids, never the taps). */
 GST_START_TEST (test_vulkan_routed)
@@ -668,6 +680,17 @@ GST_START_TEST (test_cuda_in_flight)
 }
 GST_END_TEST;
 
+/* The drafter's stages on CUDA taking the sequences waiting together
+ * (ctxsettle, dflashblock and selector batch-limit): the same text. */
+GST_START_TEST (test_cuda_in_flight_batched)
+{
+  if (have_cuda ())
+    check_in_flight ("backend=cuda gpu-weights=f32 ", "ctxsettle batch-limit=3 ! queue ! "
+        "dflashblock batch-limit=3 ! queue ! selector mode=plain batch-limit=3",
+        "three sequences on CUDA, the drafter's stages batched");
+}
+GST_END_TEST;
+
 static Suite *
 dflash_gpu_suite (void)
 {
@@ -686,10 +709,12 @@ dflash_gpu_suite (void)
   tcase_add_test (tc, test_vulkan_block_parity);
   tcase_add_test (tc, test_proposed_pool);
   tcase_add_test (tc, test_vulkan_forced_in_flight);
+  tcase_add_test (tc, test_vulkan_in_flight_batched);
   tcase_add_test (tc, test_vulkan_routed);
   tcase_add_test (tc, test_cuda_text);
   tcase_add_test (tc, test_cuda_block_parity);
   tcase_add_test (tc, test_cuda_in_flight);
+  tcase_add_test (tc, test_cuda_in_flight_batched);
   return s;
 }
 

@@ -11,12 +11,13 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* q · k over n: 8 lanes over steps of 8 (written out so the compiler makes
- * them one vector: one chain of n additions would wait on each one's
- * latency), the lanes summed as matmul.c sums them, the tail in order. */
+/* q · k over n: 8 lanes over steps of 8, each step one fused multiply-add
+ * (fmaf: one rounding, as the vector paths' FMA and matmul.c's), the lanes
+ * summed as matmul.c sums them, the tail in order. */
 static inline float
 dot (const float *a, const float *b, int n)
 {
@@ -26,16 +27,17 @@ dot (const float *a, const float *b, int n)
   for (; i + 8 <= n; i += 8)
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
-      l[j] += a[i + j] * b[i + j];
+      l[j] = fmaf (a[i + j], b[i + j], l[j]);
   s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
   for (; i < n; i++)
-    s += a[i] * b[i];
+    s = fmaf (a[i], b[i], s);
   return s;
 }
 
-/* o[d] += w · v[d]: each element on its own (the same numbers as the plain
- * loop), in blocks of 8 written out so the compiler makes each block one
- * vector operation: o and v never overlap, which it could not know. */
+/* o[d] += w · v[d]: each element on its own, one fused multiply-add (the
+ * vector paths' numbers), in blocks of 8 written out so the compiler makes
+ * each block one vector operation: o and v never overlap, which it could
+ * not know. */
 static inline void
 axpy (float *restrict o, float w, const float *restrict v, int n)
 {
@@ -44,9 +46,9 @@ axpy (float *restrict o, float w, const float *restrict v, int n)
   for (; d + 8 <= n; d += 8)
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
-      o[d + j] += w * v[d + j];
+      o[d + j] = fmaf (w, v[d + j], o[d + j]);
   for (; d < n; d++)
-    o[d] += w * v[d];
+    o[d] = fmaf (w, v[d], o[d]);
 }
 
 /* The scores of one query row against keys 0 … seen − 1: dot (q, k) · scale. */
@@ -58,21 +60,74 @@ scores_generic (const float *qr, const float *k, size_t kstride, int seen, int h
     sc[p] = dot (qr, k + p * kstride, head_dim) * scale;
 }
 
-/* The scores into softmax weights, in place: e = exp (s − max), summed in
- * order, each divided by the sum. */
+/* exp (x) for x ≤ 0 as every path computes it, bit for bit (libm's expf
+ * is a call per value the vector paths cannot make): n = x·log2 e rounded
+ * to nearest even, r = x − n·ln 2 in two fused steps (Cody and Waite),
+ * exp (r) by its Taylor polynomial of degree 7 in Horner's fused steps
+ * (|r| ≤ ln 2 / 2: under 1e-8 relative), times 2ⁿ by the exponent bits.
+ * Below −87.33 (where 2ⁿ would leave the normal floats) it is 0, as it is
+ * for −∞; NaN stays NaN. */
+#define EXP_LOW -87.33654f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_C7 1.98412698e-4f        /* 1/5040 */
+#define EXP_C6 1.38888889e-3f        /* 1/720 */
+#define EXP_C5 8.33333333e-3f        /* 1/120 */
+#define EXP_C4 4.16666667e-2f        /* 1/24 */
+#define EXP_C3 1.66666667e-1f        /* 1/6 */
+#define EXP_C2 0.5f
+
+static inline float
+exp_nonpos (float x)
+{
+  float n, r, y;
+  union { float f; uint32_t u; } scale;
+
+  if (!(x >= EXP_LOW))
+    return isnan (x) ? x : 0.0f;
+  n = rintf (x * EXP_LOG2E);
+  r = fmaf (n, -EXP_LN2_HI, x);
+  r = fmaf (n, -EXP_LN2_LO, r);
+  y = fmaf (EXP_C7, r, EXP_C6);
+  y = fmaf (y, r, EXP_C5);
+  y = fmaf (y, r, EXP_C4);
+  y = fmaf (y, r, EXP_C3);
+  y = fmaf (y, r, EXP_C2);
+  y = fmaf (y, r, 1.0f);
+  y = fmaf (y, r, 1.0f);
+  scale.u = (uint32_t) ((int) n + 127) << 23;
+  return y * scale.f;
+}
+
+/* Eight lanes summed by dot's tree. */
+static inline float
+lanes_sum (const float *l)
+{
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+/* The scores into softmax weights, in place: e = exp (s − max); their sum
+ * over 8 lanes (e[p] into lane p mod 8, in order, for the whole eights),
+ * the lanes by dot's tree, then the rest in order; each e divided by the
+ * sum. */
 static void
 weights_generic (float *sc, int seen)
 {
-  float top = -INFINITY, sum = 0.0f;
+  float top = -INFINITY, sum, l[8] = { 0 };
+  int p, whole = seen / 8 * 8;
 
-  for (int p = 0; p < seen; p++)
+  for (p = 0; p < seen; p++)
     if (sc[p] > top)
       top = sc[p];
-  for (int p = 0; p < seen; p++) {
-    sc[p] = expf (sc[p] - top);
+  for (p = 0; p < seen; p++)
+    sc[p] = exp_nonpos (sc[p] - top);
+  for (p = 0; p < whole; p++)
+    l[p % 8] += sc[p];
+  sum = lanes_sum (l);
+  for (; p < seen; p++)
     sum += sc[p];
-  }
-  for (int p = 0; p < seen; p++)
+  for (p = 0; p < seen; p++)
     sc[p] = sc[p] / sum;
 }
 
@@ -88,39 +143,34 @@ weigh_generic (float *o, const float *w, const float *v, size_t kstride, int see
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define DFL_X86 1
-/* The vector paths do, element for element, what the plain code above does
- * as the compiler makes it for the baseline x86-64 (SSE, no FMA): each
- * product rounded, then added. The empty asm keeps the compiler from
- * fusing a product and its sum into one FMA (one rounding), which it may
- * do where the target has FMA; so every path gives bitwise the same
- * scores and outputs, and the attention of a row stays the same whichever
- * path and whatever rows come with it. They differ in how many keys they
- * take at once: the plain dot sums each key's 8 lanes on its own, the AVX2
- * path 8 keys' lanes at a time in registers (the same tree for each). The
- * AVX2 path serves AVX-512 machines too: an AVX-512 form with two keys a
- * register (as matmul.c's tiles hold two outputs) was slower (each key
- * pair costs a shuffle); what is left of the time is mostly expf, kept as
- * libm computes it. (A build for
- * a CPU with FMA, -march=native, lets the compiler fuse the plain code:
- * then the paths part, which tests/kernels checks.) */
+/* The vector paths do, element for element, what the plain code above
+ * does: each product and its sum one fused multiply-add (fmaf there), so
+ * every path gives bitwise the same scores and outputs, and the attention
+ * of a row stays the same whichever path and whatever rows come with it.
+ * They differ in how many keys they take at once: the plain dot sums each
+ * key's 8 lanes on its own, the AVX2 path 8 keys' lanes at a time in
+ * registers (the same tree for each). The AVX2 path serves AVX-512
+ * machines too: an AVX-512 form with two keys a register (as matmul.c's
+ * tiles hold two outputs) was slower (each key pair costs a shuffle); what
+ * is left of the time is the softmax's exp, computed by every path the
+ * same way (exp_nonpos). */
 
-/* The plain code for the vector paths' tails, kept out of them: inlined
- * into a function compiled for AVX2 or AVX-512 the compiler would fuse its
- * products and sums. */
-static __attribute__ ((noinline)) float
+#define AVX2_ATT __attribute__ ((target ("avx2,fma")))
+
+/* The plain code for the vector paths' tails, kept out of them (the
+ * vector functions' own code stays vector), compiled where FMA exists so
+ * that fmaf is one instruction (the same bits as libm's call). */
+AVX2_ATT static __attribute__ ((noinline)) float
 dot_plain (const float *a, const float *b, int n)
 {
   return dot (a, b, n);
 }
 
-static __attribute__ ((noinline)) void
+AVX2_ATT static __attribute__ ((noinline)) void
 axpy_plain (float *restrict o, float w, const float *restrict v, int n)
 {
   axpy (o, w, v, n);
 }
-
-#define AVX2_ATT __attribute__ ((target ("avx2")))
-#define KEEP(x) __asm__ ("" : "+x" (x))
 
 /* 8 keys' lanes a0 … a7 (a register each) summed by dot's tree: the keys'
  * scores, in order. */
@@ -161,11 +211,8 @@ scores_avx2 (const float *qr, const float *k, size_t kstride, int seen, int head
       for (int i = 0; i < head_dim; i += 8) {
         __m256 qv = _mm256_loadu_ps (qr + i);
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-          __m256 m = _mm256_mul_ps (qv, _mm256_loadu_ps (k + (size_t) (p + j) * kstride + i));
-          KEEP (m);
-          a[j] = _mm256_add_ps (a[j], m);
-        }
+        for (int j = 0; j < 8; j++)
+          a[j] = _mm256_fmadd_ps (qv, _mm256_loadu_ps (k + (size_t) (p + j) * kstride + i), a[j]);
       }
       _mm256_storeu_ps (sc + p, _mm256_mul_ps (sums8 (a), sv));
     }
@@ -181,11 +228,48 @@ scores_avx2 (const float *qr, const float *k, size_t kstride, int seen, int head
 /* weights_generic with the maximum and the division 8 at a time (both
  * exact: the same numbers; a zero's sign in the maximum may differ, and
  * exp (x − 0) is exp (x − −0)); exp and the sum stay in order. */
+/* exp_nonpos of 8 values, bit for bit its steps. */
+AVX2_ATT static inline __attribute__ ((always_inline)) __m256
+exp_nonpos8 (__m256 x)
+{
+  __m256 n = _mm256_round_ps (_mm256_mul_ps (x, _mm256_set1_ps (EXP_LOG2E)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps (n, _mm256_set1_ps (-EXP_LN2_HI), x);
+  __m256 y = _mm256_set1_ps (EXP_C7);
+  __m256i e;
+  __m256 low;
+
+  r = _mm256_fmadd_ps (n, _mm256_set1_ps (-EXP_LN2_LO), r);
+  y = _mm256_fmadd_ps (y, r, _mm256_set1_ps (EXP_C6));
+  y = _mm256_fmadd_ps (y, r, _mm256_set1_ps (EXP_C5));
+  y = _mm256_fmadd_ps (y, r, _mm256_set1_ps (EXP_C4));
+  y = _mm256_fmadd_ps (y, r, _mm256_set1_ps (EXP_C3));
+  y = _mm256_fmadd_ps (y, r, _mm256_set1_ps (EXP_C2));
+  y = _mm256_fmadd_ps (y, r, _mm256_set1_ps (1.0f));
+  y = _mm256_fmadd_ps (y, r, _mm256_set1_ps (1.0f));
+  /* below the low bound (−∞ too) 0; n of a NaN lane is garbage, y NaN */
+  low = _mm256_cmp_ps (x, _mm256_set1_ps (EXP_LOW), _CMP_LT_OQ);
+  n = _mm256_blendv_ps (n, _mm256_setzero_ps (), low);
+  e = _mm256_slli_epi32 (_mm256_add_epi32 (_mm256_cvtps_epi32 (n), _mm256_set1_epi32 (127)), 23);
+  y = _mm256_mul_ps (y, _mm256_castsi256_ps (e));
+  return _mm256_blendv_ps (y, _mm256_setzero_ps (), low);
+}
+
+/* The plain exp of the vector path's tail (fmaf one instruction). */
+AVX2_ATT static __attribute__ ((noinline)) float
+exp_nonpos_plain (float x)
+{
+  return exp_nonpos (x);
+}
+
+/* weights_generic with the maximum, the exp, the lane sums and the
+ * division 8 at a time (all exact or the same steps: the same numbers; a
+ * zero's sign in the maximum may differ, and exp (x − 0) is exp (x − −0)). */
 AVX2_ATT static void
 weights_avx2 (float *sc, int seen)
 {
-  float top = -INFINITY, sum = 0.0f, lanes[8];
-  int p = 0;
+  float top = -INFINITY, sum, lanes[8];
+  int p = 0, whole = seen / 8 * 8;
 
   if (seen >= 8) {
     __m256 m = _mm256_loadu_ps (sc);
@@ -199,8 +283,19 @@ weights_avx2 (float *sc, int seen)
   for (; p < seen; p++)
     if (sc[p] > top)
       top = sc[p];
-  for (p = 0; p < seen; p++) {
-    sc[p] = expf (sc[p] - top);
+  {
+    __m256 tv = _mm256_set1_ps (top), acc = _mm256_setzero_ps ();
+    for (p = 0; p < whole; p += 8) {
+      __m256 e = exp_nonpos8 (_mm256_sub_ps (_mm256_loadu_ps (sc + p), tv));
+      _mm256_storeu_ps (sc + p, e);
+      acc = _mm256_add_ps (acc, e);
+    }
+    _mm256_storeu_ps (lanes, acc);
+  }
+  _mm256_zeroupper ();
+  sum = lanes_sum (lanes);
+  for (p = whole; p < seen; p++) {
+    sc[p] = exp_nonpos_plain (sc[p] - top);
     sum += sc[p];
   }
   {
@@ -227,11 +322,8 @@ weigh_avx2 (float *o, const float *w, const float *v, size_t kstride, int seen, 
       __m256 wv = _mm256_broadcast_ss (w + p);
       const float *vp = v + p * kstride + d;
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; j++) {
-        __m256 m = _mm256_mul_ps (wv, _mm256_loadu_ps (vp + 8 * j));
-        KEEP (m);
-        acc[j] = _mm256_add_ps (acc[j], m);
-      }
+      for (int j = 0; j < 8; j++)
+        acc[j] = _mm256_fmadd_ps (wv, _mm256_loadu_ps (vp + 8 * j), acc[j]);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
@@ -245,6 +337,105 @@ weigh_avx2 (float *o, const float *w, const float *v, size_t kstride, int seen, 
   }
 }
 
+/* 4 keys' lanes a0 … a3 summed by dot's tree (as sums8 sums 8): their
+ * scores, in order, in 128 bits. */
+AVX2_ATT static inline __attribute__ ((always_inline)) __m128
+sums4 (const __m256 *a)
+{
+  /* keys 0, 1 and keys 2, 3: l[j] + l[j + 4] */
+  __m256 b0 = _mm256_add_ps (_mm256_permute2f128_ps (a[0], a[1], 0x20),
+                             _mm256_permute2f128_ps (a[0], a[1], 0x31));
+  __m256 b1 = _mm256_add_ps (_mm256_permute2f128_ps (a[2], a[3], 0x20),
+                             _mm256_permute2f128_ps (a[2], a[3], 0x31));
+  /* (b0, b1) + (b2, b3) of keys 0, 2 (low half) and 1, 3 (high) */
+  __m256 c = _mm256_add_ps (_mm256_shuffle_ps (b0, b1, _MM_SHUFFLE (1, 0, 1, 0)),
+                            _mm256_shuffle_ps (b0, b1, _MM_SHUFFLE (3, 2, 3, 2)));
+  /* c0 + c1: keys 0, 2 in the low half, 1, 3 in the high */
+  __m256 d = _mm256_add_ps (_mm256_shuffle_ps (c, c, _MM_SHUFFLE (2, 0, 2, 0)),
+                            _mm256_shuffle_ps (c, c, _MM_SHUFFLE (3, 1, 3, 1)));
+
+  return _mm256_castps256_ps128 (
+      _mm256_permutevar8x32_ps (d, _mm256_setr_epi32 (0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+/* scores_avx2 for two heads of one group at once: each key's row is read
+ * once for both (the loads, not the products, bound a lone head); 4 keys
+ * at a time to keep both heads' sums in registers. Each score is the same
+ * bits as scores_avx2's. */
+AVX2_ATT static void
+scores_pair_avx2 (const float *q0, const float *q1, const float *k, size_t kstride, int seen,
+                  int head_dim, float scale, float *sc0, float *sc1)
+{
+  int p = 0;
+
+  if (head_dim % 8 == 0) {
+    const __m128 sv = _mm_set1_ps (scale);
+    for (; p + 4 <= seen; p += 4) {
+      __m256 a0[4], a1[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++)
+        a0[j] = a1[j] = _mm256_setzero_ps ();
+      for (int i = 0; i < head_dim; i += 8) {
+        __m256 x0 = _mm256_loadu_ps (q0 + i), x1 = _mm256_loadu_ps (q1 + i);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+          __m256 kv = _mm256_loadu_ps (k + (size_t) (p + j) * kstride + i);
+          a0[j] = _mm256_fmadd_ps (x0, kv, a0[j]);
+          a1[j] = _mm256_fmadd_ps (x1, kv, a1[j]);
+        }
+      }
+      _mm_storeu_ps (sc0 + p, _mm_mul_ps (sums4 (a0), sv));
+      _mm_storeu_ps (sc1 + p, _mm_mul_ps (sums4 (a1), sv));
+    }
+  }
+  _mm256_zeroupper ();
+  for (; p < seen; p++) {
+    sc0[p] = dot_plain (q0, k + p * kstride, head_dim) * scale;
+    sc1[p] = dot_plain (q1, k + p * kstride, head_dim) * scale;
+  }
+}
+
+/* weigh_avx2 for two heads at once: each value row read once for both, 32
+ * dimensions at a time (each element's sum over the keys in order, as
+ * weigh_avx2's). */
+AVX2_ATT static void
+weigh_pair_avx2 (float *o0, float *o1, const float *w0, const float *w1, const float *v,
+                 size_t kstride, int seen, int head_dim)
+{
+  int d = 0;
+
+  for (; d + 32 <= head_dim; d += 32) {
+    __m256 a0[4], a1[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+      a0[j] = a1[j] = _mm256_setzero_ps ();
+    for (int p = 0; p < seen; p++) {
+      __m256 x0 = _mm256_broadcast_ss (w0 + p), x1 = _mm256_broadcast_ss (w1 + p);
+      const float *vp = v + p * kstride + d;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) {
+        __m256 vv = _mm256_loadu_ps (vp + 8 * j);
+        a0[j] = _mm256_fmadd_ps (x0, vv, a0[j]);
+        a1[j] = _mm256_fmadd_ps (x1, vv, a1[j]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+      _mm256_storeu_ps (o0 + d + 8 * j, a0[j]);
+      _mm256_storeu_ps (o1 + d + 8 * j, a1[j]);
+    }
+  }
+  _mm256_zeroupper ();
+  if (d < head_dim) {
+    memset (o0 + d, 0, sizeof (float) * (head_dim - d));
+    memset (o1 + d, 0, sizeof (float) * (head_dim - d));
+    for (int p = 0; p < seen; p++) {
+      axpy_plain (o0 + d, w0[p], v + p * kstride + d, head_dim - d);
+      axpy_plain (o1 + d, w1[p], v + p * kstride + d, head_dim - d);
+    }
+  }
+}
+
 #endif
 
 typedef void (*ScoresFunc) (const float *qr, const float *k, size_t kstride, int seen,
@@ -252,6 +443,11 @@ typedef void (*ScoresFunc) (const float *qr, const float *k, size_t kstride, int
 typedef void (*WeighFunc) (float *o, const float *w, const float *v, size_t kstride, int seen,
                            int head_dim);
 typedef void (*WeightsFunc) (float *sc, int seen);
+/* two heads of a group at once (NULL: a head at a time) */
+typedef void (*ScoresPairFunc) (const float *q0, const float *q1, const float *k, size_t kstride,
+                                int seen, int head_dim, float scale, float *sc0, float *sc1);
+typedef void (*WeighPairFunc) (float *o0, float *o1, const float *w0, const float *w1,
+                               const float *v, size_t kstride, int seen, int head_dim);
 
 typedef struct {
   const float *q, *k, *v;
@@ -267,6 +463,8 @@ typedef struct {
   ScoresFunc scores;
   WeightsFunc weights;
   WeighFunc weigh;
+  ScoresPairFunc scores_pair;
+  WeighPairFunc weigh_pair;
   atomic_int next;
 } Attention;
 
@@ -276,7 +474,8 @@ attention_work (void *data, int slot)
   Attention *a = data;
   int rep = a->heads / a->kv_heads, head_dim = a->head_dim, i;
   size_t kstride = a->kstride;
-  float *sc = malloc (sizeof (float) * (a->most_seen > 0 ? a->most_seen : 1));
+  size_t most = a->most_seen > 0 ? (size_t) a->most_seen : 1;
+  float *sc = malloc (sizeof (float) * 2 * most), *sc1 = sc + most;
 
   (void) slot;
   /* a piece is one row of one group of heads that share their keys (the
@@ -299,6 +498,18 @@ attention_work (void *data, int slot)
         memset (o, 0, sizeof (float) * head_dim);
         continue;
       }
+      /* two heads of the group together where the path has it and the
+       * call has several rows (a verify step's: a decode step's lone row
+       * ran slower so, its values streamed twice in 32-wide halves): the
+       * same numbers either way, each key row read once for both */
+      if (a->scores_pair && a->rows > 1 && h + 1 < (g + 1) * rep) {
+        a->scores_pair (qr, qr + head_dim, k + first, kstride, seen, head_dim, a->scale, sc, sc1);
+        a->weights (sc, seen);
+        a->weights (sc1, seen);
+        a->weigh_pair (o, o + head_dim, sc, sc1, v + first, kstride, seen, head_dim);
+        h++;
+        continue;
+      }
       a->scores (qr, k + first, kstride, seen, head_dim, a->scale, sc);
       a->weights (sc, seen);
       a->weigh (o, sc, v + first, kstride, seen, head_dim);
@@ -314,6 +525,8 @@ attention_run (Attention *a, size_t work)
   a->scores = scores_generic;
   a->weights = weights_generic;
   a->weigh = weigh_generic;
+  a->scores_pair = NULL;
+  a->weigh_pair = NULL;
 #ifdef DFL_X86
   {
     DflKernelsIsa isa = dfl_kernels_isa ();
@@ -322,6 +535,8 @@ attention_run (Attention *a, size_t work)
       a->scores = scores_avx2;
       a->weights = weights_avx2;
       a->weigh = weigh_avx2;
+      a->scores_pair = scores_pair_avx2;
+      a->weigh_pair = weigh_pair_avx2;
     }
   }
 #endif

@@ -35,6 +35,11 @@ typedef struct {
   GQueue queue;
   gboolean flushing, busy;
   GstFlowReturn flow;
+  /* the last pass took one round, of this sequence: its next round, with
+   * nothing else waiting, is processed in the streaming thread (one
+   * sequence alone pays no hand-off to the task) */
+  gboolean has_last;
+  guint last_sequence;
   /* the drafter's passes of several sequences (gst_dflash_filter_draft_
    * batch), for the bound weights it was made for; `no_batch` once the
    * device refused one */
@@ -119,24 +124,50 @@ process_and_push (GstDflashFilter *filter, GstBuffer **in, guint n)
   return ret;
 }
 
+/* A pass (the task's, or a round processed in the streaming thread) is
+ * over: its flow kept for upstream's next push, the task woken. */
+static void
+pass_done (GstDflashFilterPrivate *p, GstFlowReturn ret)
+{
+  g_mutex_lock (&p->lock);
+  p->busy = FALSE;
+  if (ret != GST_FLOW_OK)
+    p->flow = ret;
+  g_cond_broadcast (&p->cond);
+  g_mutex_unlock (&p->lock);
+}
+
 static GstFlowReturn
 chain (GstPad *pad, GstObject *parent, GstBuffer *in)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
   GstDflashFilterPrivate *p = PRIV (filter);
+  GstDflashRoundMeta *meta = gst_buffer_get_dflash_round_meta (in);
   GstFlowReturn ret;
+  gboolean inline_pass;
 
   if (!p->batching)
     return process_and_push (filter, &in, 1);
-  /* for the task; the last pass's flow comes back */
+  /* for the task, unless the sequence runs alone (the last pass was its
+   * round alone and nothing waits): then here, without the hand-off; the
+   * last pass's flow comes back */
   g_mutex_lock (&p->lock);
   ret = p->flushing ? GST_FLOW_FLUSHING : p->flow;
-  if (ret == GST_FLOW_OK) {
+  inline_pass = ret == GST_FLOW_OK && !p->busy && g_queue_is_empty (&p->queue) && meta
+                && p->has_last && p->last_sequence == meta->sequence;
+  if (inline_pass) {
+    p->busy = TRUE;
+  } else if (ret == GST_FLOW_OK) {
     g_queue_push_tail (&p->queue, in);
     in = NULL;
     g_cond_broadcast (&p->cond);
   }
   g_mutex_unlock (&p->lock);
+  if (inline_pass) {
+    ret = process_and_push (filter, &in, 1);
+    pass_done (p, ret);
+    return ret;
+  }
   gst_clear_buffer (&in);
   return ret;
 }
@@ -175,7 +206,7 @@ batch_loop (GstDflashFilter *filter)
   guint n = 0;
 
   g_mutex_lock (&p->lock);
-  while (!p->flushing && g_queue_is_empty (&p->queue))
+  while (!p->flushing && (p->busy || g_queue_is_empty (&p->queue)))
     g_cond_wait (&p->cond, &p->lock);
   if (p->flushing)
     goto flushing;
@@ -193,16 +224,16 @@ batch_loop (GstDflashFilter *filter)
            && GST_IS_BUFFER (g_queue_peek_head (&p->queue))
            && !same_sequence (rounds, n, g_queue_peek_head (&p->queue)))
       rounds[n++] = g_queue_pop_head (&p->queue);
+    {
+      GstDflashRoundMeta *m = gst_buffer_get_dflash_round_meta (rounds[0]);
+      p->has_last = n == 1 && m;
+      p->last_sequence = m ? m->sequence : 0;
+    }
     g_mutex_unlock (&p->lock);
     GST_LOG_OBJECT (filter, "%u rounds in one pass", n);
     ret = process_and_push (filter, rounds, n);
   }
-  g_mutex_lock (&p->lock);
-  p->busy = FALSE;
-  if (ret != GST_FLOW_OK)
-    p->flow = ret;
-  g_cond_broadcast (&p->cond);
-  g_mutex_unlock (&p->lock);
+  pass_done (p, ret);
   if (ret != GST_FLOW_OK)
     goto paused;
   return;
@@ -247,6 +278,7 @@ src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mode, gboolean act
   g_mutex_lock (&p->lock);
   p->flushing = !active;
   p->flow = GST_FLOW_OK;
+  p->has_last = FALSE;
   if (!active) {
     clear_queue (p);
     g_cond_broadcast (&p->cond);
@@ -550,6 +582,7 @@ sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
         clear_queue (p);
         p->flushing = FALSE;
         p->flow = GST_FLOW_OK;
+        p->has_last = FALSE;
         g_mutex_unlock (&p->lock);
       }
       if (klass->reset)

@@ -1,4 +1,5 @@
-/* gst-dflash — the blocks of several sequences in one pass.
+/* gst-dflash — the blocks, selections and settles of several sequences in
+ * one pass.
  *
  * A block is 16 rows through every matrix of the drafter and the
  * target's head; on a GPU that is a read of all those weights for a few
@@ -9,7 +10,10 @@
  * area, filled as for a block alone), its block keys written into its own
  * layer rows (one copy_rows_table a layer for all), its attention over its
  * own context (one attention_table a layer), a windowed layer's gather,
- * and the convolutions, which run down each block's own rows.
+ * and the convolutions, which run down each block's own rows. Settles go
+ * the same way (every context's waiting rows stacked through FC and each
+ * layer's keys and values, each row into its own context's layer rows);
+ * selections are queued for every context before the first ids come back.
  *
  * The ops are the block's own (draft-block.c's pass, layer by layer), so
  * on a back end whose products and attention are row-invariant (the CPU)
@@ -111,7 +115,6 @@ dfl_draft_batch_new (DflDrafterWeights *bound, int max_sequences, GError **error
 
   rows = (gsize) max_sequences * g->block;
   heads_rows = (gsize) max_sequences * (g->block - 1);
-  off = 0;
   batch->off_ids = carve (&off, rows * sizeof (gint32));
   batch->off_pos = carve (&off, rows * sizeof (gint64));
   batch->off_which = carve (&off, rows * sizeof (gint32));
@@ -226,9 +229,7 @@ check_sequences (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int n, const gi
   for (int s = 0; s < n; s++) {
     GError *why = NULL;
     if (!dfl_draft_ctx_block_ready (ctxs[s], anchor_pos[s], anchor[s], width, &out[s], &why)) {
-      g_set_error (error, why->domain, why->code, "sequence %d of the batch: %s", s,
-                   why->message);
-      g_error_free (why);
+      g_propagate_prefixed_error (error, why, "sequence %d of the batch: ", s);
       return FALSE;
     }
   }
@@ -400,9 +401,7 @@ dfl_draft_ctx_select_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int 
   for (int s = 0; s < n; s++) {
     GError *why = NULL;
     if (!dfl_draft_ctx_select_ready (ctxs[s], &blocks[s], width, anchor[s], &why)) {
-      g_set_error (error, why->domain, why->code, "sequence %d of the batch: %s", s,
-                   why->message);
-      g_error_free (why);
+      g_propagate_prefixed_error (error, why, "sequence %d of the batch: ", s);
       return FALSE;
     }
   }
@@ -451,12 +450,9 @@ dfl_draft_ctx_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int 
                             GError **error)
 {
   const DflDrafterGeometry *g;
-  const DflDraftNet *net;
   DflDevice *dev;
   guint8 *p;
   gsize total = 0, r0[DFL_OP_TABLE_MAX], m[DFL_OP_TABLE_MAX];
-  int kv, hd;
-  float eps;
   DflTensor t, taps, pos, which;
 
   g_return_val_if_fail (batch != NULL && ctxs != NULL, FALSE);
@@ -479,12 +475,8 @@ dfl_draft_ctx_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int 
   if (!settle_room (batch, error))
     return FALSE;
   g = batch->g;
-  net = batch->net;
   dev = batch->dev;
   p = batch->host;
-  kv = g->kv_heads;
-  hd = g->head_dim;
-  eps = (float) g->eps;
 
   /* room in every layer first (a layer's rows may move), then where each
    * row goes: its position, its context, its storage row in each layer */
@@ -504,7 +496,7 @@ dfl_draft_ctx_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int 
             (gint64) (run->kv[l].front + ctxs[s]->rows[l].start + ctxs[s]->rows[l].held + i);
     }
   }
-  if (!net->host_indices
+  if (!batch->net->host_indices
       && !dfl_device_upload (dev, batch->dev_mem, 0, batch->host, batch->bytes, error))
     return FALSE;
 
@@ -520,8 +512,7 @@ dfl_draft_ctx_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int 
     if (!dfl_op_copy_rows (dev, &rows, &row0, &taps, error))
       return FALSE;
   }
-  if (!dfl_op_matmul (dev, &net->fc, &taps, &t, FALSE, error)
-      || !dfl_op_rmsnorm (dev, &t, &net->hidden_norm, &t, eps, error))
+  if (!dfl_draft_settle_in (batch->net, g, dev, &taps, &t, error))
     return FALSE;
 
   /* each layer's keys and values of all the rows, then each row into its
@@ -529,26 +520,16 @@ dfl_draft_ctx_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *ctxs, int 
   pos = param (batch, batch->off_spos, DFL_DTYPE_I64, (gint64) total);
   which = param (batch, batch->off_swhich, DFL_DTYPE_I32, (gint64) total);
   for (int l = 0; l < g->layers; l++) {
-    const DflDraftLayerNet *L = &net->layers[l];
     DflTensor k = dfl_draft_rows (&batch->s_k, 0, (gint64) total);
     DflTensor v = dfl_draft_rows (&batch->s_v, 0, (gint64) total);
-    DflTensor k_heads = dfl_draft_heads (&k, kv);
-    DflTensor k_rows = dfl_tensor_2d (dev, k.handle, k.offset, DFL_DTYPE_F32,
-                                      (gint64) total * kv, hd);
     DflTensor row = param (batch, batch->off_srow + (gsize) l * SETTLE_ROWS * sizeof (gint64),
                            DFL_DTYPE_I64, (gint64) total);
     DflTensor ks[DFL_OP_TABLE_MAX], vs[DFL_OP_TABLE_MAX];
     for (int s = 0; s < n; s++) {
-      DflDraftRun *run = (DflDraftRun *) ctxs[s];
-      gsize all = run->kv[l].front + run->kv[l].cap;
-      ks[s] = dfl_draft_kv_rows (run, l, FALSE, 0, all);
-      vs[s] = dfl_draft_kv_rows (run, l, TRUE, 0, all);
+      ks[s] = dfl_draft_kv_all ((DflDraftRun *) ctxs[s], l, FALSE);
+      vs[s] = dfl_draft_kv_all ((DflDraftRun *) ctxs[s], l, TRUE);
     }
-    if (!dfl_op_matmul (dev, &L->k, &t, &k, FALSE, error)
-        || !dfl_op_matmul (dev, &L->v, &t, &v, FALSE, error)
-        || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error)
-        || (dfl_drafter_geometry_rotary (g, l)
-            && !dfl_op_rope (dev, &k_heads, &net->inv_freq, &pos, error))
+    if (!dfl_draft_settle_layer (batch->net, g, dev, l, &t, &k, &v, &pos, error)
         || !dfl_op_copy_rows_table (dev, &k, ks, n, &which, &row, error)
         || !dfl_op_copy_rows_table (dev, &v, vs, n, &which, &row, error))
       return FALSE;

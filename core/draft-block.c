@@ -218,9 +218,8 @@ dfl_draft_run_layer_keys (DflDraftRun *run, int l, DflTensor *keys, DflTensor *v
   int b = g->block, w = dfl_drafter_geometry_window_of (g, l);
 
   if (w == 0) {
-    gsize all = run->kv[l].front + run->kv[l].cap;
-    *keys = dfl_draft_kv_rows (run, l, FALSE, 0, all);
-    *values = dfl_draft_kv_rows (run, l, TRUE, 0, all);
+    *keys = dfl_draft_kv_all (run, l, FALSE);
+    *values = dfl_draft_kv_all (run, l, TRUE);
     *bk = dfl_draft_rows (keys, 0, b);
     *bv = dfl_draft_rows (values, 0, b);
   } else {
@@ -236,13 +235,12 @@ dfl_draft_run_gather_window (DflDraftRun *run, int l, GError **error)
 {
   const DflDrafterGeometry *g = run->base.g;
   int w = dfl_drafter_geometry_window_of (g, l);
-  gsize all = run->kv[l].front + run->kv[l].cap;
   DflTensor table_k, table_v, gather, win_k, win_v;
 
   if (w == 0)
     return TRUE;
-  table_k = dfl_draft_kv_rows (run, l, FALSE, 0, all);
-  table_v = dfl_draft_kv_rows (run, l, TRUE, 0, all);
+  table_k = dfl_draft_kv_all (run, l, FALSE);
+  table_v = dfl_draft_kv_all (run, l, TRUE);
   gather = dfl_draft_param (run, run->params.off_gather[l], DFL_DTYPE_I32, w);
   win_k = dfl_draft_rows (&run->win_k[l], 0, w);
   win_v = dfl_draft_rows (&run->win_v[l], 0, w);

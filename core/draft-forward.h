@@ -143,11 +143,23 @@ gboolean dfl_draft_params_upload (DflDraftRun *run, gsize off, gsize bytes, GErr
 gboolean dfl_draft_kv_reserve (DflDraftRun *run, int layer, gsize n, GError **error);
 /* A layer's keys or values: storage rows [row, row + n). */
 DflTensor dfl_draft_kv_rows (DflDraftRun *run, int layer, gboolean values, gsize row, gsize n);
+/* All of a layer's storage rows of keys or values (front and capacity). */
+DflTensor dfl_draft_kv_all (DflDraftRun *run, int layer, gboolean values);
 /* Waiting rows [row, row + n) (row 0: the first waiting). */
 DflTensor dfl_draft_pending_rows (DflDraftRun *run, gsize row, gsize n);
 
 /* draft-settle.c */
 gboolean dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error);
+/* The settle's math, for one context's rows or several contexts' stacked:
+ * taps through FC and the hidden norm into t; then layer l's keys and
+ * values of t into k and v ([rows][kv_heads · head_dim], wherever the
+ * caller wants them), the keys normed by head and rotated to `pos` (one
+ * start position, or one a row). */
+gboolean dfl_draft_settle_in (const DflDraftNet *net, const DflDrafterGeometry *g, DflDevice *dev,
+                              const DflTensor *taps, DflTensor *t, GError **error);
+gboolean dfl_draft_settle_layer (const DflDraftNet *net, const DflDrafterGeometry *g,
+                                 DflDevice *dev, int l, const DflTensor *t, DflTensor *k,
+                                 DflTensor *v, const DflTensor *pos, GError **error);
 
 /* draft-block.c */
 /* Bytes of a pass of `n` blocks (one allocation), and its tensors carved

@@ -87,6 +87,12 @@ dfl_draft_kv_rows (DflDraftRun *run, int layer, gboolean values, gsize row, gsiz
                         (gint64) n, kv_width (run->base.g));
 }
 
+DflTensor
+dfl_draft_kv_all (DflDraftRun *run, int layer, gboolean values)
+{
+  return dfl_draft_kv_rows (run, layer, values, 0, run->kv[layer].front + run->kv[layer].cap);
+}
+
 static gboolean
 kv_alloc (DflDraftRun *run, gsize rows, gpointer *k, gpointer *v, GError **error)
 {

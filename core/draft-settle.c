@@ -29,15 +29,38 @@ settle_room (DflDraftRun *run, gsize batch, GError **error)
 }
 
 gboolean
+dfl_draft_settle_in (const DflDraftNet *net, const DflDrafterGeometry *g, DflDevice *dev,
+                     const DflTensor *taps, DflTensor *t, GError **error)
+{
+  return dfl_op_matmul (dev, &net->fc, taps, t, FALSE, error)
+         && dfl_op_rmsnorm (dev, t, &net->hidden_norm, t, (float) g->eps, error);
+}
+
+gboolean
+dfl_draft_settle_layer (const DflDraftNet *net, const DflDrafterGeometry *g, DflDevice *dev,
+                        int l, const DflTensor *t, DflTensor *k, DflTensor *v,
+                        const DflTensor *pos, GError **error)
+{
+  const DflDraftLayerNet *L = &net->layers[l];
+  int kv = g->kv_heads;
+  DflTensor k_heads = dfl_draft_heads (k, kv);
+  DflTensor k_rows = dfl_tensor_2d (dev, k->handle, k->offset, DFL_DTYPE_F32, k->ne[1] * kv,
+                                    g->head_dim);
+
+  return dfl_op_matmul (dev, &L->k, t, k, FALSE, error)
+         && dfl_op_matmul (dev, &L->v, t, v, FALSE, error)
+         && dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, (float) g->eps, error)
+         && (!dfl_drafter_geometry_rotary (g, l)
+             || dfl_op_rope (dev, &k_heads, &net->inv_freq, pos, error));
+}
+
+gboolean
 dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error)
 {
   DflDraftRun *run = (DflDraftRun *) ctx;
-  const DflDraftNet *net = run->net;
   const DflDrafterGeometry *g = ctx->g;
   DflDevice *dev = run->dev;
   gsize batch = MIN (n, (gsize) DFL_DRAFTER_SETTLE_BATCH);
-  int hs = g->hidden, hd = g->head_dim, kv = g->kv_heads;
-  float eps = (float) g->eps;
   DflTensor pos = dfl_draft_param (run, run->params.off_settle_pos, DFL_DTYPE_I64, 1);
 
   if (n == 0)
@@ -47,33 +70,25 @@ dfl_draft_run_settle (DflDraftCtx *ctx, gsize n, GError **error)
   for (gsize done = 0; done < n; done += batch) {
     gsize nb = MIN (batch, n - done);
     DflTensor taps = dfl_draft_pending_rows (run, done, nb);
-    DflTensor t = dfl_tensor_2d (dev, run->settle_mem, 0, DFL_DTYPE_F32, (gint64) nb, hs);
+    DflTensor t = dfl_tensor_2d (dev, run->settle_mem, 0, DFL_DTYPE_F32, (gint64) nb, g->hidden);
 
     /* the position the rope reads (an upload waits for the last batch's
      * rope to have read it) */
     *(gint64 *) (run->params.host + run->params.off_settle_pos) = ctx->first + ctx->len;
     if (!dfl_draft_params_upload (run, run->params.off_settle_pos, sizeof (gint64), error)
-        || !dfl_op_matmul (dev, &net->fc, &taps, &t, FALSE, error)
-        || !dfl_op_rmsnorm (dev, &t, &net->hidden_norm, &t, eps, error))
+        || !dfl_draft_settle_in (run->net, g, dev, &taps, &t, error))
       return FALSE;
+    /* each layer's keys and values straight into its rows after the held ones */
     for (int l = 0; l < g->layers; l++) {
-      const DflDraftLayerNet *L = &net->layers[l];
       DflDraftLayerRows *rows = &ctx->rows[l];
-      DflTensor k, v, k_heads, k_rows;
+      DflTensor k, v;
       gsize at;
       if (!dfl_draft_kv_reserve (run, l, nb, error))
         return FALSE;
       at = run->kv[l].front + rows->start + rows->held;
       k = dfl_draft_kv_rows (run, l, FALSE, at, nb);
       v = dfl_draft_kv_rows (run, l, TRUE, at, nb);
-      k_heads = dfl_draft_heads (&k, kv);
-      k_rows = dfl_tensor_2d (dev, k.handle, k.offset, DFL_DTYPE_F32, (gint64) nb * kv, hd);
-      if (!dfl_op_matmul (dev, &L->k, &t, &k, FALSE, error)
-          || !dfl_op_matmul (dev, &L->v, &t, &v, FALSE, error)
-          || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error))
-        return FALSE;
-      if (dfl_drafter_geometry_rotary (g, l)
-          && !dfl_op_rope (dev, &k_heads, &net->inv_freq, &pos, error))
+      if (!dfl_draft_settle_layer (run->net, g, dev, l, &t, &k, &v, &pos, error))
         return FALSE;
     }
     dfl_draft_ctx_settled (ctx, nb);

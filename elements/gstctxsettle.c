@@ -67,9 +67,6 @@ enum {
   PROP_MAX_BATCH,
 };
 
-/* The most rounds one batched pass takes (the filter's batch-limit bound). */
-#define MAX_ROUNDS 64
-
 struct _GstCtxSettle {
   GstDflashFilter parent;
   guint64 queued;      /* the queued-rounds figure (object lock) */
@@ -197,13 +194,13 @@ gst_ctx_settle_process_batch (GstDflashFilter *filter, GstBuffer **in,
                               GstDflashRoundMeta **meta, guint n, GstBuffer **out)
 {
   GstCtxSettle *self = GST_CTX_SETTLE (filter);
-  DflDraftCtx *ctx[MAX_ROUNDS];
-  gint64 anchor[MAX_ROUNDS];
+  DflDraftCtx *ctx[GST_DFLASH_FILTER_MAX_BATCH];
+  gint64 anchor[GST_DFLASH_FILTER_MAX_BATCH];
   g_autoptr (GError) error = NULL;
   DflDraftBatch *batch;
   GstFlowReturn ret;
 
-  g_assert (n <= MAX_ROUNDS);
+  g_assert (n <= GST_DFLASH_FILTER_MAX_BATCH);
   /* under a router that decides first each round only queues its rows */
   if (decides_first (self)) {
     for (guint i = 0; i < n; i++)

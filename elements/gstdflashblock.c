@@ -75,9 +75,6 @@ enum {
   PROP_MAX_BATCH,
 };
 
-/* The most rounds one batched pass takes (the filter's batch-limit bound). */
-#define MAX_ROUNDS 64
-
 struct _GstDflashBlock {
   GstDflashFilter parent;
   /* properties (object lock) */
@@ -282,12 +279,12 @@ draft_blocks (GstDflashBlock *self, GstBuffer **in, GstDflashRoundMeta **meta, c
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (self);
   GstDflashModel *m = gst_dflash_filter_model (filter);
-  DflDraftCtx *ctx[MAX_ROUNDS];
-  float *payload[MAX_ROUNDS] = { NULL };
-  GstMapInfo map[MAX_ROUNDS];
-  DflTensor t[MAX_ROUNDS];
-  gint64 pos[MAX_ROUNDS];
-  guint32 anchor[MAX_ROUNDS];
+  DflDraftCtx *ctx[GST_DFLASH_FILTER_MAX_BATCH];
+  float *payload[GST_DFLASH_FILTER_MAX_BATCH] = { NULL };
+  GstMapInfo map[GST_DFLASH_FILTER_MAX_BATCH];
+  DflTensor t[GST_DFLASH_FILTER_MAX_BATCH];
+  gint64 pos[GST_DFLASH_FILTER_MAX_BATCH];
+  guint32 anchor[GST_DFLASH_FILTER_MAX_BATCH];
   DflDraftBatch *batch;
   gboolean ok = TRUE;
   guint made = 0;
@@ -490,9 +487,9 @@ gst_dflash_block_process_batch (GstDflashFilter *filter, GstBuffer **in,
 {
   GstDflashBlock *self = GST_DFLASH_BLOCK (filter);
   g_autoptr (GError) error = NULL;
-  guint idx[MAX_ROUNDS], k = 0;
+  guint idx[GST_DFLASH_FILTER_MAX_BATCH], k = 0;
 
-  g_assert (n <= MAX_ROUNDS);
+  g_assert (n <= GST_DFLASH_FILTER_MAX_BATCH);
   for (guint i = 0; i < n; i++)
     switch (wait_route (self, meta[i])) {
       case ROUTE_FLUSHING:

@@ -68,9 +68,6 @@ gst_dflash_select_mode_get_type (void)
   return gst_dflash_register_enum (&type, "GstDflashSelectMode", values);
 }
 
-/* The most rounds one batched pass takes (the filter's batch-limit bound). */
-#define MAX_ROUNDS 64
-
 enum {
   PROP_0,
   PROP_MODE,
@@ -287,18 +284,18 @@ gst_dflash_selector_process_batch (GstDflashFilter *filter, GstBuffer **in,
 {
   GstDflashSelector *self = GST_DFLASH_SELECTOR (filter);
   int block_rows = gst_dflash_model_geometry (gst_dflash_filter_model (filter))->block - 1;
-  DflDraftCtx *ctx[MAX_ROUNDS];
-  DflTensor blocks[MAX_ROUNDS];
-  GstMapInfo map[MAX_ROUNDS];
-  guint32 anchor[MAX_ROUNDS];
-  guint idx[MAX_ROUNDS], k = 0, mapped = 0;
+  DflDraftCtx *ctx[GST_DFLASH_FILTER_MAX_BATCH];
+  DflTensor blocks[GST_DFLASH_FILTER_MAX_BATCH];
+  GstMapInfo map[GST_DFLASH_FILTER_MAX_BATCH];
+  guint32 anchor[GST_DFLASH_FILTER_MAX_BATCH];
+  guint idx[GST_DFLASH_FILTER_MAX_BATCH], k = 0, mapped = 0;
   g_autofree guint32 *chosen = g_new (guint32, (gsize) n * block_rows);
   g_autoptr (GError) error = NULL;
   DflDraftBatch *batch;
   gboolean rescore, ok = TRUE;
   double min_confidence;
 
-  g_assert (n <= MAX_ROUNDS);
+  g_assert (n <= GST_DFLASH_FILTER_MAX_BATCH);
   GST_OBJECT_LOCK (self);
   rescore = self->mode == GST_DFLASH_SELECT_RESCORE;
   min_confidence = self->min_confidence;

@@ -12,10 +12,6 @@ enum {
   PROP_BUSY_TIME,
 };
 
-/* The most rounds a batch takes (the back ends' table ops take as many
- * sequences). */
-#define MAX_BATCH 64
-
 typedef struct {
   GstPad *sinkpad, *srcpad;
   GstDflashModel *model;
@@ -88,13 +84,13 @@ process_and_push (GstDflashFilter *filter, GstBuffer **in, guint n)
 {
   GstDflashFilterPrivate *p = PRIV (filter);
   GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
-  GstDflashRoundMeta *meta[MAX_BATCH];
-  GstBuffer *out[MAX_BATCH] = { NULL };
+  GstDflashRoundMeta *meta[GST_DFLASH_FILTER_MAX_BATCH];
+  GstBuffer *out[GST_DFLASH_FILTER_MAX_BATCH] = { NULL };
   gint64 t0 = g_get_monotonic_time ();
   GstFlowReturn ret = GST_FLOW_OK;
   guint64 spent;
 
-  g_assert (n >= 1 && n <= MAX_BATCH);
+  g_assert (n >= 1 && n <= GST_DFLASH_FILTER_MAX_BATCH);
   for (guint i = 0; i < n; i++)
     if (!is_round (filter, in[i], &meta[i]))
       ret = GST_FLOW_ERROR;
@@ -200,7 +196,7 @@ static void
 batch_loop (GstDflashFilter *filter)
 {
   GstDflashFilterPrivate *p = PRIV (filter);
-  GstBuffer *rounds[MAX_BATCH];
+  GstBuffer *rounds[GST_DFLASH_FILTER_MAX_BATCH];
   GstMiniObject *head;
   GstFlowReturn ret;
   guint n = 0;
@@ -271,7 +267,7 @@ src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mode, gboolean act
     return FALSE;
   if (active) {
     GST_OBJECT_LOCK (filter);
-    p->batch_max = MIN (p->batch_limit, MAX_BATCH);
+    p->batch_max = MIN (p->batch_limit, GST_DFLASH_FILTER_MAX_BATCH);
     GST_OBJECT_UNLOCK (filter);
     p->batching = GST_DFLASH_FILTER_GET_CLASS (filter)->process_batch && p->batch_max > 1;
   }
@@ -545,7 +541,6 @@ static gboolean
 sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
   GstDflashFilter *filter = GST_DFLASH_FILTER (parent);
-
   GstDflashFilterPrivate *p = PRIV (filter);
   GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
   gboolean ret;
@@ -761,7 +756,7 @@ gst_dflash_filter_class_install_batch_limit (GstDflashFilterClass *klass, guint 
 
   /* the blurb is the stage's static string */
   gst_dflash_install_field_property (G_OBJECT_CLASS (klass), prop_id,
-      g_param_spec_int ("batch-limit", "Batch limit", blurb, 1, MAX_BATCH, 1,
+      g_param_spec_int ("batch-limit", "Batch limit", blurb, 1, GST_DFLASH_FILTER_MAX_BATCH, 1,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_PRIVATE_OFFSET (GstDflashFilter, batch_limit));
   gst_dflash_install_field_property (G_OBJECT_CLASS (klass), prop_id + 1,
@@ -792,7 +787,6 @@ gst_dflash_filter_draft_batch (GstDflashFilter *filter, DflDraftCtx *ctx, int n)
   GstDflashFilterPrivate *p = PRIV (filter);
   DflDrafterWeights *w = dfl_draft_ctx_weights (ctx);
   g_autoptr (GError) error = NULL;
-  int limit;
 
   if (p->no_batch)
     return NULL;
@@ -801,10 +795,8 @@ gst_dflash_filter_draft_batch (GstDflashFilter *filter, DflDraftCtx *ctx, int n)
     return p->draft_batch;
   g_clear_pointer (&p->draft_batch, dfl_draft_batch_free);
   p->draft_batch_weights = NULL;
-  GST_OBJECT_LOCK (filter);
-  limit = p->batch_limit;
-  GST_OBJECT_UNLOCK (filter);
-  if (!(p->draft_batch = dfl_draft_batch_new (w, MAX (n, limit), &error))) {
+  /* room for every pass of this run: the limit read when it started */
+  if (!(p->draft_batch = dfl_draft_batch_new (w, MAX (n, p->batch_max), &error))) {
     p->no_batch = TRUE;
     GST_WARNING_OBJECT (filter, "the drafter cannot take several sequences in one pass here "
                         "(%s): one at a time from now on", error->message);

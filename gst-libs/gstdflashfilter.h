@@ -25,6 +25,10 @@
 
 G_BEGIN_DECLS
 
+/* The most rounds a batched pass takes (batch-limit's upper bound): as
+ * many sequences as the back ends' table ops take. */
+#define GST_DFLASH_FILTER_MAX_BATCH 64
+
 #define GST_TYPE_DFLASH_FILTER (gst_dflash_filter_get_type ())
 G_DECLARE_DERIVABLE_TYPE (GstDflashFilter, gst_dflash_filter, GST, DFLASH_FILTER, GstElement)
 

@@ -141,6 +141,10 @@ describe_model (CpuTarget *ct, const DflQwen3Config *c, GError **error)
   m->norm = host_vector (ct->norm, c->hidden);
   m->inv_freq = host_vector (ct->inv_freq, c->head_dim / 2);
   m->layers = g_new0 (DflTargetLayer, ct->n_layers);
+  /* BF16 beside quantized matrices, whose products take int8 inputs
+   * (their first: a file's layers are quantized alike) */
+  m->kv_type = dfl_target_kv_type_for (
+      m->device, ct->n_layers > 0 && dfl_dtype_is_quantized (ct->layers[0].q.type));
   for (int i = 0; i < ct->n_layers; i++) {
     const Layer *l = &ct->layers[i];
     DflTargetLayer *ml = &m->layers[i];

@@ -209,21 +209,6 @@ count_tables (DeviceTarget *t, const DflQwen3Config *c)
   t->weight_bytes += (guint64) c->hidden * dfl_dtype_size (t->model.embed.dtype);
 }
 
-/* The KV cache's type: BF16 where the layers' matrices are BF16 and the
- * device's attention reads BF16 and its rows are written to it (half the
- * bytes of the cache, rounded as the products already are); F32 beside
- * F32 or F16 matrices (DFL_TARGET_F32's parity with the CPU, whose keys and
- * values are F32; F16's finer rounding, which a BF16 cache would more
- * than double: a card test measured 5.6e-3 against F16's 5e-3). */
-static DflDtype
-kv_type_for (DflDevice *device, DflDtype matrices)
-{
-  return matrices == DFL_DTYPE_BF16
-         && dfl_device_supports (device, DFL_OP_ATTENTION, DFL_DTYPE_BF16)
-         && dfl_device_supports (device, DFL_OP_COPY_ROWS, DFL_DTYPE_BF16)
-         ? DFL_DTYPE_BF16 : DFL_DTYPE_F32;
-}
-
 static DeviceTarget *
 device_target_new (DflDevice *device, const DflTarget *cpu, DflTargetWeights as, GError **error)
 {
@@ -237,7 +222,8 @@ device_target_new (DflDevice *device, const DflTarget *cpu, DflTargetWeights as,
     return NULL;
   t = target_alloc (device, c);
   /* the cache beside the layers' matrices (their first, as all go up alike) */
-  t->model.kv_type = kv_type_for (device, upload_type (device, w.layers[0].matrix[0], as));
+  t->model.kv_type = dfl_target_kv_type_for (
+      device, upload_type (device, w.layers[0].matrix[0], as) == DFL_DTYPE_BF16);
 
   /* the embedding is gathered, never multiplied, unless it is also the head */
   ok = upload_matrix (t, w.embed, as, &t->model.embed, error)
@@ -288,7 +274,7 @@ device_target_new_random (DflDevice *device, const DflQwen3Config *c, DflDtype t
   if (!check_supported (device, c, "random target", error))
     return NULL;
   t = target_alloc (device, c);
-  t->model.kv_type = kv_type_for (device, type);
+  t->model.kv_type = dfl_target_kv_type_for (device, type == DFL_DTYPE_BF16);
   for (int i = 0; i < width; i++)
     ones[i] = 1.0f;
   /* every norm is one: they share one vector, seen at each one's size */

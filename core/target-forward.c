@@ -598,6 +598,14 @@ typedef struct {
   gboolean tables;
 } PassMode;
 
+DflDtype
+dfl_target_kv_type_for (DflDevice *device, gboolean coarse_products)
+{
+  return coarse_products && dfl_device_supports (device, DFL_OP_ATTENTION, DFL_DTYPE_BF16)
+         && dfl_device_supports (device, DFL_OP_COPY_ROWS, DFL_DTYPE_BF16)
+         ? DFL_DTYPE_BF16 : DFL_DTYPE_F32;
+}
+
 /* Whether a pass of `n_jobs` sequences runs the table ops: one sequence
  * keeps the plain ops, whose attention reads a key once for several rows. */
 static gboolean

@@ -34,9 +34,7 @@ struct _DflTargetModel {
   DflTensor norm;       /* F32 [hidden] */
   DflTensor inv_freq;   /* F32 [head_dim / 2] */
   DflTargetLayer *layers;
-  /* the KV cache's elements: F32 (zero, the CPU's), or BF16 where the
-   * device's attention reads them (half the bytes a step reads over the
-   * context; the values rounded as they are written) */
+  /* the KV cache's elements: F32 or BF16 (dfl_target_kv_type_for) */
   DflDtype kv_type;
   /* the engine's settings, read atomically at each forward (zero: the
    * defaults): the rows one pass takes at most, a longer forward going
@@ -49,6 +47,17 @@ struct _DflTargetModel {
    * allocates its own, as the host's malloc is cheap; a GPU's is not) */
   DflTargetSpare *spare;
 };
+
+/* The KV cache's type: BF16 (half the bytes a step reads over the
+ * context, the values rounded as they are written) where the products
+ * already round their inputs at least as coarsely (`coarse_products`: a
+ * card's BF16 products, which take BF16 inputs; the CPU's quantized ones,
+ * which take int8) and the device writes and attends over BF16 rows; F32
+ * elsewhere — the CPU's F32, F16 and BF16 products take F32 inputs, whose
+ * parity with the float64 references (1e-4) a BF16 cache would lose (2.4e-3
+ * measured), and F16 on a card rounds finer than BF16 would (5.6e-3 against
+ * F16's 5e-3). */
+DflDtype dfl_target_kv_type_for (DflDevice *device, gboolean coarse_products);
 
 /* A pass's memory kept between passes, for a model whose forwards may run
  * on several threads at once (each takes it or makes its own). Freed with

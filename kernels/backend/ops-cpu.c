@@ -75,8 +75,13 @@ cpu_caps (DflDevice *dev, DflOp op, DflDtype dtype)
   /* blocks of quantized weights: the products by integer dot products
    * (quant-matmul.c), the embedding by dequantizing its rows */
   gboolean blocks = dfl_dtype_is_quantized (dtype) && (op == DFL_OP_MATMUL || op == DFL_OP_EMBED);
+  /* a KV cache of BF16: rows rounded as they are written, keys and values
+   * widened as attention reads them */
+  gboolean bf16_kv = dtype == DFL_DTYPE_BF16
+      && (op == DFL_OP_ATTENTION || op == DFL_OP_ATTENTION_TABLE || op == DFL_OP_COPY_ROWS
+          || op == DFL_OP_COPY_ROWS_TABLE);
 
-  if ((!blocks && !dfl_op_takes_dtype (op, dtype)) || op == DFL_OP_CAPTURE_BEGIN
+  if ((!blocks && !bf16_kv && !dfl_op_takes_dtype (op, dtype)) || op == DFL_OP_CAPTURE_BEGIN
       || op == DFL_OP_CAPTURE_END || op == DFL_OP_GRAPH_LAUNCH)
     return DFL_OP_CAP_NONE;
   /* every CPU kernel computes a row the same way whatever rows come with it */
@@ -207,11 +212,17 @@ cpu_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const Dfl
 {
   int rows = (int) q->ne[2];
 
+  int kv_stride = (int) (k->nb[2] / dfl_dtype_size (k->dtype));
+
   if (!dfl_op_ranges_within (dev, I32 (lo), I32 (hi), rows, k->ne[2], error))
     return FALSE;
-  dfl_attention_ranges (F32 (q), rows, (int) q->ne[1], (int) k->ne[1], (int) q->ne[0], F32 (k),
-                        F32 (v), (int) (k->nb[2] / sizeof (float)), I32 (lo), I32 (hi), scale,
-                        F32 (out));
+  if (k->dtype == DFL_DTYPE_BF16)
+    dfl_attention_ranges_bf16 (F32 (q), rows, (int) q->ne[1], (int) k->ne[1], (int) q->ne[0],
+                               dfl_tensor_data (k), dfl_tensor_data (v), kv_stride, I32 (lo),
+                               I32 (hi), scale, F32 (out));
+  else
+    dfl_attention_ranges (F32 (q), rows, (int) q->ne[1], (int) k->ne[1], (int) q->ne[0], F32 (k),
+                          F32 (v), kv_stride, I32 (lo), I32 (hi), scale, F32 (out));
   return TRUE;
 }
 
@@ -229,8 +240,9 @@ cpu_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
 {
   int rows = (int) q->ne[2];
   const int32_t *w = I32 (which), *l = I32 (lo), *h = I32 (hi);
-  g_autofree const float **k = g_new (const float *, MAX (rows, 1));
-  g_autofree const float **v = g_new (const float *, MAX (rows, 1));
+  int kv_stride = (int) (ks[0].nb[2] / dfl_dtype_size (ks[0].dtype));
+  g_autofree const void **k = g_new (const void *, MAX (rows, 1));
+  g_autofree const void **v = g_new (const void *, MAX (rows, 1));
 
   if (!entries_within (dev, DFL_OP_ATTENTION_TABLE, which, n_kv, error))
     return FALSE;
@@ -242,11 +254,17 @@ cpu_attention_table (DflDevice *dev, const DflTensor *q, const DflTensor *ks,
                    ks[w[r]].ne[2], w[r]);
       return FALSE;
     }
-    k[r] = F32 (&ks[w[r]]);
-    v[r] = F32 (&vs[w[r]]);
+    k[r] = dfl_tensor_data (&ks[w[r]]);
+    v[r] = dfl_tensor_data (&vs[w[r]]);
   }
-  dfl_attention_rows (F32 (q), rows, (int) q->ne[1], (int) ks[0].ne[1], (int) q->ne[0], k, v,
-                      (int) (ks[0].nb[2] / sizeof (float)), l, h, scale, F32 (out));
+  if (ks[0].dtype == DFL_DTYPE_BF16)
+    dfl_attention_rows_bf16 (F32 (q), rows, (int) q->ne[1], (int) ks[0].ne[1], (int) q->ne[0],
+                             (const uint16_t *const *) k, (const uint16_t *const *) v,
+                             kv_stride, l, h, scale, F32 (out));
+  else
+    dfl_attention_rows (F32 (q), rows, (int) q->ne[1], (int) ks[0].ne[1], (int) q->ne[0],
+                        (const float *const *) k, (const float *const *) v, kv_stride, l, h,
+                        scale, F32 (out));
   return TRUE;
 }
 
@@ -354,6 +372,17 @@ cpu_select_rescore (DflDevice *dev, const DflTensor *cand, const DflTensor *cand
   return TRUE;
 }
 
+/* n elements into a cache's row: copied as they are, or F32 rounded to
+ * BF16 (nearest even). */
+static void
+put_row (DflDtype dst_type, void *dst, DflDtype src_type, const void *src, gsize n)
+{
+  if (dst_type == src_type)
+    memcpy (dst, src, n * dfl_dtype_size (src_type));
+  else
+    dfl_f32_to_bf16_n (src, dst, n);
+}
+
 static gboolean
 cpu_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, DflTensor *dst,
                GError **error)
@@ -363,8 +392,8 @@ cpu_copy_rows (DflDevice *dev, const DflTensor *src, const DflTensor *row0, DflT
   if (!dfl_op_start_within (dev, DFL_OP_COPY_ROWS, "start row", first, src->ne[1], dst->ne[1],
                             error))
     return FALSE;
-  memcpy ((char *) dfl_tensor_data (dst) + first * dst->nb[1], dfl_tensor_data (src),
-          dfl_tensor_bytes (src));
+  put_row (dst->dtype, (char *) dfl_tensor_data (dst) + first * dst->nb[1], src->dtype,
+           dfl_tensor_data (src), dfl_tensor_n_elements (src));
   return TRUE;
 }
 
@@ -375,6 +404,7 @@ cpu_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dsts
   const int32_t *w = I32 (which);
   const gint64 *at = dfl_tensor_data (row);
   gsize row_bytes = src->nb[1];
+  DflDtype kv_type = dsts[0].dtype;
 
   if (!entries_within (dev, DFL_OP_COPY_ROWS_TABLE, which, n_dst, error))
     return FALSE;
@@ -387,8 +417,8 @@ cpu_copy_rows_table (DflDevice *dev, const DflTensor *src, const DflTensor *dsts
       return FALSE;
     }
   for (gint64 r = 0; r < src->ne[1]; r++)
-    memcpy ((char *) dfl_tensor_data (&dsts[w[r]]) + at[r] * dsts[w[r]].nb[1],
-            (const char *) dfl_tensor_data (src) + r * row_bytes, row_bytes);
+    put_row (kv_type, (char *) dfl_tensor_data (&dsts[w[r]]) + at[r] * dsts[w[r]].nb[1],
+             src->dtype, (const char *) dfl_tensor_data (src) + r * row_bytes, src->ne[0]);
   return TRUE;
 }
 

@@ -5,21 +5,48 @@
  * (dfl-parallel.h); within a head the scores of all query rows against the
  * cache are one small product.
  * Each row is computed alone, in an order that depends on nothing but its
- * position, so a row's output is the same whatever rows come with it. */
+ * position, so a row's output is the same whatever rows come with it.
+ *
+ * Keys and values are F32, or BF16 (a cache in half the bytes, which is
+ * what a decode step at long context spends its time reading). A BF16
+ * element widens to F32 exactly (its bits are the upper half of F32's), so
+ * the arithmetic is the same for both: only the loads differ, and the
+ * attention over a BF16 cache is bitwise the attention over its values
+ * widened to F32. */
 #include "dfl-kernels.h"
 #include "dfl-parallel.h"
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Element `index` on from `base`, keys and values being F32 or BF16. */
+static inline const void *
+kv_at (const void *base, size_t index, bool bf16)
+{
+  return (const char *) base + index * (bf16 ? sizeof (uint16_t) : sizeof (float));
+}
+
+/* Element i of a key or value row, widened to F32 (exact). */
+static inline float
+kv_get (const void *row, int i, bool bf16)
+{
+  union { uint32_t u; float f; } x;
+
+  if (!bf16)
+    return ((const float *) row)[i];
+  x.u = (uint32_t) ((const uint16_t *) row)[i] << 16;
+  return x.f;
+}
 
 /* q · k over n: 8 lanes over steps of 8, each step one fused multiply-add
  * (fmaf: one rounding, as the vector paths' FMA and matmul.c's), the lanes
  * summed as matmul.c sums them, the tail in order. */
 static inline float
-dot (const float *a, const float *b, int n)
+dot (const float *a, const void *b, bool bf16, int n)
 {
   float l[8] = { 0 }, s;
   int i = 0;
@@ -27,10 +54,10 @@ dot (const float *a, const float *b, int n)
   for (; i + 8 <= n; i += 8)
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
-      l[j] = fmaf (a[i + j], b[i + j], l[j]);
+      l[j] = fmaf (a[i + j], kv_get (b, i + j, bf16), l[j]);
   s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
   for (; i < n; i++)
-    s = fmaf (a[i], b[i], s);
+    s = fmaf (a[i], kv_get (b, i, bf16), s);
   return s;
 }
 
@@ -39,25 +66,25 @@ dot (const float *a, const float *b, int n)
  * each block one vector operation: o and v never overlap, which it could
  * not know. */
 static inline void
-axpy (float *restrict o, float w, const float *restrict v, int n)
+axpy (float *restrict o, float w, const void *restrict v, bool bf16, int n)
 {
   int d = 0;
 
   for (; d + 8 <= n; d += 8)
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
-      o[d + j] = fmaf (w, v[d + j], o[d + j]);
+      o[d + j] = fmaf (w, kv_get (v, d + j, bf16), o[d + j]);
   for (; d < n; d++)
-    o[d] = fmaf (w, v[d], o[d]);
+    o[d] = fmaf (w, kv_get (v, d, bf16), o[d]);
 }
 
 /* The scores of one query row against keys 0 … seen − 1: dot (q, k) · scale. */
 static void
-scores_generic (const float *qr, const float *k, size_t kstride, int seen, int head_dim,
-                float scale, float *sc)
+scores_generic (const float *qr, const void *k, size_t kstride, int seen, int head_dim,
+                float scale, float *sc, bool bf16)
 {
   for (int p = 0; p < seen; p++)
-    sc[p] = dot (qr, k + p * kstride, head_dim) * scale;
+    sc[p] = dot (qr, kv_at (k, p * kstride, bf16), bf16, head_dim) * scale;
 }
 
 /* exp (x) for x ≤ 0 as every path computes it, bit for bit (libm's expf
@@ -133,11 +160,12 @@ weights_generic (float *sc, int seen)
 
 /* out[0 … head_dim) = Σ_p w[p] · v_p, p in order, each element on its own. */
 static void
-weigh_generic (float *o, const float *w, const float *v, size_t kstride, int seen, int head_dim)
+weigh_generic (float *o, const float *w, const void *v, size_t kstride, int seen, int head_dim,
+               bool bf16)
 {
   memset (o, 0, sizeof (float) * head_dim);
   for (int p = 0; p < seen; p++)
-    axpy (o, w[p], v + p * kstride, head_dim);
+    axpy (o, w[p], kv_at (v, p * kstride, bf16), bf16, head_dim);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -161,15 +189,26 @@ weigh_generic (float *o, const float *w, const float *v, size_t kstride, int see
  * vector functions' own code stays vector), compiled where FMA exists so
  * that fmaf is one instruction (the same bits as libm's call). */
 AVX2_ATT static __attribute__ ((noinline)) float
-dot_plain (const float *a, const float *b, int n)
+dot_plain (const float *a, const void *b, bool bf16, int n)
 {
-  return dot (a, b, n);
+  return dot (a, b, bf16, n);
 }
 
 AVX2_ATT static __attribute__ ((noinline)) void
-axpy_plain (float *restrict o, float w, const float *restrict v, int n)
+axpy_plain (float *restrict o, float w, const void *restrict v, bool bf16, int n)
 {
-  axpy (o, w, v, n);
+  axpy (o, w, v, bf16, n);
+}
+
+/* 8 elements of a key or value row from element i, widened to F32. */
+AVX2_ATT static inline __attribute__ ((always_inline)) __m256
+load8 (const void *row, size_t i, bool bf16)
+{
+  if (bf16)
+    return _mm256_castsi256_ps (_mm256_slli_epi32 (
+        _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) ((const uint16_t *) row + i))),
+        16));
+  return _mm256_loadu_ps ((const float *) row + i);
 }
 
 /* 8 keys' lanes a0 … a7 (a register each) summed by dot's tree: the keys'
@@ -195,9 +234,9 @@ sums8 (const __m256 *a)
   return _mm256_permutevar8x32_ps (d, _mm256_setr_epi32 (0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-AVX2_ATT static void
-scores_avx2 (const float *qr, const float *k, size_t kstride, int seen, int head_dim,
-             float scale, float *sc)
+AVX2_ATT static inline __attribute__ ((always_inline)) void
+scores_avx2_kv (const float *qr, const void *k, size_t kstride, int seen, int head_dim,
+                float scale, float *sc, bool bf16)
 {
   int p = 0;
 
@@ -212,7 +251,7 @@ scores_avx2 (const float *qr, const float *k, size_t kstride, int seen, int head
         __m256 qv = _mm256_loadu_ps (qr + i);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
-          a[j] = _mm256_fmadd_ps (qv, _mm256_loadu_ps (k + (size_t) (p + j) * kstride + i), a[j]);
+          a[j] = _mm256_fmadd_ps (qv, load8 (k, (size_t) (p + j) * kstride + i, bf16), a[j]);
       }
       _mm256_storeu_ps (sc + p, _mm256_mul_ps (sums8 (a), sv));
     }
@@ -222,7 +261,18 @@ scores_avx2 (const float *qr, const float *k, size_t kstride, int seen, int head
    * instruction; the compiler leaves this out of target() functions */
   _mm256_zeroupper ();
   for (; p < seen; p++)
-    sc[p] = dot_plain (qr, k + p * kstride, head_dim) * scale;
+    sc[p] = dot_plain (qr, kv_at (k, p * kstride, bf16), bf16, head_dim) * scale;
+}
+
+/* Each key type's loop compiled on its own (bf16 a constant there). */
+AVX2_ATT static void
+scores_avx2 (const float *qr, const void *k, size_t kstride, int seen, int head_dim,
+             float scale, float *sc, bool bf16)
+{
+  if (bf16)
+    scores_avx2_kv (qr, k, kstride, seen, head_dim, scale, sc, true);
+  else
+    scores_avx2_kv (qr, k, kstride, seen, head_dim, scale, sc, false);
 }
 
 /* weights_generic with the maximum and the division 8 at a time (both
@@ -308,8 +358,9 @@ weights_avx2 (float *sc, int seen)
     sc[p] = sc[p] / sum;
 }
 
-AVX2_ATT static void
-weigh_avx2 (float *o, const float *w, const float *v, size_t kstride, int seen, int head_dim)
+AVX2_ATT static inline __attribute__ ((always_inline)) void
+weigh_avx2_kv (float *o, const float *w, const void *v, size_t kstride, int seen, int head_dim,
+               bool bf16)
 {
   int d = 0;
 
@@ -320,10 +371,10 @@ weigh_avx2 (float *o, const float *w, const float *v, size_t kstride, int seen, 
       acc[j] = _mm256_setzero_ps ();
     for (int p = 0; p < seen; p++) {
       __m256 wv = _mm256_broadcast_ss (w + p);
-      const float *vp = v + p * kstride + d;
+      const void *vp = kv_at (v, p * kstride + d, bf16);
 #pragma GCC unroll 8
       for (int j = 0; j < 8; j++)
-        acc[j] = _mm256_fmadd_ps (wv, _mm256_loadu_ps (vp + 8 * j), acc[j]);
+        acc[j] = _mm256_fmadd_ps (wv, load8 (vp, 8 * j, bf16), acc[j]);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
@@ -333,8 +384,18 @@ weigh_avx2 (float *o, const float *w, const float *v, size_t kstride, int seen, 
   if (d < head_dim) {
     memset (o + d, 0, sizeof (float) * (head_dim - d));
     for (int p = 0; p < seen; p++)
-      axpy_plain (o + d, w[p], v + p * kstride + d, head_dim - d);
+      axpy_plain (o + d, w[p], kv_at (v, p * kstride + d, bf16), bf16, head_dim - d);
   }
+}
+
+AVX2_ATT static void
+weigh_avx2 (float *o, const float *w, const void *v, size_t kstride, int seen, int head_dim,
+            bool bf16)
+{
+  if (bf16)
+    weigh_avx2_kv (o, w, v, kstride, seen, head_dim, true);
+  else
+    weigh_avx2_kv (o, w, v, kstride, seen, head_dim, false);
 }
 
 /* 4 keys' lanes a0 … a3 summed by dot's tree (as sums8 sums 8): their
@@ -362,9 +423,9 @@ sums4 (const __m256 *a)
  * once for both (the loads, not the products, bound a lone head); 4 keys
  * at a time to keep both heads' sums in registers. Each score is the same
  * bits as scores_avx2's. */
-AVX2_ATT static void
-scores_pair_avx2 (const float *q0, const float *q1, const float *k, size_t kstride, int seen,
-                  int head_dim, float scale, float *sc0, float *sc1)
+AVX2_ATT static inline __attribute__ ((always_inline)) void
+scores_pair_avx2_kv (const float *q0, const float *q1, const void *k, size_t kstride, int seen,
+                     int head_dim, float scale, float *sc0, float *sc1, bool bf16)
 {
   int p = 0;
 
@@ -379,7 +440,7 @@ scores_pair_avx2 (const float *q0, const float *q1, const float *k, size_t kstri
         __m256 x0 = _mm256_loadu_ps (q0 + i), x1 = _mm256_loadu_ps (q1 + i);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-          __m256 kv = _mm256_loadu_ps (k + (size_t) (p + j) * kstride + i);
+          __m256 kv = load8 (k, (size_t) (p + j) * kstride + i, bf16);
           a0[j] = _mm256_fmadd_ps (x0, kv, a0[j]);
           a1[j] = _mm256_fmadd_ps (x1, kv, a1[j]);
         }
@@ -390,17 +451,27 @@ scores_pair_avx2 (const float *q0, const float *q1, const float *k, size_t kstri
   }
   _mm256_zeroupper ();
   for (; p < seen; p++) {
-    sc0[p] = dot_plain (q0, k + p * kstride, head_dim) * scale;
-    sc1[p] = dot_plain (q1, k + p * kstride, head_dim) * scale;
+    sc0[p] = dot_plain (q0, kv_at (k, p * kstride, bf16), bf16, head_dim) * scale;
+    sc1[p] = dot_plain (q1, kv_at (k, p * kstride, bf16), bf16, head_dim) * scale;
   }
+}
+
+AVX2_ATT static void
+scores_pair_avx2 (const float *q0, const float *q1, const void *k, size_t kstride, int seen,
+                  int head_dim, float scale, float *sc0, float *sc1, bool bf16)
+{
+  if (bf16)
+    scores_pair_avx2_kv (q0, q1, k, kstride, seen, head_dim, scale, sc0, sc1, true);
+  else
+    scores_pair_avx2_kv (q0, q1, k, kstride, seen, head_dim, scale, sc0, sc1, false);
 }
 
 /* weigh_avx2 for two heads at once: each value row read once for both, 32
  * dimensions at a time (each element's sum over the keys in order, as
  * weigh_avx2's). */
-AVX2_ATT static void
-weigh_pair_avx2 (float *o0, float *o1, const float *w0, const float *w1, const float *v,
-                 size_t kstride, int seen, int head_dim)
+AVX2_ATT static inline __attribute__ ((always_inline)) void
+weigh_pair_avx2_kv (float *o0, float *o1, const float *w0, const float *w1, const void *v,
+                    size_t kstride, int seen, int head_dim, bool bf16)
 {
   int d = 0;
 
@@ -411,10 +482,10 @@ weigh_pair_avx2 (float *o0, float *o1, const float *w0, const float *w1, const f
       a0[j] = a1[j] = _mm256_setzero_ps ();
     for (int p = 0; p < seen; p++) {
       __m256 x0 = _mm256_broadcast_ss (w0 + p), x1 = _mm256_broadcast_ss (w1 + p);
-      const float *vp = v + p * kstride + d;
+      const void *vp = kv_at (v, p * kstride + d, bf16);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; j++) {
-        __m256 vv = _mm256_loadu_ps (vp + 8 * j);
+        __m256 vv = load8 (vp, 8 * j, bf16);
         a0[j] = _mm256_fmadd_ps (x0, vv, a0[j]);
         a1[j] = _mm256_fmadd_ps (x1, vv, a1[j]);
       }
@@ -430,35 +501,50 @@ weigh_pair_avx2 (float *o0, float *o1, const float *w0, const float *w1, const f
     memset (o0 + d, 0, sizeof (float) * (head_dim - d));
     memset (o1 + d, 0, sizeof (float) * (head_dim - d));
     for (int p = 0; p < seen; p++) {
-      axpy_plain (o0 + d, w0[p], v + p * kstride + d, head_dim - d);
-      axpy_plain (o1 + d, w1[p], v + p * kstride + d, head_dim - d);
+      const void *vp = kv_at (v, p * kstride + d, bf16);
+      axpy_plain (o0 + d, w0[p], vp, bf16, head_dim - d);
+      axpy_plain (o1 + d, w1[p], vp, bf16, head_dim - d);
     }
   }
 }
 
+AVX2_ATT static void
+weigh_pair_avx2 (float *o0, float *o1, const float *w0, const float *w1, const void *v,
+                 size_t kstride, int seen, int head_dim, bool bf16)
+{
+  if (bf16)
+    weigh_pair_avx2_kv (o0, o1, w0, w1, v, kstride, seen, head_dim, true);
+  else
+    weigh_pair_avx2_kv (o0, o1, w0, w1, v, kstride, seen, head_dim, false);
+}
+
 #endif
 
-typedef void (*ScoresFunc) (const float *qr, const float *k, size_t kstride, int seen,
-                            int head_dim, float scale, float *sc);
-typedef void (*WeighFunc) (float *o, const float *w, const float *v, size_t kstride, int seen,
-                           int head_dim);
+typedef void (*ScoresFunc) (const float *qr, const void *k, size_t kstride, int seen,
+                            int head_dim, float scale, float *sc, bool bf16);
+typedef void (*WeighFunc) (float *o, const float *w, const void *v, size_t kstride, int seen,
+                           int head_dim, bool bf16);
 typedef void (*WeightsFunc) (float *sc, int seen);
 /* two heads of a group at once (NULL: a head at a time) */
-typedef void (*ScoresPairFunc) (const float *q0, const float *q1, const float *k, size_t kstride,
-                                int seen, int head_dim, float scale, float *sc0, float *sc1);
+typedef void (*ScoresPairFunc) (const float *q0, const float *q1, const void *k, size_t kstride,
+                                int seen, int head_dim, float scale, float *sc0, float *sc1,
+                                bool bf16);
 typedef void (*WeighPairFunc) (float *o0, float *o1, const float *w0, const float *w1,
-                               const float *v, size_t kstride, int seen, int head_dim);
+                               const void *v, size_t kstride, int seen, int head_dim, bool bf16);
 
 typedef struct {
-  const float *q, *k, *v;
+  const float *q;
+  const void *k, *v;
   float *out;
   int rows, heads, kv_heads, head_dim, pos0;
   /* key ranges per row (NULL: causal from pos0), the longest, key stride */
   const int32_t *lo, *hi;
   /* each row's own keys (NULL: k and v for every row) */
-  const float *const *row_k, *const *row_v;
+  const void *const *row_k, *const *row_v;
   int most_seen;
   size_t kstride;
+  /* keys and values are BF16 (else F32) */
+  bool bf16;
   float scale;
   ScoresFunc scores;
   WeightsFunc weights;
@@ -490,7 +576,8 @@ attention_work (void *data, int slot)
     int g = i / a->rows, r = i % a->rows;
     int from = a->lo ? a->lo[r] : 0, seen = a->lo ? a->hi[r] - from : a->pos0 + r + 1;
     size_t first = (size_t) from * kstride + (size_t) g * head_dim;
-    const float *k = a->row_k ? a->row_k[r] : a->k, *v = a->row_v ? a->row_v[r] : a->v;
+    const void *k = kv_at (a->row_k ? a->row_k[r] : a->k, first, a->bf16);
+    const void *v = kv_at (a->row_v ? a->row_v[r] : a->v, first, a->bf16);
     for (int h = g * rep; h < (g + 1) * rep; h++) {
       const float *qr = a->q + ((size_t) r * a->heads + h) * head_dim;
       float *o = a->out + ((size_t) r * a->heads + h) * head_dim;
@@ -503,16 +590,17 @@ attention_work (void *data, int slot)
        * ran slower so, its values streamed twice in 32-wide halves): the
        * same numbers either way, each key row read once for both */
       if (a->scores_pair && a->rows > 1 && h + 1 < (g + 1) * rep) {
-        a->scores_pair (qr, qr + head_dim, k + first, kstride, seen, head_dim, a->scale, sc, sc1);
+        a->scores_pair (qr, qr + head_dim, k, kstride, seen, head_dim, a->scale, sc, sc1,
+                        a->bf16);
         a->weights (sc, seen);
         a->weights (sc1, seen);
-        a->weigh_pair (o, o + head_dim, sc, sc1, v + first, kstride, seen, head_dim);
+        a->weigh_pair (o, o + head_dim, sc, sc1, v, kstride, seen, head_dim, a->bf16);
         h++;
         continue;
       }
-      a->scores (qr, k + first, kstride, seen, head_dim, a->scale, sc);
+      a->scores (qr, k, kstride, seen, head_dim, a->scale, sc, a->bf16);
       a->weights (sc, seen);
-      a->weigh (o, sc, v + first, kstride, seen, head_dim);
+      a->weigh (o, sc, v, kstride, seen, head_dim, a->bf16);
     }
   }
   free (sc);
@@ -547,16 +635,32 @@ attention_run (Attention *a, size_t work)
   dfl_parallel_run (work > 4096 ? dfl_parallel_threads () : 1, attention_work, a);
 }
 
-void
-dfl_attention_causal (const float *q, int rows, int heads, int kv_heads, int head_dim,
-                      const float *k, const float *v, int pos0, float scale, float *out)
+/* The causal call over F32 or BF16 keys and values. */
+static void
+attention_causal (const float *q, int rows, int heads, int kv_heads, int head_dim, const void *k,
+                  const void *v, bool bf16, int pos0, float scale, float *out)
 {
   Attention a = { .q = q, .k = k, .v = v, .out = out, .rows = rows, .heads = heads,
                   .kv_heads = kv_heads, .head_dim = head_dim, .pos0 = pos0,
                   .most_seen = pos0 + rows, .kstride = (size_t) kv_heads * head_dim,
-                  .scale = scale };
+                  .bf16 = bf16, .scale = scale };
 
   attention_run (&a, (size_t) heads * rows * (pos0 + rows));
+}
+
+void
+dfl_attention_causal (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                      const float *k, const float *v, int pos0, float scale, float *out)
+{
+  attention_causal (q, rows, heads, kv_heads, head_dim, k, v, false, pos0, scale, out);
+}
+
+void
+dfl_attention_causal_bf16 (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                           const uint16_t *k, const uint16_t *v, int pos0, float scale,
+                           float *out)
+{
+  attention_causal (q, rows, heads, kv_heads, head_dim, k, v, true, pos0, scale, out);
 }
 
 /* The longest range and the work of a call over ranges. */
@@ -574,16 +678,36 @@ ranges_work (Attention *a)
   return work;
 }
 
+/* A call over ranges: one key set (k, v) or each row's own (row_k, row_v). */
+static void
+attention_ranges (const float *q, int rows, int heads, int kv_heads, int head_dim, const void *k,
+                  const void *v, const void *const *row_k, const void *const *row_v, bool bf16,
+                  int kv_stride, const int32_t *lo, const int32_t *hi, float scale, float *out)
+{
+  Attention a = { .q = q, .k = k, .v = v, .out = out, .rows = rows, .heads = heads,
+                  .kv_heads = kv_heads, .head_dim = head_dim, .lo = lo, .hi = hi,
+                  .row_k = row_k, .row_v = row_v, .kstride = (size_t) kv_stride,
+                  .bf16 = bf16, .scale = scale };
+
+  attention_run (&a, ranges_work (&a));
+}
+
 void
 dfl_attention_ranges (const float *q, int rows, int heads, int kv_heads, int head_dim,
                       const float *k, const float *v, int kv_stride, const int32_t *lo,
                       const int32_t *hi, float scale, float *out)
 {
-  Attention a = { .q = q, .k = k, .v = v, .out = out, .rows = rows, .heads = heads,
-                  .kv_heads = kv_heads, .head_dim = head_dim, .lo = lo, .hi = hi,
-                  .kstride = (size_t) kv_stride, .scale = scale };
+  attention_ranges (q, rows, heads, kv_heads, head_dim, k, v, NULL, NULL, false, kv_stride, lo,
+                    hi, scale, out);
+}
 
-  attention_run (&a, ranges_work (&a));
+void
+dfl_attention_ranges_bf16 (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                           const uint16_t *k, const uint16_t *v, int kv_stride,
+                           const int32_t *lo, const int32_t *hi, float scale, float *out)
+{
+  attention_ranges (q, rows, heads, kv_heads, head_dim, k, v, NULL, NULL, true, kv_stride, lo,
+                    hi, scale, out);
 }
 
 void
@@ -591,9 +715,15 @@ dfl_attention_rows (const float *q, int rows, int heads, int kv_heads, int head_
                     const float *const *k, const float *const *v, int kv_stride,
                     const int32_t *lo, const int32_t *hi, float scale, float *out)
 {
-  Attention a = { .q = q, .out = out, .rows = rows, .heads = heads, .kv_heads = kv_heads,
-                  .head_dim = head_dim, .lo = lo, .hi = hi, .row_k = k, .row_v = v,
-                  .kstride = (size_t) kv_stride, .scale = scale };
+  attention_ranges (q, rows, heads, kv_heads, head_dim, NULL, NULL, (const void *const *) k,
+                    (const void *const *) v, false, kv_stride, lo, hi, scale, out);
+}
 
-  attention_run (&a, ranges_work (&a));
+void
+dfl_attention_rows_bf16 (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                         const uint16_t *const *k, const uint16_t *const *v, int kv_stride,
+                         const int32_t *lo, const int32_t *hi, float scale, float *out)
+{
+  attention_ranges (q, rows, heads, kv_heads, head_dim, NULL, NULL, (const void *const *) k,
+                    (const void *const *) v, true, kv_stride, lo, hi, scale, out);
 }

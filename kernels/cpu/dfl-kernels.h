@@ -159,6 +159,19 @@ void dfl_attention_rows (const float *q, int rows, int heads, int kv_heads, int 
                          const float *const *k, const float *const *v, int kv_stride,
                          const int32_t *lo, const int32_t *hi, float scale, float *out);
 
+/* The three over BF16 keys and values (a cache in half the bytes): each
+ * bitwise the F32 call over the same values widened to F32. */
+void dfl_attention_causal_bf16 (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                                const uint16_t *k, const uint16_t *v, int pos0, float scale,
+                                float *out);
+void dfl_attention_ranges_bf16 (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                                const uint16_t *k, const uint16_t *v, int kv_stride,
+                                const int32_t *lo, const int32_t *hi, float scale, float *out);
+void dfl_attention_rows_bf16 (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                              const uint16_t *const *k, const uint16_t *const *v,
+                              int kv_stride, const int32_t *lo, const int32_t *hi, float scale,
+                              float *out);
+
 /* The drafter's grouped causal row convolution:
  *   y[r][i] = Σ_{o < min(kernel, r+1)} (base[o][i] + dyn[r][o][i / group]) · x[r−o][i]
  * summed in F32 from 0 in the order of o. x, y [rows][dim] (y must not be

@@ -591,6 +591,8 @@ check_target (const char *type)
   t = dfl_target_load (path, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (dfl_target_dir (t), ==, path);
+  /* an F32 cache beside matrices whose products take F32 inputs */
+  g_assert_cmpint (dfl_target_kv_type (t), ==, DFL_DTYPE_F32);
   /* the same weights (BF16 as stored, F32 widened exactly): the same
    * products, bit for bit */
   assert_same_greedy (t, ref);
@@ -705,7 +707,8 @@ worst_row_error (const float *got, const float *want, int n, int vocab, int *agr
  * quantizes; or dflash quantize's Q4_K_M) against the same weights
  * dequantized to F32 (go-TYPE-deq):
  * what is left is the products' own rounding, the activations quantized to
- * int8 in groups of 32, held to `tol` of the row's largest logit. And the
+ * int8 in groups of 32, and the KV cache's BF16 (F32 beside the F32
+ * reference's matrices), held to `tol` of the row's largest logit. And the
  * quantized products are batch-invariant: a row verified among the others
  * is the same bits as decoded alone. */
 static void
@@ -722,6 +725,8 @@ check_quantized (const char *type, double tol)
   if (!gguf_dir ())
     return;
   load_quantized_pair (type, &t, &ref);
+  g_assert_cmpint (dfl_target_kv_type (t), ==, DFL_DTYPE_BF16);
+  g_assert_cmpint (dfl_target_kv_type (ref), ==, DFL_DTYPE_F32);
   vocab = dfl_target_config (t)->vocab;
   /* the reference's greedy text, then both read it whole */
   g_array_append_vals (ids, prompt, G_N_ELEMENTS (prompt));

@@ -507,6 +507,24 @@ attention_reference (const float *qr, const float *k, const float *v, int kv_hea
 
 /* --- attention --- */
 
+/* out within 2e-5 of the float64 attention of q over k, v and the ranges. */
+static void
+assert_attention (const float *q, int rows, int heads, int kv_heads, int hd, const float *k,
+                  const float *v, const gint32 *lo, const gint32 *hi, float scale,
+                  const float *out)
+{
+  for (int i = 0; i < rows; i++)
+    for (int h = 0; h < heads; h++) {
+      double want[hd];
+      gsize at = ((gsize) i * heads + h) * hd;
+
+      attention_reference (q + at, k, v, kv_heads, hd, h / (heads / kv_heads), lo[i], hi[i],
+                           scale, want);
+      for (int c = 0; c < hd; c++)
+        assert_close ("attention", at + c, out[at + c], want[c], 2e-5);
+    }
+}
+
 static void
 run_attention (DflDevice *dev, const float *q, int rows, int heads, int kv_heads, int hd,
                const float *k, const float *v, int keys, const gint32 *lo, const gint32 *hi,
@@ -549,16 +567,33 @@ test_attention (gconstpointer data)
     /* an empty range gives zeros */
     hi[0] = lo[0];
     run_attention (dev, q, rows, heads, kv_heads, hd, k, v, keys, lo, hi, scale, out);
-    for (int i = 0; i < rows; i++)
-      for (int h = 0; h < heads; h++) {
-        double want[hd];
-        gsize at = ((gsize) i * heads + h) * hd;
+    assert_attention (q, rows, heads, kv_heads, hd, k, v, lo, hi, scale, out);
 
-        attention_reference (q + at, k, v, kv_heads, hd, h / (heads / kv_heads), lo[i], hi[i],
-                             scale, want);
-        for (int c = 0; c < hd; c++)
-          assert_close ("attention", at + c, out[at + c], want[c], 2e-5);
+    /* over a BF16 cache (the values rounded, widened as they are read)
+     * where the device keeps one, refused by name elsewhere */
+    {
+      g_autofree guint16 *kb = g_new (guint16, kn), *vb = g_new (guint16, kn);
+      DflTensor tq = put (dev, DFL_DTYPE_F32, hd, heads, rows, q), tk, tv, tlo, thi, to;
+
+      dfl_f32_to_bf16_n (k, kb, kn);
+      dfl_f32_to_bf16_n (v, vb, kn);
+      tk = put (dev, DFL_DTYPE_BF16, hd, kv_heads, keys, kb);
+      tv = put (dev, DFL_DTYPE_BF16, hd, kv_heads, keys, vb);
+      tlo = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, rows, lo);
+      thi = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, rows, hi);
+      to = put (dev, DFL_DTYPE_F32, hd, heads, rows, NULL);
+      if (dfl_device_supports (dev, DFL_OP_ATTENTION, DFL_DTYPE_BF16)) {
+        OK (dfl_op_attention (dev, &tq, &tk, &tv, &tlo, &thi, &to, scale, &op_error));
+        get (dev, &to, out);
+        dfl_bf16_to_f32_n (kb, k, kn);
+        dfl_bf16_to_f32_n (vb, v, kn);
+        assert_attention (q, rows, heads, kv_heads, hd, k, v, lo, hi, scale, out);
+      } else {
+        g_autoptr (GError) error = NULL;
+        assert_refused (dfl_op_attention (dev, &tq, &tk, &tv, &tlo, &thi, &to, scale, &error),
+                        &error, DFL_ERROR_UNSUPPORTED, "BF16", "attention");
       }
+    }
     release ();
   }
 }
@@ -637,16 +672,8 @@ test_attention_table (gconstpointer data)
   get (dev, &to, out);
 
   for (int i = 0; i < ROWS; i++) {
-    const float *ke = k[which[i]], *ve = v[which[i]];
-    for (int h = 0; h < heads; h++) {
-      double want[hd];
-      gsize at = ((gsize) i * heads + h) * hd;
-
-      attention_reference (q + at, ke, ve, kv_heads, hd, h / (heads / kv_heads), lo[i], hi[i],
-                           scale, want);
-      for (int c = 0; c < hd; c++)
-        assert_close ("attention_table", at + c, out[at + c], want[c], 2e-5);
-    }
+    assert_attention (q + i * row_n, 1, heads, kv_heads, hd, k[which[i]], v[which[i]], &lo[i],
+                      &hi[i], scale, out + i * row_n);
     if (invariant) {
       DflTensor q1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, q + i * row_n);
       DflTensor o1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, NULL);

@@ -320,30 +320,51 @@ test_attention (void)
   assert_causal_reference (q, rows, heads, kv, hd, k, v, pos0, scale, out);
 }
 
+/* One causal call over the cache k, v (F32), or kb, vb (BF16) where given. */
+static void
+causal (const float *q, int rows, int heads, int kv, int hd, const float *k, const float *v,
+        const guint16 *kb, const guint16 *vb, int pos0, float scale, float *out)
+{
+  if (kb)
+    dfl_attention_causal_bf16 (q, rows, heads, kv, hd, kb, vb, pos0, scale, out);
+  else
+    dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, out);
+}
+
 /* The attention of a row is bitwise the same whatever rows come with it,
  * on any number of threads and on every path this CPU runs (the vector
  * paths take 8 or 16 keys at once, with tails of fewer): speculative and
  * plain decoding must see the same numbers. Head sizes with and without a
- * whole number of 8s, and of 64s. */
+ * whole number of 8s, and of 64s. Over a BF16 cache (data TRUE) every call
+ * is also bitwise the plain F32 code over the same values widened: the
+ * arithmetic is the same, only the loads differ. */
 static void
-test_attention_invariant (void)
+test_attention_invariant (gconstpointer data)
 {
   static const int dims[] = { 64, 128, 20, 200 };
-  g_autoptr (GRand) r = g_rand_new_with_seed (11);
+  gboolean bf16 = GPOINTER_TO_INT (data);
+  g_autoptr (GRand) r = g_rand_new_with_seed (bf16 ? 13 : 11);
 
   for (guint di = 0; di < G_N_ELEMENTS (dims); di++) {
     int hd = dims[di], heads = 8, kv = 4, rows = 16, pos0 = 37, n = pos0 + rows;
-    gsize qn = (gsize) rows * heads * hd;
-    g_autofree float *q = g_new (float, qn), *k = g_new (float, (gsize) n * kv * hd),
-        *v = g_new (float, (gsize) n * kv * hd), *out = g_new (float, qn),
-        *one = g_new (float, qn), *alt = g_new (float, qn);
+    gsize qn = (gsize) rows * heads * hd, kn = (gsize) n * kv * hd;
+    g_autofree float *q = g_new (float, qn), *k = g_new (float, kn), *v = g_new (float, kn),
+        *out = g_new (float, qn), *one = g_new (float, qn), *alt = g_new (float, qn);
+    g_autofree guint16 *kb = bf16 ? g_new (guint16, kn) : NULL;
+    g_autofree guint16 *vb = bf16 ? g_new (guint16, kn) : NULL;
     float scale = 1.0f / sqrtf ((float) hd);
 
     for (gsize i = 0; i < qn; i++)
       q[i] = dfl_test_frand (r) * 2;
-    for (gsize i = 0; i < (gsize) n * kv * hd; i++) {
+    for (gsize i = 0; i < kn; i++) {
       k[i] = dfl_test_frand (r) * 2;
       v[i] = dfl_test_frand (r);
+    }
+    if (bf16) {
+      dfl_f32_to_bf16_n (k, kb, kn);
+      dfl_f32_to_bf16_n (v, vb, kn);
+      dfl_bf16_to_f32_n (kb, k, kn);
+      dfl_bf16_to_f32_n (vb, v, kn);
     }
     dfl_kernels_set_isa (DFL_KERNELS_GENERIC);
     dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, out);
@@ -354,11 +375,11 @@ test_attention_invariant (void)
       for (int t = 1; t <= 2; t++) {
         int was = omp_get_max_threads ();
         omp_set_num_threads (t);
-        dfl_attention_causal (q, rows, heads, kv, hd, k, v, pos0, scale, alt);
+        causal (q, rows, heads, kv, hd, k, v, kb, vb, pos0, scale, alt);
         /* one row at a time, as plain decoding runs them */
         for (int rr = 0; rr < rows; rr++)
-          dfl_attention_causal (q + (gsize) rr * heads * hd, 1, heads, kv, hd, k, v, pos0 + rr,
-                                scale, one + (gsize) rr * heads * hd);
+          causal (q + (gsize) rr * heads * hd, 1, heads, kv, hd, k, v, kb, vb, pos0 + rr, scale,
+                  one + (gsize) rr * heads * hd);
         omp_set_num_threads (was);
         g_assert_cmpmem (alt, sizeof (float) * qn, out, sizeof (float) * qn);
         g_assert_cmpmem (one, sizeof (float) * qn, out, sizeof (float) * qn);
@@ -405,7 +426,10 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/rmsnorm", test_rmsnorm);
   g_test_add_func ("/kernels/rope", test_rope);
   g_test_add_func ("/kernels/attention", test_attention);
-  g_test_add_func ("/kernels/attention-invariant", test_attention_invariant);
+  g_test_add_data_func ("/kernels/attention-invariant", GINT_TO_POINTER (FALSE),
+                        test_attention_invariant);
+  g_test_add_data_func ("/kernels/attention-bf16", GINT_TO_POINTER (TRUE),
+                        test_attention_invariant);
   g_test_add_func ("/kernels/small-ops", test_small_ops);
   return g_test_run ();
 }

@@ -16,6 +16,10 @@
 #include "dfl-kernels.h"
 #include "dfl-parallel.h"
 
+#ifndef MIN
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#endif
+
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -158,12 +162,15 @@ weights_generic (float *sc, int seen)
     sc[p] = sc[p] / sum;
 }
 
-/* out[0 … head_dim) = Σ_p w[p] · v_p, p in order, each element on its own. */
+/* out[0 … head_dim) = Σ_p w[p] · v_p, p in order, each element on its own;
+ * with `carry`, the sums go on from out's values (a range of keys taken in
+ * blocks gives the bits of one call over it). */
 static void
 weigh_generic (float *o, const float *w, const void *v, size_t kstride, int seen, int head_dim,
-               bool bf16)
+               bool bf16, bool carry)
 {
-  memset (o, 0, sizeof (float) * head_dim);
+  if (!carry)
+    memset (o, 0, sizeof (float) * head_dim);
   for (int p = 0; p < seen; p++)
     axpy (o, w[p], kv_at (v, p * kstride, bf16), bf16, head_dim);
 }
@@ -360,7 +367,7 @@ weights_avx2 (float *sc, int seen)
 
 AVX2_ATT static inline __attribute__ ((always_inline)) void
 weigh_avx2_kv (float *o, const float *w, const void *v, size_t kstride, int seen, int head_dim,
-               bool bf16)
+               bool bf16, bool carry)
 {
   int d = 0;
 
@@ -368,7 +375,7 @@ weigh_avx2_kv (float *o, const float *w, const void *v, size_t kstride, int seen
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
-      acc[j] = _mm256_setzero_ps ();
+      acc[j] = carry ? _mm256_loadu_ps (o + d + 8 * j) : _mm256_setzero_ps ();
     for (int p = 0; p < seen; p++) {
       __m256 wv = _mm256_broadcast_ss (w + p);
       const void *vp = kv_at (v, p * kstride + d, bf16);
@@ -382,7 +389,8 @@ weigh_avx2_kv (float *o, const float *w, const void *v, size_t kstride, int seen
   }
   _mm256_zeroupper ();
   if (d < head_dim) {
-    memset (o + d, 0, sizeof (float) * (head_dim - d));
+    if (!carry)
+      memset (o + d, 0, sizeof (float) * (head_dim - d));
     for (int p = 0; p < seen; p++)
       axpy_plain (o + d, w[p], kv_at (v, p * kstride + d, bf16), bf16, head_dim - d);
   }
@@ -390,12 +398,12 @@ weigh_avx2_kv (float *o, const float *w, const void *v, size_t kstride, int seen
 
 AVX2_ATT static void
 weigh_avx2 (float *o, const float *w, const void *v, size_t kstride, int seen, int head_dim,
-            bool bf16)
+            bool bf16, bool carry)
 {
   if (bf16)
-    weigh_avx2_kv (o, w, v, kstride, seen, head_dim, true);
+    weigh_avx2_kv (o, w, v, kstride, seen, head_dim, true, carry);
   else
-    weigh_avx2_kv (o, w, v, kstride, seen, head_dim, false);
+    weigh_avx2_kv (o, w, v, kstride, seen, head_dim, false, carry);
 }
 
 /* 4 keys' lanes a0 … a3 summed by dot's tree (as sums8 sums 8): their
@@ -471,7 +479,7 @@ scores_pair_avx2 (const float *q0, const float *q1, const void *k, size_t kstrid
  * weigh_avx2's). */
 AVX2_ATT static inline __attribute__ ((always_inline)) void
 weigh_pair_avx2_kv (float *o0, float *o1, const float *w0, const float *w1, const void *v,
-                    size_t kstride, int seen, int head_dim, bool bf16)
+                    size_t kstride, int seen, int head_dim, bool bf16, bool carry)
 {
   int d = 0;
 
@@ -479,7 +487,12 @@ weigh_pair_avx2_kv (float *o0, float *o1, const float *w0, const float *w1, cons
     __m256 a0[4], a1[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++)
-      a0[j] = a1[j] = _mm256_setzero_ps ();
+      if (carry) {
+        a0[j] = _mm256_loadu_ps (o0 + d + 8 * j);
+        a1[j] = _mm256_loadu_ps (o1 + d + 8 * j);
+      } else {
+        a0[j] = a1[j] = _mm256_setzero_ps ();
+      }
     for (int p = 0; p < seen; p++) {
       __m256 x0 = _mm256_broadcast_ss (w0 + p), x1 = _mm256_broadcast_ss (w1 + p);
       const void *vp = kv_at (v, p * kstride + d, bf16);
@@ -498,8 +511,10 @@ weigh_pair_avx2_kv (float *o0, float *o1, const float *w0, const float *w1, cons
   }
   _mm256_zeroupper ();
   if (d < head_dim) {
-    memset (o0 + d, 0, sizeof (float) * (head_dim - d));
-    memset (o1 + d, 0, sizeof (float) * (head_dim - d));
+    if (!carry) {
+      memset (o0 + d, 0, sizeof (float) * (head_dim - d));
+      memset (o1 + d, 0, sizeof (float) * (head_dim - d));
+    }
     for (int p = 0; p < seen; p++) {
       const void *vp = kv_at (v, p * kstride + d, bf16);
       axpy_plain (o0 + d, w0[p], vp, bf16, head_dim - d);
@@ -510,12 +525,12 @@ weigh_pair_avx2_kv (float *o0, float *o1, const float *w0, const float *w1, cons
 
 AVX2_ATT static void
 weigh_pair_avx2 (float *o0, float *o1, const float *w0, const float *w1, const void *v,
-                 size_t kstride, int seen, int head_dim, bool bf16)
+                 size_t kstride, int seen, int head_dim, bool bf16, bool carry)
 {
   if (bf16)
-    weigh_pair_avx2_kv (o0, o1, w0, w1, v, kstride, seen, head_dim, true);
+    weigh_pair_avx2_kv (o0, o1, w0, w1, v, kstride, seen, head_dim, true, carry);
   else
-    weigh_pair_avx2_kv (o0, o1, w0, w1, v, kstride, seen, head_dim, false);
+    weigh_pair_avx2_kv (o0, o1, w0, w1, v, kstride, seen, head_dim, false, carry);
 }
 
 #endif
@@ -523,14 +538,15 @@ weigh_pair_avx2 (float *o0, float *o1, const float *w0, const float *w1, const v
 typedef void (*ScoresFunc) (const float *qr, const void *k, size_t kstride, int seen,
                             int head_dim, float scale, float *sc, bool bf16);
 typedef void (*WeighFunc) (float *o, const float *w, const void *v, size_t kstride, int seen,
-                           int head_dim, bool bf16);
+                           int head_dim, bool bf16, bool carry);
 typedef void (*WeightsFunc) (float *sc, int seen);
 /* two heads of a group at once (NULL: a head at a time) */
 typedef void (*ScoresPairFunc) (const float *q0, const float *q1, const void *k, size_t kstride,
                                 int seen, int head_dim, float scale, float *sc0, float *sc1,
                                 bool bf16);
 typedef void (*WeighPairFunc) (float *o0, float *o1, const float *w0, const float *w1,
-                               const void *v, size_t kstride, int seen, int head_dim, bool bf16);
+                               const void *v, size_t kstride, int seen, int head_dim, bool bf16,
+                               bool carry);
 
 typedef struct {
   const float *q;
@@ -545,6 +561,9 @@ typedef struct {
   size_t kstride;
   /* keys and values are BF16 (else F32) */
   bool bf16;
+  /* a lone row's groups of heads in this many spans, a piece each (0: a
+   * piece a row of a group) */
+  int spans;
   float scale;
   ScoresFunc scores;
   WeightsFunc weights;
@@ -553,6 +572,84 @@ typedef struct {
   WeighPairFunc weigh_pair;
   atomic_int next;
 } Attention;
+
+/* Keys a block of a span's pass: each block's rows are read for all the
+ * span's groups while they are in cache. */
+#define SPAN_KEYS 64
+
+/* The span's part of the rows of the block of keys from `b` (within
+ * `seen`), asked of memory before it is used: the processor's own
+ * prefetchers follow a few cache lines at a stride too slowly. */
+static inline void
+prefetch_span (const Attention *a, const void *base, int b, int seen, int g0, int g1)
+{
+  size_t es = a->bf16 ? sizeof (uint16_t) : sizeof (float);
+  size_t first = (size_t) g0 * a->head_dim * es, last = (size_t) g1 * a->head_dim * es;
+
+  for (int p = b; p < MIN (b + SPAN_KEYS, seen); p++) {
+    const char *row = kv_at (base, (size_t) p * a->kstride, a->bf16);
+    for (size_t at = first; at < last; at += 64)
+      __builtin_prefetch (row + at);
+  }
+}
+
+/* A lone row (a decode step's) over groups g0 … g1 − 1 of heads: the keys
+ * in blocks of SPAN_KEYS, each block's scores for every head of the span,
+ * then each head's softmax, then the values in the same blocks. A key's
+ * row holds every group's key side by side, so a block reads the span's
+ * part of each row at once (one group at a time reads a few cache lines
+ * at the stride of all the groups, which ran the memory at a fifth of its
+ * rate). Each score is a key's own dot and each output element's sum
+ * goes on in key order from block to block, so the numbers are bitwise a
+ * head at a time over all the keys. `sc` holds the span's heads' scores,
+ * a row of `most` each. */
+static void
+attention_span (Attention *a, int r, int g0, int g1, float *sc, size_t most)
+{
+  int rep = a->heads / a->kv_heads, head_dim = a->head_dim;
+  int from = a->lo ? a->lo[r] : 0, seen = a->lo ? a->hi[r] - from : a->pos0 + r + 1;
+  size_t kstride = a->kstride;
+  const void *k = kv_at (a->row_k ? a->row_k[r] : a->k, (size_t) from * kstride, a->bf16);
+  const void *v = kv_at (a->row_v ? a->row_v[r] : a->v, (size_t) from * kstride, a->bf16);
+  const float *q = a->q + (size_t) r * a->heads * head_dim;
+  float *out = a->out + (size_t) r * a->heads * head_dim;
+  /* two heads of a group at once where the path has it (each key and
+   * value element read once for both; a block's values, read twice in
+   * 32-wide halves, are in the nearest cache the second time) */
+  bool pair = a->scores_pair && rep % 2 == 0;
+
+  if (seen <= 0) {
+    memset (out + (size_t) g0 * rep * head_dim, 0, sizeof (float) * (g1 - g0) * rep * head_dim);
+    return;
+  }
+  for (int b = 0; b < seen; b += SPAN_KEYS) {
+    int n = MIN (SPAN_KEYS, seen - b);
+    prefetch_span (a, k, b + SPAN_KEYS, seen, g0, g1);
+    for (int h = g0 * rep; h < g1 * rep; h += pair ? 2 : 1) {
+      const void *kb = kv_at (k, (size_t) b * kstride + (size_t) (h / rep) * head_dim, a->bf16);
+      float *s0 = sc + (h - g0 * rep) * most + b;
+      if (pair)
+        a->scores_pair (q + (size_t) h * head_dim, q + (size_t) (h + 1) * head_dim, kb, kstride,
+                        n, head_dim, a->scale, s0, s0 + most, a->bf16);
+      else
+        a->scores (q + (size_t) h * head_dim, kb, kstride, n, head_dim, a->scale, s0, a->bf16);
+    }
+  }
+  for (int h = g0 * rep; h < g1 * rep; h++)
+    a->weights (sc + (h - g0 * rep) * most, seen);
+  for (int b = 0; b < seen; b += SPAN_KEYS) {
+    int n = MIN (SPAN_KEYS, seen - b);
+    prefetch_span (a, v, b + SPAN_KEYS, seen, g0, g1);
+    for (int h = g0 * rep; h < g1 * rep; h += pair ? 2 : 1) {
+      const void *vb = kv_at (v, (size_t) b * kstride + (size_t) (h / rep) * head_dim, a->bf16);
+      float *o = out + (size_t) h * head_dim, *w0 = sc + (h - g0 * rep) * most + b;
+      if (pair)
+        a->weigh_pair (o, o + head_dim, w0, w0 + most, vb, kstride, n, head_dim, a->bf16, b > 0);
+      else
+        a->weigh (o, w0, vb, kstride, n, head_dim, a->bf16, b > 0);
+    }
+  }
+}
 
 static void
 attention_work (void *data, int slot)
@@ -564,6 +661,19 @@ attention_work (void *data, int slot)
   float *sc = malloc (sizeof (float) * 2 * most), *sc1 = sc + most;
 
   (void) slot;
+  if (a->spans > 0) {
+    int per = (a->kv_heads + a->spans - 1) / a->spans;
+    float *span_sc = malloc (sizeof (float) * per * rep * most);
+    while ((i = atomic_fetch_add_explicit (&a->next, 1, memory_order_relaxed))
+           < a->spans * a->rows) {
+      int s = i % a->spans;
+      attention_span (a, i / a->spans, s * a->kv_heads / a->spans,
+                      (s + 1) * a->kv_heads / a->spans, span_sc, most);
+    }
+    free (span_sc);
+    free (sc);
+    return;
+  }
   /* a piece is one row of one group of heads that share their keys (the
    * rows of a group one after another, so its keys stay in cache): the
    * group's heads read the keys and values once from memory, the second
@@ -594,13 +704,13 @@ attention_work (void *data, int slot)
                         a->bf16);
         a->weights (sc, seen);
         a->weights (sc1, seen);
-        a->weigh_pair (o, o + head_dim, sc, sc1, v, kstride, seen, head_dim, a->bf16);
+        a->weigh_pair (o, o + head_dim, sc, sc1, v, kstride, seen, head_dim, a->bf16, false);
         h++;
         continue;
       }
       a->scores (qr, k, kstride, seen, head_dim, a->scale, sc, a->bf16);
       a->weights (sc, seen);
-      a->weigh (o, sc, v, kstride, seen, head_dim, a->bf16);
+      a->weigh (o, sc, v, kstride, seen, head_dim, a->bf16, false);
     }
   }
   free (sc);
@@ -630,9 +740,14 @@ attention_run (Attention *a, size_t work)
 #endif
 
   /* heads and rows are independent: the threads take them a row of a
-   * group of heads at a time */
-  atomic_init (&a->next, 0);
-  dfl_parallel_run (work > 4096 ? dfl_parallel_threads () : 1, attention_work, a);
+   * group of heads at a time; a lone row, its groups in a span a thread */
+  {
+    int threads = work > 4096 ? dfl_parallel_threads () : 1;
+
+    a->spans = a->rows == 1 ? MIN (threads, a->kv_heads) : 0;
+    atomic_init (&a->next, 0);
+    dfl_parallel_run (threads, attention_work, a);
+  }
 }
 
 /* The causal call over F32 or BF16 keys and values. */

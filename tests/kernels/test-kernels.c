@@ -335,7 +335,8 @@ causal (const float *q, int rows, int heads, int kv, int hd, const float *k, con
  * on any number of threads and on every path this CPU runs (the vector
  * paths take 8 or 16 keys at once, with tails of fewer): speculative and
  * plain decoding must see the same numbers. Head sizes with and without a
- * whole number of 8s, and of 64s. Over a BF16 cache (data TRUE) every call
+ * whole number of 8s, and of 64s; short and long contexts (a lone row of
+ * a long one takes its groups in spans). Over a BF16 cache (data TRUE) every call
  * is also bitwise the plain F32 code over the same values widened: the
  * arithmetic is the same, only the loads differ. */
 static void
@@ -345,8 +346,11 @@ test_attention_invariant (gconstpointer data)
   gboolean bf16 = GPOINTER_TO_INT (data);
   g_autoptr (GRand) r = g_rand_new_with_seed (bf16 ? 13 : 11);
 
-  for (guint di = 0; di < G_N_ELEMENTS (dims); di++) {
-    int hd = dims[di], heads = 8, kv = 4, rows = 16, pos0 = 37, n = pos0 + rows;
+  /* each dims once at a short context, and at one long enough that a
+   * lone row's groups go to the threads in spans */
+  for (guint di = 0; di < 2 * G_N_ELEMENTS (dims); di++) {
+    int hd = dims[di % G_N_ELEMENTS (dims)], heads = 8, kv = 4, rows = 16;
+    int pos0 = di < G_N_ELEMENTS (dims) ? 37 : 613, n = pos0 + rows;
     gsize qn = (gsize) rows * heads * hd, kn = (gsize) n * kv * hd;
     g_autofree float *q = g_new (float, qn), *k = g_new (float, kn), *v = g_new (float, kn),
         *out = g_new (float, qn), *one = g_new (float, qn), *alt = g_new (float, qn);

@@ -561,8 +561,8 @@ typedef struct {
   size_t kstride;
   /* keys and values are BF16 (else F32) */
   bool bf16;
-  /* a lone row's groups of heads in this many spans, a piece each (0: a
-   * piece a row of a group) */
+  /* each row's groups of heads in this many spans, a piece each, where
+   * the rows read their keys alone (0: a piece a row of a group) */
   int spans;
   float scale;
   ScoresFunc scores;
@@ -593,7 +593,7 @@ prefetch_span (const Attention *a, const void *base, int b, int seen, int g0, in
   }
 }
 
-/* A lone row (a decode step's) over groups g0 … g1 − 1 of heads: the keys
+/* A row that reads its keys alone (a decode step's) over groups g0 … g1 − 1 of heads: the keys
  * in blocks of SPAN_KEYS, each block's scores for every head of the span,
  * then each head's softmax, then the values in the same blocks. A key's
  * row holds every group's key side by side, so a block reads the span's
@@ -716,6 +716,25 @@ attention_work (void *data, int slot)
   free (sc);
 }
 
+/* Whether no two rows read the same keys (a lone row; a batch of decode
+ * steps, each of its own sequence): each row then goes through its keys
+ * once, in spans of groups, as it reads them fastest; rows that share keys
+ * (a verify step's) take a group at a time, one row after another, so the
+ * group's keys stay in cache between them. */
+static bool
+rows_alone (const Attention *a)
+{
+  if (a->rows == 1)
+    return true;
+  if (!a->row_k)
+    return false;
+  for (int r = 1; r < a->rows; r++)
+    for (int e = 0; e < r; e++)
+      if (a->row_k[e] == a->row_k[r])
+        return false;
+  return true;
+}
+
 /* The paths for this CPU, then the rows across the threads. */
 static void
 attention_run (Attention *a, size_t work)
@@ -740,11 +759,12 @@ attention_run (Attention *a, size_t work)
 #endif
 
   /* heads and rows are independent: the threads take them a row of a
-   * group of heads at a time; a lone row, its groups in a span a thread */
+   * group of heads at a time; rows that read their keys alone, their
+   * groups in a span a thread */
   {
     int threads = work > 4096 ? dfl_parallel_threads () : 1;
 
-    a->spans = a->rows == 1 ? MIN (threads, a->kv_heads) : 0;
+    a->spans = rows_alone (a) ? MIN (threads, a->kv_heads) : 0;
     atomic_init (&a->next, 0);
     dfl_parallel_run (threads, attention_work, a);
   }

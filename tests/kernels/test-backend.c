@@ -624,6 +624,35 @@ runs_table_op (DflDevice *dev, DflOp op)
   return FALSE;
 }
 
+/* The rows of an attention_table call (`out`): each within 2e-5 of the
+ * float64 attention over its entry's keys (k, v; tk, tv on the device),
+ * and where the device's attention is row-invariant bitwise its entry's
+ * dfl_op_attention alone. */
+static void
+assert_table_rows (DflDevice *dev, gboolean invariant, const float *q, int rows, int heads,
+                   int kv_heads, int hd, float *const *k, float *const *v, const DflTensor *tk,
+                   const DflTensor *tv, const gint32 *which, const gint32 *lo, const gint32 *hi,
+                   float scale, const float *out)
+{
+  gsize row_n = (gsize) heads * hd;
+  g_autofree float *alone = g_new (float, row_n);
+
+  for (int i = 0; i < rows; i++) {
+    assert_attention (q + i * row_n, 1, heads, kv_heads, hd, k[which[i]], v[which[i]], &lo[i],
+                      &hi[i], scale, out + i * row_n);
+    if (invariant) {
+      DflTensor q1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, q + i * row_n);
+      DflTensor o1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, NULL);
+      DflTensor l1 = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, 1, &lo[i]);
+      DflTensor h1 = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, 1, &hi[i]);
+      OK (dfl_op_attention (dev, &q1, &tk[which[i]], &tv[which[i]], &l1, &h1, &o1, scale,
+                            &op_error));
+      get (dev, &o1, alone);
+      g_assert_cmpmem (out + i * row_n, sizeof (float) * row_n, alone, sizeof (float) * row_n);
+    }
+  }
+}
+
 /* Attention over a table of key sets (several sequences' caches): against
  * float64, and where attention is row-invariant each row bitwise
  * dfl_op_attention's over its entry alone. */
@@ -635,9 +664,9 @@ test_attention_table (gconstpointer data)
   const int heads = 4, kv_heads = 2, hd = 16, keys[N_KV] = { 20, 7, 70 };
   const gint32 which[ROWS] = { 2, 0, 1, 2, 0, 2, 1 };
   g_autoptr (GRand) r = g_rand_new_with_seed (470);
-  gsize qn = (gsize) ROWS * heads * hd, row_n = (gsize) heads * hd;
+  gsize qn = (gsize) ROWS * heads * hd;
   g_autofree float *q = random_floats (r, qn, 1.0f);
-  g_autofree float *out = g_new (float, qn), *alone = g_new (float, row_n);
+  g_autofree float *out = g_new (float, qn);
   float *k[N_KV], *v[N_KV];
   DflTensor tk[N_KV], tv[N_KV], tq, to, tw, tlo, thi;
   gint32 lo[ROWS], hi[ROWS];
@@ -671,19 +700,29 @@ test_attention_table (gconstpointer data)
   OK (dfl_op_attention_table (dev, &tq, tk, tv, N_KV, &tw, &tlo, &thi, &to, scale, &op_error));
   get (dev, &to, out);
 
-  for (int i = 0; i < ROWS; i++) {
-    assert_attention (q + i * row_n, 1, heads, kv_heads, hd, k[which[i]], v[which[i]], &lo[i],
-                      &hi[i], scale, out + i * row_n);
-    if (invariant) {
-      DflTensor q1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, q + i * row_n);
-      DflTensor o1 = put (dev, DFL_DTYPE_F32, hd, heads, 1, NULL);
-      DflTensor l1 = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, 1, &lo[i]);
-      DflTensor h1 = put_index (dev, DFL_OP_ATTENTION, DFL_DTYPE_I32, 1, &hi[i]);
-      OK (dfl_op_attention (dev, &q1, &tk[which[i]], &tv[which[i]], &l1, &h1, &o1, scale,
-                            &op_error));
-      get (dev, &o1, alone);
-      g_assert_cmpmem (out + i * row_n, sizeof (float) * row_n, alone, sizeof (float) * row_n);
+  assert_table_rows (dev, invariant, q, ROWS, heads, kv_heads, hd, k, v, tk, tv, which, lo, hi,
+                     scale, out);
+
+  /* a row an entry (a batch of decode steps, each of its own sequence,
+   * which the CPU takes a span of groups at a time): each row the float64
+   * attention and, where row-invariant, bitwise its entry's call alone */
+  {
+    const gint32 own[N_KV] = { 1, 2, 0 };
+    gint32 own_lo[N_KV], own_hi[N_KV];
+    DflTensor ow, ol, oh, oq = put (dev, DFL_DTYPE_F32, hd, heads, N_KV, q);
+    DflTensor oo = put (dev, DFL_DTYPE_F32, hd, heads, N_KV, NULL);
+
+    for (int i = 0; i < N_KV; i++) {
+      own_lo[i] = 0;
+      own_hi[i] = keys[own[i]];
     }
+    ow = put_index (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_I32, N_KV, own);
+    ol = put_index (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_I32, N_KV, own_lo);
+    oh = put_index (dev, DFL_OP_ATTENTION_TABLE, DFL_DTYPE_I32, N_KV, own_hi);
+    OK (dfl_op_attention_table (dev, &oq, tk, tv, N_KV, &ow, &ol, &oh, &oo, scale, &op_error));
+    get (dev, &oo, out);
+    assert_table_rows (dev, invariant, q, N_KV, heads, kv_heads, hd, k, v, tk, tv, own, own_lo,
+                       own_hi, scale, out);
   }
 
   /* a table of none, or of more than the limit; entries of other heads */

@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <mma.h>
 
 #define BLOCK 256
 /* for one block over a long row, where a few rows are the whole launch */
@@ -632,6 +633,198 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
   }
 }
 
+/* The first pass over a BF16 cache on the tensor cores: the same blocks,
+ * chunks and partials as attention_chunk_kernel, but the scores Q·Kᵀ and
+ * the values P·V as 16×16×16 BF16 products with F32 sums (wmma). Q is
+ * rounded to BF16 as it is loaded and the chunk's p as it is formed (the
+ * sum l is of the rounded p, so the merge still weighs a proper average);
+ * K and V go to shared memory as stored. A query vector's scores and
+ * values depend only on its own row of the tiles (a tensor-core product
+ * sums each output the same way wherever its row sits), so a row's output
+ * is bitwise the same alone or among others, as the FMA kernel's is.
+ *
+ * Shared memory (QM = qmax rounded up to 16, ld16 = hd + 8 BF16, ldo =
+ * hd + 4 F32): Q [QM][ld16], K [CH][ld16], V [CH][ld16] (BF16), the
+ * scores [QM][CH + 4] (F32), p [QM][CH + 8] (BF16), the values
+ * [QM][ldo] (F32), the key ranges. */
+static size_t
+attention_mma_smem (int head_dim, int ch, int qmax)
+{
+  size_t qm = (size_t) (qmax + 15) / 16 * 16, ld16 = (size_t) head_dim + 8;
+  return sizeof (__nv_bfloat16) * (qm * ld16 + 2 * ch * ld16 + qm * (ch + 8))
+         + sizeof (float) * (qm * (ch + 4) + qm * ((size_t) head_dim + 4))
+         + sizeof (int) * 2 * qm;
+}
+
+template <int CH, int THREADS>
+__global__ static void
+__launch_bounds__ (THREADS)
+attention_chunk_mma_kernel (const float *q, int rows, int heads, int kv_heads, int head_dim,
+                            AttKeys keys, const int32_t *which, int kv_stride,
+                            const int32_t *lo_arr, const int32_t *hi_arr, float scale,
+                            float *partial, int chunks, int qmax)
+{
+  namespace wm = nvcuda::wmma;
+  extern __shared__ float4 sh4[];
+  const int hd = head_dim, ld16 = hd + 8, ldo = hd + 4, hpg = heads / kv_heads;
+  const int qm = (qmax + 15) / 16 * 16;
+  const int g = blockIdx.x, chunk = blockIdx.y;
+  int q0 = blockIdx.z * qmax, nq = MIN (qmax, rows * hpg - q0), entry = 0;
+  if (which) {
+    /* a group of rows of one entry, as attention_chunk_kernel takes it */
+    const int r = blockIdx.z, per = qmax / hpg;
+    int n = 1;
+    entry = which[r];
+    if (r % per != 0 && which[r - 1] == entry)
+      return;
+    while (r + n < rows && (r + n) % per != 0 && which[r + n] == entry)
+      n++;
+    q0 = r * hpg;
+    nq = n * hpg;
+  }
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = THREADS / 32;
+  const int kb0 = chunk * CH;
+  __nv_bfloat16 *q_sh = (__nv_bfloat16 *) sh4;
+  __nv_bfloat16 *k_sh = q_sh + qm * ld16, *v_sh = k_sh + CH * ld16;
+  __nv_bfloat16 *p_sh = v_sh + CH * ld16;
+  float *s_sh = (float *) (p_sh + qm * (CH + 8)), *o_sh = s_sh + qm * (CH + 4);
+  int *lo_sh = (int *) (o_sh + qm * ldo), *hi_sh = lo_sh + qm;
+  __shared__ int range[2];
+
+  if (t < qm) {
+    int lo = 0, hi = 0;
+    if (t < nq) {
+      int r = (q0 + t) / hpg;
+      lo = lo_arr[r];
+      hi = hi_arr[r];
+    }
+    lo_sh[t] = lo;
+    hi_sh[t] = hi;
+  }
+  if (t == 0) {
+    range[0] = kb0 + CH;
+    range[1] = kb0;
+  }
+  __syncthreads ();
+  if (t < nq && lo_sh[t] < hi_sh[t] && lo_sh[t] < kb0 + CH && hi_sh[t] > kb0) {
+    atomicMin (&range[0], MAX (lo_sh[t], kb0));
+    atomicMax (&range[1], MIN (hi_sh[t], kb0 + CH));
+  }
+  __syncthreads ();
+  if (range[0] >= range[1]) {
+    for (int qi = t; qi < nq; qi += THREADS) {
+      int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+      float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
+      p[0] = -INFINITY;
+      p[1] = 0.0f;
+    }
+    return;
+  }
+
+  /* K and V of the chunk as stored (zeros outside the keys seen), 16
+   * bytes a copy; Q rounded to BF16 (zeros past the block's vectors) */
+  {
+    const int klo = range[0], khi = range[1], hd8 = hd / 8;
+    const __nv_bfloat16 *kg = (const __nv_bfloat16 *) keys.k[entry];
+    const __nv_bfloat16 *vg = (const __nv_bfloat16 *) keys.v[entry];
+    for (int i = t; i < CH * hd8; i += THREADS) {
+      int j = i / hd8, d = (i % hd8) * 8, key = kb0 + j;
+      bool seen = key >= klo && key < khi;
+      size_t o = seen ? (size_t) key * kv_stride + (size_t) g * hd + d : 0;
+      copy_async16 (&k_sh[j * ld16 + d], kg + o, seen);
+      copy_async16 (&v_sh[j * ld16 + d], vg + o, seen);
+    }
+    asm volatile ("cp.async.commit_group;\n" ::);
+    for (int i = t; i < qm * (hd / 2); i += THREADS) {
+      int qi = i / (hd / 2), d = (i % (hd / 2)) * 2;
+      float2 x = make_float2 (0.0f, 0.0f);
+      if (qi < nq) {
+        int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+        x = *(const float2 *) (q + ((size_t) r * heads + h) * hd + d);
+      }
+      *(__nv_bfloat162 *) &q_sh[qi * ld16 + d] = __floats2bfloat162_rn (x.x, x.y);
+    }
+    asm volatile ("cp.async.wait_group 0;\n" ::);
+  }
+  __syncthreads ();
+
+  /* scores: a warp a 16×16 tile of query vectors × keys */
+  for (int tile = warp; tile < (qm / 16) * (CH / 16); tile += warps) {
+    const int tm = tile / (CH / 16), tn = tile % (CH / 16);
+    wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+    wm::fill_fragment (acc, 0.0f);
+    for (int kk = 0; kk < hd; kk += 16) {
+      wm::fragment<wm::matrix_a, 16, 16, 16, __nv_bfloat16, wm::row_major> a;
+      wm::fragment<wm::matrix_b, 16, 16, 16, __nv_bfloat16, wm::col_major> b;
+      wm::load_matrix_sync (a, q_sh + tm * 16 * ld16 + kk, ld16);
+      wm::load_matrix_sync (b, k_sh + tn * 16 * ld16 + kk, ld16);
+      wm::mma_sync (acc, a, b, acc);
+    }
+    wm::store_matrix_sync (s_sh + tm * 16 * (CH + 4) + tn * 16, acc, CH + 4, wm::mem_row_major);
+  }
+  __syncthreads ();
+
+  /* softmax over the chunk: a warp per query vector, p rounded to BF16
+   * and summed as rounded, by a fixed tree of shuffles */
+  for (int qi = warp; qi < qm; qi += warps) {
+    float s[CH / 32], mx = -INFINITY, sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < CH / 32; u++) {
+      int j = lane + 32 * u, key = kb0 + j;
+      bool seen = qi < nq && key >= lo_sh[qi] && key < hi_sh[qi];
+      s[u] = seen ? s_sh[qi * (CH + 4) + j] * scale : -INFINITY;
+      mx = fmaxf (mx, s[u]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, off));
+#pragma unroll
+    for (int u = 0; u < CH / 32; u++) {
+      __nv_bfloat16 pb = __float2bfloat16_rn (s[u] == -INFINITY ? 0.0f : expf (s[u] - mx));
+      p_sh[qi * (CH + 8) + lane + 32 * u] = pb;
+      sum += __bfloat162float (pb);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      sum += __shfl_xor_sync (0xffffffffu, sum, off);
+    if (lane == 0 && qi < nq) {
+      int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+      float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
+      p[0] = mx;
+      p[1] = sum;
+    }
+  }
+  __syncthreads ();
+
+  /* values: a warp a 16×16 tile of query vectors × dimensions, the
+   * chunk's keys 16 at a time in order */
+  for (int tile = warp; tile < (qm / 16) * (hd / 16); tile += warps) {
+    const int tm = tile / (hd / 16), tn = tile % (hd / 16);
+    wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+    wm::fill_fragment (acc, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < CH; kk += 16) {
+      wm::fragment<wm::matrix_a, 16, 16, 16, __nv_bfloat16, wm::row_major> a;
+      wm::fragment<wm::matrix_b, 16, 16, 16, __nv_bfloat16, wm::row_major> b;
+      wm::load_matrix_sync (a, p_sh + tm * 16 * (CH + 8) + kk, CH + 8);
+      wm::load_matrix_sync (b, v_sh + kk * ld16 + tn * 16, ld16);
+      wm::mma_sync (acc, a, b, acc);
+    }
+    wm::store_matrix_sync (o_sh + tm * 16 * ldo + tn * 16, acc, ldo, wm::mem_row_major);
+  }
+  __syncthreads ();
+  for (int i = t; i < nq * (hd / 4); i += THREADS) {
+    int qi = i / (hd / 4), d = (i % (hd / 4)) * 4;
+    int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+    float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2) + 2 + d;
+    float4 x = *(const float4 *) &o_sh[qi * ldo + d];
+    p[0] = x.x;
+    p[1] = x.y;
+    p[2] = x.z;
+    p[3] = x.w;
+  }
+}
+
 /* The chunks of one (row, head) merged in order, each rescaled to the
  * largest m; chunks the row saw nothing of (l = 0) are skipped.
  *
@@ -717,9 +910,24 @@ chunks_allow_smem (void)
                         (int) attention_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
 }
 
+/* The same for the tensor-core first pass over a BF16 cache. */
+template <int THREADS>
+static void
+mma_chunks_allow_smem (void)
+{
+  cudaFuncSetAttribute (attention_chunk_mma_kernel<64, THREADS>,
+                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        (int) attention_mma_smem (128, 64, ATT_QMAX));
+  cudaFuncSetAttribute (attention_chunk_mma_kernel<32, THREADS>,
+                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                        (int) attention_mma_smem (ATT_MAX_HEAD_DIM, 32, ATT_QMAX));
+}
+
 void
 dfl_cuda_kernels_setup (DflCudaDevice *dev)
 {
+  mma_chunks_allow_smem<ATT_THREADS> ();
+  mma_chunks_allow_smem<ATT_THREADS_MANY> ();
   chunks_allow_smem<ATT_THREADS, false> ();
   chunks_allow_smem<ATT_THREADS_MANY, false> ();
   chunks_allow_smem<ATT_THREADS, true> ();
@@ -794,6 +1002,19 @@ launch_chunks_kv (DflCudaDevice *dev, bool bf16, dim3 grid, size_t smem, int ch,
                   const AttKeys *keys, const int32_t *d_which, int kv_stride,
                   const int32_t *d_lo, const int32_t *d_hi, float scale, int chunks, int qmax)
 {
+  /* a BF16 cache of head dims in 16s: on the tensor cores */
+  if (bf16 && head_dim % 16 == 0) {
+    size_t mma_smem = attention_mma_smem (head_dim, ch, qmax);
+    if (ch == 64)
+      attention_chunk_mma_kernel<64, THREADS><<<grid, THREADS, mma_smem, dev->stream>>> (
+        d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
+        dev->d_att_partial, chunks, qmax);
+    else
+      attention_chunk_mma_kernel<32, THREADS><<<grid, THREADS, mma_smem, dev->stream>>> (
+        d_q, rows, heads, kv_heads, head_dim, *keys, d_which, kv_stride, d_lo, d_hi, scale,
+        dev->d_att_partial, chunks, qmax);
+    return;
+  }
   if (bf16)
     launch_chunks<THREADS, true> (dev, grid, smem, ch, d_q, rows, heads, kv_heads, head_dim,
                                   keys, d_which, kv_stride, d_lo, d_hi, scale, chunks, qmax);

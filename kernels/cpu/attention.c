@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Element `index` on from `base`, keys and values being F32 or BF16. */
+/* The element `index` elements past `base` (keys and values F32 or BF16). */
 static inline const void *
 kv_at (const void *base, size_t index, bool bf16)
 {
@@ -593,9 +593,10 @@ prefetch_span (const Attention *a, const void *base, int b, int seen, int g0, in
   }
 }
 
-/* A row that reads its keys alone (a decode step's) over groups g0 … g1 − 1 of heads: the keys
- * in blocks of SPAN_KEYS, each block's scores for every head of the span,
- * then each head's softmax, then the values in the same blocks. A key's
+/* A row that reads its keys alone (a decode step's) over groups g0 …
+ * g1 − 1 of heads: the keys in blocks of SPAN_KEYS, each block's scores
+ * for every head of the span, then each head's softmax, then the values in
+ * the same blocks. A key's
  * row holds every group's key side by side, so a block reads the span's
  * part of each row at once (one group at a time reads a few cache lines
  * at the stride of all the groups, which ran the memory at a fifth of its
@@ -658,7 +659,7 @@ attention_work (void *data, int slot)
   int rep = a->heads / a->kv_heads, head_dim = a->head_dim, i;
   size_t kstride = a->kstride;
   size_t most = a->most_seen > 0 ? (size_t) a->most_seen : 1;
-  float *sc = malloc (sizeof (float) * 2 * most), *sc1 = sc + most;
+  float *sc, *sc1;
 
   (void) slot;
   if (a->spans > 0) {
@@ -671,9 +672,10 @@ attention_work (void *data, int slot)
                       (s + 1) * a->kv_heads / a->spans, span_sc, most);
     }
     free (span_sc);
-    free (sc);
     return;
   }
+  sc = malloc (sizeof (float) * 2 * most);
+  sc1 = sc + most;
   /* a piece is one row of one group of heads that share their keys (the
    * rows of a group one after another, so its keys stay in cache): the
    * group's heads read the keys and values once from memory, the second

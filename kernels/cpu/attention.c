@@ -577,22 +577,6 @@ typedef struct {
  * span's groups while they are in cache. */
 #define SPAN_KEYS 64
 
-/* The span's part of the rows of the block of keys from `b` (within
- * `seen`), asked of memory before it is used: the processor's own
- * prefetchers follow a few cache lines at a stride too slowly. */
-static inline void
-prefetch_span (const Attention *a, const void *base, int b, int seen, int g0, int g1)
-{
-  size_t es = a->bf16 ? sizeof (uint16_t) : sizeof (float);
-  size_t first = (size_t) g0 * a->head_dim * es, last = (size_t) g1 * a->head_dim * es;
-
-  for (int p = b; p < MIN (b + SPAN_KEYS, seen); p++) {
-    const char *row = kv_at (base, (size_t) p * a->kstride, a->bf16);
-    for (size_t at = first; at < last; at += 64)
-      __builtin_prefetch (row + at);
-  }
-}
-
 /* A row that reads its keys alone (a decode step's) over groups g0 …
  * g1 − 1 of heads: the keys in blocks of SPAN_KEYS, each block's scores
  * for every head of the span, then each head's softmax, then the values in
@@ -625,7 +609,6 @@ attention_span (Attention *a, int r, int g0, int g1, float *sc, size_t most)
   }
   for (int b = 0; b < seen; b += SPAN_KEYS) {
     int n = MIN (SPAN_KEYS, seen - b);
-    prefetch_span (a, k, b + SPAN_KEYS, seen, g0, g1);
     for (int h = g0 * rep; h < g1 * rep; h += pair ? 2 : 1) {
       const void *kb = kv_at (k, (size_t) b * kstride + (size_t) (h / rep) * head_dim, a->bf16);
       float *s0 = sc + (h - g0 * rep) * most + b;
@@ -640,7 +623,6 @@ attention_span (Attention *a, int r, int g0, int g1, float *sc, size_t most)
     a->weights (sc + (h - g0 * rep) * most, seen);
   for (int b = 0; b < seen; b += SPAN_KEYS) {
     int n = MIN (SPAN_KEYS, seen - b);
-    prefetch_span (a, v, b + SPAN_KEYS, seen, g0, g1);
     for (int h = g0 * rep; h < g1 * rep; h += pair ? 2 : 1) {
       const void *vb = kv_at (v, (size_t) b * kstride + (size_t) (h / rep) * head_dim, a->bf16);
       float *o = out + (size_t) h * head_dim, *w0 = sc + (h - g0 * rep) * most + b;

@@ -9,6 +9,7 @@
 #include "dfl-error.h"
 #include "dfl-kernels.h"
 #include "qwen3-weights.h"
+#include "weight-arena.h"
 
 typedef struct {
   union {
@@ -16,8 +17,7 @@ typedef struct {
     float *norms[DFL_QWEN3_N_NORMS];      /* in DflQwen3Norm's order */
   };
   union {
-    /* read in place from the mapped file (block-quantized ones through a
-     * packed copy where the CPU has one: weights_of) */
+    /* copies in the target's arena (weights_of) */
     struct { DflWeights q, k, v, o, gate, up, down; };
     DflWeights matrices[DFL_QWEN3_N_MATRICES];   /* in DflQwen3Matrix's order */
   };
@@ -28,7 +28,13 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (Layer, down) == G_STRUCT_OFFSET (Layer, matric
 
 typedef struct {
   DflSafetensors *st;
-  const DflStoredTensor *embed;   /* [vocab][hidden], rows converted as they are looked up */
+  /* every matrix the products read: block-quantized ones laid out for the
+   * SIMD products where the CPU has them, the others as stored */
+  DflWeightArena *arena;
+  /* [vocab][hidden], rows converted as they are looked up: the file's
+   * tensor, read from the head's copy where that is the same table as
+   * stored (tied) */
+  DflStoredTensor embed;
   DflWeights head;          /* [vocab][hidden]; the embedding's when tied */
   float *norm;
   Layer *layers;
@@ -46,39 +52,67 @@ host_of (const DflTarget *t)
   return t->impl;
 }
 
-static void
-weights_of (const DflStoredTensor *tensor, DflWeights *w)
+/* The SIMD products' layout of a block-quantized matrix (quant-packed.c):
+ * its bytes, or 0 where the CPU has no such products for its type. */
+static gsize
+packed_bytes (const DflStoredTensor *tensor)
 {
-  w->data = tensor->data;
-  /* float or block-quantized, as stored: the kernels take either in place */
+  if (!dfl_kernels_cpu_has (DFL_KERNELS_AVX2))
+    return 0;
+  return dfl_quant_packed_bytes (tensor->dtype, (int) tensor->shape[0], (int) tensor->shape[1]);
+}
+
+/* Bytes a matrix takes in the arena. */
+static gsize
+arena_bytes (const DflStoredTensor *tensor)
+{
+  gsize packed = packed_bytes (tensor);
+
+  return dfl_weight_arena_piece (packed ? packed : tensor->n_bytes);
+}
+
+static void
+weights_of (const DflStoredTensor *tensor, DflWeightArena *arena, DflWeights *w)
+{
+  gsize packed = packed_bytes (tensor);
+
   w->type = tensor->dtype;
   w->rows = tensor->shape[0];
   w->cols = tensor->shape[1];
-  /* block-quantized: a copy laid out for the SIMD products (AVX2 and
-   * AVX-512 VNNI) where the CPU has AVX2 (NULL for Q6_K and the float
-   * types, or without AVX2), which a decode step reads at about the
-   * memory's rate where the file's blocks, read in place, cost 1.2 to 2
-   * times as much (kernels/cpu/quant-packed.c); memory for it failing
-   * leaves the stored blocks, read to the same bits. With a copy, the
-   * products read the copy alone, so the file's pages go back: the process
-   * holds these weights once, not twice (a tied embedding's rows, looked
-   * up a token at a time, fault single pages back in) */
-  w->packed = dfl_quant_pack (w);
-  if (w->packed)
-    dfl_tensor_release_pages (tensor);
+  /* Block-quantized: laid out for the SIMD products (AVX2 and AVX-512
+   * VNNI), which a decode step reads at about the memory's rate where the
+   * file's blocks, read in place, cost 1.2 to 2 times as much
+   * (kernels/cpu/quant-packed.c); Q6_K, the float types and a CPU without
+   * AVX2: the stored bytes. Either way a copy in the arena, in huge pages
+   * (weight-arena.c), and the file's pages go back: the process holds the
+   * weights once (a tied embedding's rows, looked up a token at a time,
+   * fault single pages back in). */
+  if (packed) {
+    gpointer dst = dfl_weight_arena_take (arena, packed);
+    w->data = tensor->data;
+    w->packed = dst;
+    dfl_quant_pack_into (w, dst);
+  } else {
+    gpointer dst = dfl_weight_arena_take (arena, tensor->n_bytes);
+    memcpy (dst, tensor->data, tensor->n_bytes);
+    w->data = dst;
+    w->packed = NULL;
+  }
+  dfl_tensor_release_pages (tensor);
 }
 
 /* A layer's norms as F32, its matrices where they lie in the mapped file;
  * returns the matrices' bytes. */
 static guint64
-take_layer (Layer *l, const DflQwen3LayerTensors *w, const DflQwen3Config *c)
+take_layer (Layer *l, const DflQwen3LayerTensors *w, const DflQwen3Config *c,
+            DflWeightArena *arena)
 {
   guint64 bytes = 0;
 
   for (int i = 0; i < DFL_QWEN3_N_NORMS; i++)
     l->norms[i] = dfl_tensor_dup_f32 (w->norm[i]);
   for (int i = 0; i < DFL_QWEN3_N_MATRICES; i++) {
-    weights_of (w->matrix[i], &l->matrices[i]);
+    weights_of (w->matrix[i], arena, &l->matrices[i]);
     bytes += dfl_weights_bytes (&l->matrices[i]);
   }
   if (c->attention_bias)
@@ -135,7 +169,7 @@ describe_model (CpuTarget *ct, const DflQwen3Config *c, GError **error)
 
   if (!(m->device = dfl_device_open (DFL_BACKEND_CPU, -1, error)))
     return FALSE;
-  m->embed = dfl_tensor_2d (NULL, (gpointer) ct->embed->data, 0, ct->embed->dtype, c->vocab,
+  m->embed = dfl_tensor_2d (NULL, (gpointer) ct->embed.data, 0, ct->embed.dtype, c->vocab,
                             c->hidden);
   m->head = host_matrix (&ct->head);
   m->norm = host_vector (ct->norm, c->hidden);
@@ -189,16 +223,31 @@ dfl_target_load (const char *path, GError **error)
   if (!dfl_qwen3_tensors_find (&w, ct->st, &cfg, error))
     return NULL;
 
-  ct->embed = w.embed;
+  ct->embed = *w.embed;
   ct->norm = dfl_tensor_dup_f32 (w.norm);
-  weights_of (w.head, &ct->head);
+  {
+    gsize bytes = arena_bytes (w.head);
+    for (int i = 0; i < cfg.layers; i++)
+      for (int j = 0; j < DFL_QWEN3_N_MATRICES; j++)
+        bytes += arena_bytes (w.layers[i].matrix[j]);
+    if (!(ct->arena = dfl_weight_arena_new (bytes, error))) {
+      g_prefix_error (error, "%s: ", path);
+      dfl_qwen3_tensors_clear (&w);
+      return NULL;
+    }
+  }
+  weights_of (w.head, ct->arena, &ct->head);
+  if (w.head == w.embed && !ct->head.packed) {
+    ct->embed.data = ct->head.data;
+    ct->embed.in_mapping = FALSE;
+  }
   /* read per step: the head whole (tied or not), one embedding row */
   t->weight_bytes = dfl_weights_bytes (&ct->head)
-      + dfl_dtype_row_bytes (ct->embed->dtype, cfg.hidden);
+      + dfl_dtype_row_bytes (ct->embed.dtype, cfg.hidden);
   ct->layers = g_new0 (Layer, cfg.layers);
   ct->n_layers = cfg.layers;
   for (int i = 0; i < cfg.layers; i++)
-    t->weight_bytes += take_layer (&ct->layers[i], &w.layers[i], &cfg);
+    t->weight_bytes += take_layer (&ct->layers[i], &w.layers[i], &cfg, ct->arena);
   dfl_qwen3_tensors_clear (&w);
 
   ct->inv_freq = g_new (float, cfg.head_dim / 2);
@@ -221,12 +270,10 @@ cpu_free (gpointer impl)
         g_free (l->norms[j]);
       for (int j = 0; j < DFL_QWEN3_N_BIASES; j++)
         g_free (l->bias[j]);
-      for (int j = 0; j < DFL_QWEN3_N_MATRICES; j++)
-        free ((void *) l->matrices[j].packed);
     }
     g_free (ct->layers);
   }
-  free ((void *) ct->head.packed);
+  g_clear_pointer (&ct->arena, dfl_weight_arena_free);
   g_free (ct->model.layers);
   g_clear_pointer (&ct->model.device, dfl_device_unref);
   g_free (ct->norm);
@@ -250,15 +297,15 @@ dfl_target_embed (const DflTarget *t, const int *ids, int n, float *out)
 
   if (!ct)
     return;
-  if (dfl_dtype_is_quantized (ct->embed->dtype)) {
+  if (dfl_dtype_is_quantized (ct->embed.dtype)) {
     /* a quantized table's rows are whole blocks (checked at load) */
     for (int i = 0; i < n; i++)
-      dfl_embed_rows (ct->embed->data, ct->embed->dtype, t->cfg.hidden, (const int32_t *) &ids[i],
+      dfl_embed_rows (ct->embed.data, ct->embed.dtype, t->cfg.hidden, (const int32_t *) &ids[i],
                       1, out + (gsize) i * t->cfg.hidden);
     return;
   }
   for (int i = 0; i < n; i++)
-    dfl_tensor_read_f32 (ct->embed, (gint64) ids[i] * t->cfg.hidden, t->cfg.hidden,
+    dfl_tensor_read_f32 (&ct->embed, (gint64) ids[i] * t->cfg.hidden, t->cfg.hidden,
                          out + (gsize) i * t->cfg.hidden);
 }
 

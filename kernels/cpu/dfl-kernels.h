@@ -93,6 +93,10 @@ int dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float 
  * then reads the stored blocks, to the same bits; so it does on the
  * plain-C path. */
 void *dfl_quant_pack (const DflWeights *w);
+/* The same layout written into dst, dfl_quant_packed_bytes () bytes at a
+ * 64-byte boundary of the caller's memory: 1, or 0 (nothing written)
+ * where dfl_quant_pack would give NULL but for memory. */
+int dfl_quant_pack_into (const DflWeights *w, void *dst);
 size_t dfl_quant_packed_bytes (DflDtype type, int rows, int cols);
 /* Whether this CPU (and OS) runs AVX-512 VNNI: the path DFL_KERNELS_AVX512
  * takes for quantized weights (without it, AVX2's). */

@@ -174,26 +174,38 @@ pack_groups (void *data, int slot)
   }
 }
 
-void *
-dfl_quant_pack (const DflWeights *w)
+int
+dfl_quant_pack_into (const DflWeights *w, void *dst)
 {
   size_t gb = group_bytes (w->type, w->cols);
-  size_t bytes = dfl_quant_packed_bytes (w->type, w->rows, w->cols);
   int per_unit = w->type == DFL_DTYPE_Q8_0 || w->type == DFL_DTYPE_Q4_0 ? 32 : 256;
   PackWork p;
 
-  if (!dfl_kernels_cpu_has (DFL_KERNELS_AVX2) || bytes == 0)
-    return NULL;
-  p = (PackWork) { .w = w, .gb = gb, .wrow = dfl_dtype_row_bytes (w->type, w->cols),
-                   .units = w->cols / per_unit, .unit_stored = dfl_dtype_block_bytes (w->type),
+  if (!dfl_kernels_cpu_has (DFL_KERNELS_AVX2) || gb == 0 || w->rows <= 0)
+    return 0;
+  p = (PackWork) { .w = w, .packed = dst, .gb = gb,
+                   .wrow = dfl_dtype_row_bytes (w->type, w->cols), .units = w->cols / per_unit,
+                   .unit_stored = dfl_dtype_block_bytes (w->type),
                    .n_groups = (w->rows + GROUP - 1) / GROUP };
   p.unit_packed = gb / (size_t) p.units;
   atomic_init (&p.next, 0);
-  if (!(p.packed = aligned_alloc (64, (bytes + 63) & ~(size_t) 63)))
-    return NULL;
   /* at load, on the kernels' threads: about 2.5 GB a second on two cores */
   dfl_parallel_run (p.n_groups > 1 ? dfl_parallel_threads () : 1, pack_groups, &p);
-  return p.packed;
+  return 1;
+}
+
+void *
+dfl_quant_pack (const DflWeights *w)
+{
+  size_t bytes = dfl_quant_packed_bytes (w->type, w->rows, w->cols);
+  void *packed;
+
+  if (!dfl_kernels_cpu_has (DFL_KERNELS_AVX2) || bytes == 0)
+    return NULL;
+  if (!(packed = aligned_alloc (64, (bytes + 63) & ~(size_t) 63)))
+    return NULL;
+  dfl_quant_pack_into (w, packed);
+  return packed;
 }
 
 #ifdef DFL_PACKED_SIMD

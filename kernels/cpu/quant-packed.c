@@ -272,6 +272,27 @@ lanes_tree (const __m512 l[8])
   return _mm512_add_ps (_mm512_add_ps (a0, a2), _mm512_add_ps (a1, a3));
 }
 
+/* Rows beyond one read a group's bytes slower than the processor's
+ * prefetchers fetch ahead of: a stream consumed at a few GB/s is not seen
+ * as one, and each line arrives when asked for. So the bytes `distance`
+ * ahead are asked for as these are used, `bytes` of them at each step (a
+ * group's next ones, then the next group's, which follows it; the address
+ * is formed as an integer, since past the copy's end it points nowhere).
+ * Measured on matrices 1024 → 3072 streamed from memory, two cores, µs a
+ * product without and with: Q4_K 16 rows 273–323 and 214–227 (1 to 4
+ * super-blocks ahead), 8 rows 146–192 and 118–156; Q8_0 16 rows 318–322 and
+ * 187–189, 8 rows 214–269 and 158–162; Q4_0 16 rows 228–232 and 175–187,
+ * 8 rows 148–225 and 102–103. */
+#define PREFETCH_SUPER_BLOCKS 2
+#define PREFETCH_BLOCKS 8
+
+VNNI static inline void
+prefetch_ahead (const uint8_t *at, size_t bytes, size_t distance)
+{
+  for (size_t l = 0; l < bytes; l += 64)
+    _mm_prefetch ((const char *) ((uintptr_t) at + distance + l), _MM_HINT_T0);
+}
+
 /* A Q4_K sub-block's F32 step for one row: lane + d · (dd · (sc · isum) −
  * dmin · (m · Σq)), the plain-C operations in their order. */
 VNNI static inline __m512
@@ -308,6 +329,8 @@ group_rows (DflDtype type, const uint8_t *g, const DflQuantRows *a, int r0, int 
       __m512 dw = load_f16x16 (blk);
       __m512i w[8];
       int i;
+      if (nr > 1)
+        prefetch_ahead (blk, unit, PREFETCH_BLOCKS * unit);
       if (q8) {
         for (int c = 0; c < 8; c++)
           w[c] = _mm512_loadu_si512 (qs + CHUNKS * c);
@@ -351,6 +374,9 @@ group_rows (DflDtype type, const uint8_t *g, const DflQuantRows *a, int r0, int 
                                                                                  + GROUP * j)));
         __m512i w[8];
         int i;
+        if (nr > 1)
+          prefetch_ahead (sb + Q4_K_BYTES / 8 * j, Q4_K_BYTES / 8,
+                          PREFETCH_SUPER_BLOCKS * Q4_K_BYTES);
         for (int c = 0; c < 8; c++) {
           __m512i v = _mm512_loadu_si512 (pair + CHUNKS * c);
           w[c] = _mm512_and_si512 (j & 1 ? _mm512_srli_epi16 (v, 4) : v, low4);

@@ -5,8 +5,12 @@
  * named, never drafted some other way.
  */
 #include "draft-forward.h"
+
+#include <string.h>
+
 #include "dfl-error.h"
 #include "matrix-upload.h"
+#include "weight-arena.h"
 
 DflTensor
 dfl_draft_rows (const DflTensor *t, gint64 r0, gint64 n)
@@ -38,13 +42,16 @@ dfl_draft_heads (const DflTensor *t, gint64 heads)
 /* --- placing the weights on a device ---
  *
  * The same walk runs twice: once to count the bytes (mem NULL), once to
- * place and fill them. On the CPU nothing is placed: every tensor is a
- * view of host memory. */
+ * place and fill them. On the CPU nothing is placed, every tensor a view
+ * of host memory, but where the matrices are asked for as Q8_0: those are
+ * quantized into an arena of the net's own (counted, then filled, the
+ * same way). */
 typedef struct {
   DflDevice *dev;               /* NULL: the CPU, borrow */
   gpointer mem;
   gsize off;
   DflDtype as;
+  DflWeightArena *arena;        /* the CPU's Q8_0 matrices (NULL while counting) */
   GError **error;
   gboolean failed;
 } Placer;
@@ -68,6 +75,57 @@ mat_type (const Placer *P, DflDtype stored)
   return stored;
 }
 
+/* A float matrix [rows][cols] as Q8_0 in the CPU's arena: the rows
+ * quantized (dfl_quantize_row, ggml's reference rounding), and the layout
+ * of the SIMD products beside them where the CPU has one. Counted only
+ * while there is no arena. */
+static DflTensor
+put_q8_0 (Placer *P, const void *src, DflDtype stored, gint64 rows, gint64 cols)
+{
+  gsize row_bytes = dfl_dtype_row_bytes (DFL_DTYPE_Q8_0, cols);
+  gsize packed = dfl_kernels_cpu_has (DFL_KERNELS_AVX2)
+      ? dfl_quant_packed_bytes (DFL_DTYPE_Q8_0, (int) rows, (int) cols) : 0;
+  DflTensor t;
+  guint8 *q;
+  float *row;
+  DflWeights w;
+
+  if (!P->arena) {
+    P->off += dfl_weight_arena_piece (row_bytes * (gsize) rows)
+              + (packed ? dfl_weight_arena_piece (packed) : 0);
+    return dfl_tensor_2d (NULL, NULL, 0, DFL_DTYPE_Q8_0, rows, cols);
+  }
+  q = dfl_weight_arena_take (P->arena, row_bytes * (gsize) rows);
+  row = g_new (float, cols);
+  for (gint64 r = 0; r < rows; r++) {
+    const guint8 *in = (const guint8 *) src + (gsize) r * dfl_dtype_row_bytes (stored, cols);
+    if (stored == DFL_DTYPE_BF16)
+      dfl_bf16_to_f32_n ((const uint16_t *) in, row, cols);
+    else if (stored == DFL_DTYPE_F16)
+      dfl_f16_to_f32_n ((const uint16_t *) in, row, cols);
+    else
+      memcpy (row, in, (gsize) cols * sizeof (float));
+    dfl_quantize_row (DFL_DTYPE_Q8_0, row, q + (gsize) r * row_bytes, cols);
+  }
+  g_free (row);
+  t = dfl_tensor_2d (NULL, q, 0, DFL_DTYPE_Q8_0, rows, cols);
+  w = (DflWeights) { .data = q, .type = DFL_DTYPE_Q8_0, .rows = (int) rows, .cols = (int) cols };
+  if (packed) {
+    gpointer dst = dfl_weight_arena_take (P->arena, packed);
+    if (dfl_quant_pack_into (&w, dst))
+      t.packed = dst;
+  }
+  return t;
+}
+
+/* Whether a host matrix goes to the CPU's arena as Q8_0: a float one whose
+ * rows are whole blocks, where Q8_0 was asked for. */
+static gboolean
+as_q8_0 (const Placer *P, DflDtype stored, gint64 cols)
+{
+  return !P->dev && P->as == DFL_DTYPE_Q8_0 && dfl_dtype_is_float (stored) && cols % 32 == 0;
+}
+
 /* Host data stored as `stored`, [rows][cols]: borrowed as it is on the
  * CPU; elsewhere put up as `as`, copied where the types agree, else
  * converted on the host (matrix-upload.h). `what` names it in messages. */
@@ -86,10 +144,13 @@ put_as (Placer *P, const void *src, DflDtype stored, gint64 rows, gint64 cols, D
   return dfl_tensor_2d (P->dev, P->mem, off, as, rows, cols);
 }
 
-/* A matrix of the drafter [rows][cols], in the type mat_type says. */
+/* A matrix of the drafter [rows][cols], in the type mat_type says (on the
+ * CPU as stored, or as Q8_0 where asked). */
 static DflTensor
 put_mat (Placer *P, const DflWeights *src)
 {
+  if (as_q8_0 (P, src->type, src->cols))
+    return put_q8_0 (P, src->data, src->type, src->rows, src->cols);
   return put_as (P, src->data, src->type, src->rows, src->cols, mat_type (P, src->type),
                  "a matrix of the drafter");
 }
@@ -169,7 +230,14 @@ lay_out (Placer *P, DflDraftNet *net, const DflDrafterWeights *d, const DflDraft
       net->books[b] = put_raw (P, d->books[b], DFL_DTYPE_F16, g->vocab, rank);
   }
   net->embed = put_trunk (P, &trunk->embed, NULL, NULL, "the target's embedding");
-  net->head = put_trunk (P, &trunk->head, &trunk->embed, &net->embed, "the target's LM head");
+  /* a float target's head as Q8_0 for the drafter's products where its
+   * matrices are (the target verifies with its own); the embedding, read a
+   * row at a time, stays the target's */
+  if (as_q8_0 (P, trunk->head.dtype, trunk->head.ne[0]))
+    net->head = put_q8_0 (P, dfl_tensor_data (&trunk->head), trunk->head.dtype, trunk->head.ne[1],
+                          trunk->head.ne[0]);
+  else
+    net->head = put_trunk (P, &trunk->head, &trunk->embed, &net->embed, "the target's LM head");
 }
 
 /* --- what the device must run --- */
@@ -246,6 +314,7 @@ net_free (gpointer native)
     return;
   if (net->mem)
     dfl_device_free (net->dev, net->mem);
+  g_clear_pointer (&net->arena, dfl_weight_arena_free);
   g_free (net->layers);
   g_clear_pointer (&net->dev, dfl_device_unref);
   g_free (net);
@@ -276,10 +345,27 @@ dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device, const Dfl
     net_free (net);
     return NULL;
   }
-  P.as = matrix_dtype == DFL_DTYPE_F16 || matrix_dtype == DFL_DTYPE_BF16 ? matrix_dtype
-         : DFL_DTYPE_F32;
+  if (matrix_dtype == DFL_DTYPE_Q8_0 && P.dev) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED,
+                 "%s: the drafter's matrices as Q8_0 are the CPU's; %s takes them as stored, "
+                 "F32, F16 or BF16", w->path, dfl_device_describe (device));
+    net_free (net);
+    return NULL;
+  }
+  P.as = matrix_dtype == DFL_DTYPE_F16 || matrix_dtype == DFL_DTYPE_BF16
+             || matrix_dtype == DFL_DTYPE_Q8_0 ? matrix_dtype : DFL_DTYPE_F32;
   P.error = error;
   lay_out (&P, net, w, trunk);
+  if (!P.dev && P.as == DFL_DTYPE_Q8_0) {
+    /* counted; now quantized into the arena (in huge pages: weight-arena.c) */
+    if (!(P.arena = net->arena = dfl_weight_arena_new (MAX (P.off, 1), error))) {
+      g_prefix_error (error, "%s: ", w->path);
+      net_free (net);
+      return NULL;
+    }
+    P.off = 0;
+    lay_out (&P, net, w, trunk);
+  }
   if (P.dev) {
     /* count, then place and fill */
     if (!(P.mem = dfl_device_alloc (device, MAX (P.off, 1), error))) {

@@ -58,6 +58,8 @@ typedef struct {
   DflDraftLayerNet *layers;
   DflTensor embed, head;        /* the target's */
   gpointer mem;                 /* the uploaded weights, one allocation (NULL on the CPU) */
+  /* the CPU's matrices where bound as Q8_0 (weight-arena.h), else NULL */
+  struct _DflWeightArena *arena;
 } DflDraftNet;
 
 /* A layer's keys and values: rows of kv_heads·head_dim, `front` rows

@@ -201,14 +201,18 @@ gboolean dfl_draft_trunk_of_target (DflDraftTrunk *trunk, const DflTarget *targe
  * every op a block needs, of the types the weights hold, and refuses it
  * (DFL_ERROR_UNSUPPORTED naming the op) where it does not. On the CPU the
  * trunk is host memory, borrowed (it must outlive the result), and the
- * weights are shared, not copied. On another device the weights are
- * uploaded, matrices as F32 where `matrix_dtype` is F32 (parity with the
- * CPU), else each F16 or BF16 one as stored and each F32 one converted to
- * `matrix_dtype`; the trunk is that device's memory (borrowed) or host
- * memory (uploaded with the weights, as stored, or dequantized to F32
- * where it is block-quantized and the device does not multiply its type).
- * A bound drafter cannot
- * be bound again. Errors: DFL_ERROR_MISMATCH where the trunk does not fit
+ * weights are shared, not copied, unless `matrix_dtype` is Q8_0: then each
+ * float matrix whose rows are whole blocks of 32, and a float trunk's
+ * head, is quantized to Q8_0 into memory of the result's own (integer
+ * products, about twice as fast a block; the drafts near the float
+ * ones', the target's embedding untouched); Q8_0 is refused
+ * (DFL_ERROR_UNSUPPORTED) on any other device. On another device the
+ * weights are uploaded, matrices as F32 where `matrix_dtype` is F32
+ * (parity with the CPU), else each F16 or BF16 one as stored and each F32
+ * one converted to `matrix_dtype`; the trunk is that device's memory
+ * (borrowed) or host memory (uploaded with the weights, as stored, or
+ * dequantized to F32 where it is block-quantized and the device does not
+ * multiply its type). A bound drafter cannot be bound again. Errors: DFL_ERROR_MISMATCH where the trunk does not fit
  * the drafter (hidden, vocab), DFL_ERROR_UNSUPPORTED for a back end this
  * build lacks or an op or shape past the device, and the device's. */
 DflDrafterWeights *dfl_drafter_weights_bind (DflDrafterWeights *w, DflDevice *device,

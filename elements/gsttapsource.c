@@ -82,6 +82,7 @@ enum {
   PROP_MODEL,
   PROP_DRAFTER,
   PROP_NO_DRAFTER,
+  PROP_DRAFTER_WEIGHTS,
   PROP_PROMPT,
   PROP_PROMPTS_FILE,
   PROP_TOKENS,
@@ -136,6 +137,7 @@ typedef struct {
   char *model_dir;
   char *drafter;
   gboolean no_drafter;
+  GstDflashDrafterWeights drafter_weights;
   char *prompt;
   char *prompts_file;
   char *tokens;
@@ -332,6 +334,14 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
           "Load no drafter: plain decoding or the chain drafter alone",
           FALSE, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstTapSource, props.no_drafter));
+  gst_dflash_install_field_property (gobject_class, PROP_DRAFTER_WEIGHTS,
+      g_param_spec_enum ("drafter-weights", "Drafter weights",
+          "How the drafter holds its matrices on the CPU (q8_0: quantized when bound, about "
+          "twice as fast a block, the output the same; stored: the sidecar's, the reference's "
+          "exact drafts). On a GPU gpu-weights says",
+          GST_TYPE_DFLASH_DRAFTER_WEIGHTS, GST_DFLASH_DRAFTER_WEIGHTS_Q8_0,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
+      G_STRUCT_OFFSET (GstTapSource, props.drafter_weights));
   gst_dflash_install_field_property (gobject_class, PROP_PROMPT,
       g_param_spec_string ("prompt", "Prompt",
           "The prompt text (used when prompts-file is not set)",
@@ -479,6 +489,7 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
   basesrc_class->set_caps = GST_DEBUG_FUNCPTR (gst_tap_source_set_caps);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_BACKEND, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_GPU_WEIGHTS, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_DRAFTER_WEIGHTS, 0);
 }
 
 static void
@@ -544,7 +555,8 @@ load_model (GstTapSource *self)
     return TRUE;
   if (!run->model_dir || !*run->model_dir)
     goto no_folder;
-  if (!(self->model = gst_dflash_model_new (run->model_dir, run->drafter, run->no_drafter, &error)))
+  if (!(self->model = gst_dflash_model_new (run->model_dir, run->drafter, run->no_drafter,
+                                            run->drafter_weights, &error)))
     goto open_failed;
   gst_element_post_message (GST_ELEMENT (self), gst_message_new_have_context (GST_OBJECT (self),
           gst_dflash_model_context_new (self->model)));

@@ -5,6 +5,8 @@
 
 #include "gstdflashmodel.h"
 
+#include "gstdflashelement.h"
+
 #include "dfl-error.h"
 #include "gstdflashdevice.h"
 #include "gstdflashengines.h"
@@ -47,9 +49,24 @@ gst_dflash_model_init (GstDflashModel *m)
 {
 }
 
+GType
+gst_dflash_drafter_weights_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_DFLASH_DRAFTER_WEIGHTS_Q8_0, "Quantized to Q8_0 when bound (integer products; a "
+      "float target's head too, for the drafter alone)", "q8_0" },
+    { GST_DFLASH_DRAFTER_WEIGHTS_STORED, "As the sidecar stores them (the reference's exact "
+      "drafts)", "stored" },
+    { 0, NULL, NULL },
+  };
+
+  return gst_dflash_register_enum (&type, "GstDflashDrafterWeights", values);
+}
+
 GstDflashModel *
 gst_dflash_model_new (const char *target_dir, const char *drafter, gboolean no_drafter,
-                      GError **error)
+                      GstDflashDrafterWeights drafter_weights, GError **error)
 {
   g_autoptr (GstDflashModel) m = g_object_ref_sink (g_object_new (GST_TYPE_DFLASH_MODEL, NULL));
   g_autofree char *beside = dfl_qwen3_checkpoint_sidecar (target_dir);
@@ -76,8 +93,11 @@ gst_dflash_model_new (const char *target_dir, const char *drafter, gboolean no_d
                                               c->tie_word_embeddings, c->layers, c->hidden,
                                               c->vocab, error)
         || !dfl_draft_trunk_of_target (&trunk, m->target, error)
-        || !(m->drafter_cpu = dfl_drafter_weights_bind (m->drafter, NULL, &trunk, DFL_DTYPE_F32,
-                                                        error)))
+        || !(m->drafter_cpu = dfl_drafter_weights_bind (
+                 m->drafter, NULL, &trunk,
+                 drafter_weights == GST_DFLASH_DRAFTER_WEIGHTS_Q8_0 ? DFL_DTYPE_Q8_0
+                                                                    : DFL_DTYPE_F32,
+                 error)))
       return NULL;
   }
   return g_steal_pointer (&m);

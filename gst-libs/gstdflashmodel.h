@@ -41,10 +41,27 @@ typedef struct _GstDflashSeq GstDflashSeq;
 #define GST_TYPE_DFLASH_MODEL (gst_dflash_model_get_type ())
 G_DECLARE_FINAL_TYPE (GstDflashModel, gst_dflash_model, GST, DFLASH_MODEL, GstObject)
 
+/* How the drafter holds its matrices on the CPU (tapsource's
+ * drafter-weights): Q8_0 (each float matrix, and a float target's head,
+ * quantized once when it is bound: integer products, about twice as fast
+ * a block; drafts may differ in a rare token, never the output, which the
+ * target verifies), or as the sidecar stores them (the exact drafts of
+ * the reference). A drafter on a GPU takes its matrices as gpu-weights
+ * says. */
+typedef enum {
+  GST_DFLASH_DRAFTER_WEIGHTS_Q8_0,
+  GST_DFLASH_DRAFTER_WEIGHTS_STORED,
+} GstDflashDrafterWeights;
+
+#define GST_TYPE_DFLASH_DRAFTER_WEIGHTS (gst_dflash_drafter_weights_get_type ())
+GType gst_dflash_drafter_weights_get_type (void);
+
 /* Load the target folder and, unless `no_drafter`, the drafter: `drafter`
- * or dflash.safetensors in the target folder where it exists. */
+ * or dflash.safetensors in the target folder where it exists, bound on
+ * the CPU with its matrices as `drafter_weights` says. */
 GstDflashModel *gst_dflash_model_new (const char *target_dir, const char *drafter,
-                                      gboolean no_drafter, GError **error);
+                                      gboolean no_drafter, GstDflashDrafterWeights drafter_weights,
+                                      GError **error);
 
 const DflTarget *gst_dflash_model_target (GstDflashModel *m);
 /* NULL where the target folder has no tokenizer.json. */
@@ -57,12 +74,14 @@ const char *gst_dflash_model_drafter_path (GstDflashModel *m);
 DflDrafterWeights *gst_dflash_model_drafter (GstDflashModel *m);
 int gst_dflash_model_tap_width (GstDflashModel *m);
 
-/* "model=… drafter=… no-drafter=… gpu-weights=… backend=…": the
+/* "model=… drafter=… no-drafter=… drafter-weights=… gpu-weights=…
+ * backend=…": the
  * properties of a tapsource (GST_DFLASH_MODEL_PROPERTIES) that choose the
  * model it runs, as its element would serialize them. Two tapsources with
  * the same key can run on one model; with different keys they must not
  * (another drafter, other weights on the card, another back end). */
-#define GST_DFLASH_MODEL_PROPERTIES "model", "drafter", "no-drafter", "gpu-weights", "backend"
+#define GST_DFLASH_MODEL_PROPERTIES \
+  "model", "drafter", "no-drafter", "drafter-weights", "gpu-weights", "backend"
 char *gst_dflash_model_key (GstElement *tapsource);
 
 /* The drafter bound to the target for `backend`: on the CPU the model's

@@ -7,10 +7,10 @@
  * whose handoffs keep the text (the verifier's tokens pad, where the
  * description leaves it free, gets one too, for the ids). The model is
  * loaded once per description, as its tapsource asks (gst_dflash_model_key:
- * model, drafter, no-drafter, gpu-weights, backend), once for both where
- * the two agree on all of them, and handed in as the "dflash.model"
- * context, so a prompt costs no reload and each side runs the model its
- * description asks for. The output says which each side ran and whether
+ * model, drafter, no-drafter, drafter-weights, gpu-weights, backend), once
+ * for both where the two agree on all of them, and handed in as the
+ * "dflash.model" context, so a prompt costs no reload and each side runs
+ * the model its description asks for. The output says which each side ran and whether
  * the two shared it.
  *
  * The figures are the verifier's: each run's dflash-summary carries the
@@ -52,6 +52,7 @@ typedef struct {
   char *desc;                /* the description without its comments */
   char *model_dir, *drafter;
   gboolean no_drafter;
+  GstDflashDrafterWeights drafter_weights;
   char *model_key;           /* what chooses its model: its tapsource's model-level properties */
   GstDflashModel *model;
   gboolean shared;           /* the model is the other side's */
@@ -301,7 +302,7 @@ side_open (Side *side, GError **error)
   if (!(pipeline = parse (side, &source, &verifier, error)))
     return FALSE;
   g_object_get (source, "model", &side->model_dir, "drafter", &side->drafter,
-                "no-drafter", &side->no_drafter, NULL);
+                "no-drafter", &side->no_drafter, "drafter-weights", &side->drafter_weights, NULL);
   if (side->drafter && !*side->drafter)
     g_clear_pointer (&side->drafter, g_free);
   side->model_key = gst_dflash_model_key (source);
@@ -325,7 +326,8 @@ side_load (Side *side, Side *other, GError **error)
     side->shared = TRUE;
     return TRUE;
   }
-  if (!(side->model = gst_dflash_model_new (side->model_dir, side->drafter, side->no_drafter, error))) {
+  if (!(side->model = gst_dflash_model_new (side->model_dir, side->drafter, side->no_drafter,
+                                            side->drafter_weights, error))) {
     g_prefix_error (error, "%s: ", side->path);
     return FALSE;
   }

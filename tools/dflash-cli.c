@@ -186,6 +186,19 @@ dfl_cli_check_draft_options (const char *cmd, const char *route_name, const char
   return DFL_EXIT_OK;
 }
 
+int
+dfl_cli_drafter_weights (const char *cmd, const char *name, GstDflashDrafterWeights *out)
+{
+  g_autoptr (GEnumClass) klass = g_type_class_ref (GST_TYPE_DFLASH_DRAFTER_WEIGHTS);
+  GEnumValue *v = g_enum_get_value_by_nick (klass, name ? name : "q8_0");
+
+  if (!v)
+    return dfl_cli_fail (DFL_EXIT_USAGE, "%s: --drafter-weights '%s' is not q8_0 or stored", cmd,
+                         name);
+  *out = (GstDflashDrafterWeights) v->value;
+  return DFL_EXIT_OK;
+}
+
 gboolean
 dfl_cli_init_elements (GError **error)
 {

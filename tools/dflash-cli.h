@@ -5,6 +5,7 @@
 #include <gst/gst.h>
 
 #include "drafter.h"
+#include "gstdflashmodel.h"
 #include "round.h"
 #include "target.h"
 
@@ -61,6 +62,14 @@ char *dfl_cli_route_figures (const char *option, const char *target, const char 
  * else the usage error printed as "dflash: cmd: …" and its status. */
 int dfl_cli_check_draft_options (const char *cmd, const char *route_name, const char *select,
                                  int head_width, gboolean no_draft, DflRoute *route);
+
+/* --drafter-weights (NULL: the default, q8_0) into `out`: DFL_EXIT_OK,
+ * else the usage error printed as "dflash: cmd: …" and its status. */
+int dfl_cli_drafter_weights (const char *cmd, const char *name, GstDflashDrafterWeights *out);
+#define DFL_CLI_DRAFTER_WEIGHTS_HELP \
+  "How the drafter holds its matrices on the CPU: q8_0 (the default; quantized when loaded, " \
+  "about twice as fast a block, the same output) or stored (the sidecar's: the reference's " \
+  "exact drafts)"
 
 /* GStreamer started and the elements registered in this process, as every
  * subcommand that runs a pipeline needs them. */

@@ -151,7 +151,9 @@ int
 dfl_cmd_generate (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *prompt = NULL, *tokens = NULL, *drafter_path = NULL,
-      *route_name = NULL, *route_figures = NULL, *select = NULL, *system = NULL;
+      *route_name = NULL, *route_figures = NULL, *select = NULL, *system = NULL,
+      *drafter_weights_name = NULL;
+  GstDflashDrafterWeights drafter_weights;
   int max_new = DEFAULT_MAX_NEW, head_width = 0;
   double temperature = 0.0, top_p = 1.0;
   gint64 seed = 0;
@@ -159,6 +161,7 @@ dfl_cmd_generate (int argc, char **argv)
   GOptionEntry entries[] = {
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder or .gguf file (default: the embedded default model)", "DIR|FILE" },
     { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder, X.dflash.safetensors beside X.gguf)", "FILE|DIR" },
+    { "drafter-weights", 0, 0, G_OPTION_ARG_STRING, &drafter_weights_name, DFL_CLI_DRAFTER_WEIGHTS_HELP, "q8_0|stored" },
     { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt text (default: \"" DEFAULT_PROMPT "\")", "TEXT" },
     { "tokens", 0, 0, G_OPTION_ARG_STRING, &tokens, "Prompt as token ids instead of text", "1,2,3" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens to generate at most (default " G_STRINGIFY (DEFAULT_MAX_NEW) ")", "N" },
@@ -222,6 +225,9 @@ dfl_cmd_generate (int argc, char **argv)
   if ((status = dfl_cli_check_draft_options ("generate", route_name, select, head_width, no_draft,
                                              &route)) != DFL_EXIT_OK)
     return status;
+  if ((status = dfl_cli_drafter_weights ("generate", drafter_weights_name, &drafter_weights))
+      != DFL_EXIT_OK)
+    return status;
   if (!dfl_cli_init_elements (&error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
 
@@ -229,7 +235,8 @@ dfl_cmd_generate (int argc, char **argv)
     target_dir = g_strdup (dfl_cli_default_target ());
   /* the model is loaded here once and handed to the pipeline */
   if (!(model = gst_dflash_model_new (target_dir, drafter_path,
-                                      no_draft || (route_name && route == DFL_ROUTE_NONE), &error)))
+                                      no_draft || (route_name && route == DFL_ROUTE_NONE),
+                                      drafter_weights, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
   c = dfl_target_config (gst_dflash_model_target (model));
   tok = gst_dflash_model_tokenizer (model);
@@ -310,8 +317,9 @@ dfl_cmd_generate (int argc, char **argv)
     q_prompt = g_strdup_printf ("prompt=%s", q);
   }
   source = g_strdup_printf ("tapsource name=src model=%s %s max-new-tokens=%d temperature=%g "
-                            "top-p=%g seed=%" G_GINT64_FORMAT, q_model, q_prompt, max_new,
-                            temperature, top_p, seed);
+                            "top-p=%g seed=%" G_GINT64_FORMAT " drafter-weights=%s", q_model,
+                            q_prompt, max_new, temperature, top_p, seed,
+                            drafter_weights == GST_DFLASH_DRAFTER_WEIGHTS_Q8_0 ? "q8_0" : "stored");
   figures = dfl_cli_route_figures (route_figures, target_dir,
                                   gst_dflash_model_drafter_path (model));
   /* route cost where this machine's figures for the pair say the block

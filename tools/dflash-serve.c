@@ -618,13 +618,15 @@ dfl_cmd_serve (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *drafter_path = NULL, *route_name = NULL,
       *route_figures = NULL, *select = NULL,
-      *host = NULL, *model_name = NULL;
+      *host = NULL, *model_name = NULL, *drafter_weights_name = NULL;
+  GstDflashDrafterWeights drafter_weights;
   int port = DEFAULT_PORT, max_sequences = DEFAULT_MAX_SEQUENCES, max_queue = DEFAULT_MAX_QUEUE,
       max_tokens = DEFAULT_MAX_TOKENS, head_width = 0;
   gboolean no_draft = FALSE;
   GOptionEntry entries[] = {
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: the embedded default model)", "DIR" },
     { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder)", "FILE|DIR" },
+    { "drafter-weights", 0, 0, G_OPTION_ARG_STRING, &drafter_weights_name, DFL_CLI_DRAFTER_WEIGHTS_HELP, "q8_0|stored" },
     { "host", 0, 0, G_OPTION_ARG_STRING, &host, "Address to listen on (default 127.0.0.1)", "ADDR" },
     { "port", 0, 0, G_OPTION_ARG_INT, &port, "Port to listen on (default " G_STRINGIFY (DEFAULT_PORT) "; 0: a free one, printed)", "N" },
     { "max-sequences", 0, 0, G_OPTION_ARG_INT, &max_sequences, "Requests running at once (tapsource's in-flight; default " G_STRINGIFY (DEFAULT_MAX_SEQUENCES) ")", "N" },
@@ -670,6 +672,9 @@ dfl_cmd_serve (int argc, char **argv)
   if ((status = dfl_cli_check_draft_options ("serve", route_name, select, head_width, no_draft,
                                              &route)) != DFL_EXIT_OK)
     return status;
+  if ((status = dfl_cli_drafter_weights ("serve", drafter_weights_name, &drafter_weights))
+      != DFL_EXIT_OK)
+    return status;
   if (!dfl_cli_init_elements (&error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
 
@@ -677,7 +682,7 @@ dfl_cmd_serve (int argc, char **argv)
     target_dir = g_strdup (dfl_cli_default_target ());
   if (!(srv.model = gst_dflash_model_new (target_dir, drafter_path,
                                           no_draft || (route_name && route == DFL_ROUTE_NONE),
-                                          &error)))
+                                          drafter_weights, &error)))
     return dfl_cli_fail_error (g_steal_pointer (&error));
   srv.cfg = dfl_target_config (gst_dflash_model_target (srv.model));
   srv.tok = gst_dflash_model_tokenizer (srv.model);
@@ -708,7 +713,9 @@ dfl_cmd_serve (int argc, char **argv)
 
   q_model = dfl_cli_quoted (target_dir);
   source = g_strdup_printf ("tapsource name=src model=%s serve=true in-flight=%d "
-                            "max-new-tokens=%d", q_model, max_sequences, max_tokens);
+                            "max-new-tokens=%d drafter-weights=%s", q_model, max_sequences,
+                            max_tokens,
+                            drafter_weights == GST_DFLASH_DRAFTER_WEIGHTS_Q8_0 ? "q8_0" : "stored");
   figures = dfl_cli_route_figures (route_figures, target_dir,
                                   gst_dflash_model_drafter_path (srv.model));
   desc = dfl_cli_describe (route, source, select ? select : "rescore", head_width, figures);

@@ -56,9 +56,10 @@ fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, 
 /* The target's embedding and (tied) head: random, made once. */
 static float trunk_table[50 * 32];
 
-/* Weights of the test's geometry bound on the CPU to a random trunk. */
+/* Weights of the test's geometry bound on the CPU to a random trunk, the
+ * matrices as `as` says (F32: as made). */
 static DflDrafterWeights *
-bound_new (void)
+bound_new_as (DflDtype as)
 {
   DflDrafterGeometry g = geometry ();
   GError *error = NULL;
@@ -76,9 +77,15 @@ bound_new (void)
   }
   trunk.embed = dfl_tensor_2d (NULL, trunk_table, 0, DFL_DTYPE_F32, g.vocab, g.hidden);
   trunk.head = trunk.embed;
-  bound = dfl_drafter_weights_bind (d, NULL, &trunk, DFL_DTYPE_F32, &error);
+  bound = dfl_drafter_weights_bind (d, NULL, &trunk, as, &error);
   g_assert_no_error (error);
   return bound;
+}
+
+static DflDrafterWeights *
+bound_new (void)
+{
+  return bound_new_as (DFL_DTYPE_F32);
 }
 
 static DflDraftCtx *
@@ -653,6 +660,70 @@ test_settle_batch (void)
   g_rand_free (rng);
 }
 
+/* RMS of a − b over RMS of b. */
+static double
+rms_rel_err (const float *a, const float *b, int n)
+{
+  double d2 = 0, b2 = 0;
+
+  for (int i = 0; i < n; i++) {
+    d2 += ((double) a[i] - b[i]) * ((double) a[i] - b[i]);
+    b2 += (double) b[i] * b[i];
+  }
+  return b2 > 0 ? sqrt (d2 / b2) : sqrt (d2);
+}
+
+/* The matrices (and the trunk's head) quantized to Q8_0 when bound on the
+ * CPU: a block near the float one's, and a context that settled in other
+ * batches drafting the same bits (the quantized products are
+ * batch-invariant as the float ones are). How near: this small random
+ * drafter amplifies rounding (uniform weights, no training to condition
+ * it): its matrices' weights rounded to Q8_0 alone, the products still in
+ * F32, move the block by 3.1e-2 RMS; the Q8_0 products (int8 inputs too)
+ * by 5.4e-2, where the head alone moves it by 7.5e-3. */
+static void
+test_q8_0 (void)
+{
+  DflDrafterGeometry g = geometry ();
+  g_autoptr (DflDrafterWeights) exact = bound_new_as (DFL_DTYPE_F32);
+  g_autoptr (DflDrafterWeights) q8 = bound_new_as (DFL_DTYPE_Q8_0);
+  g_autoptr (DflDraftCtx) a = NULL, b = NULL, c = NULL;
+  int tw = g.n_taps * g.hidden, n = (g.block - 1) * (g.hidden + g.vocab);
+  GRand *rng = g_rand_new_with_seed (11);
+  g_autofree float *taps = random_taps (rng, 24, tw);
+  g_autofree float *ha = g_new (float, n), *hb = g_new (float, n), *hc = g_new (float, n);
+  DflTensor ta = block_out (ha), tb = block_out (hb), tc = block_out (hc);
+  GError *error = NULL;
+  double e;
+
+  g_rand_free (rng);
+  a = dfl_draft_ctx_new (exact, &error);
+  g_assert_no_error (error);
+  b = dfl_draft_ctx_new (q8, &error);
+  g_assert_no_error (error);
+  c = dfl_draft_ctx_new (q8, &error);
+  g_assert_no_error (error);
+  queue (a, 0, taps, 24);
+  queue (b, 0, taps, 24);
+  /* c settles the same rows in three batches */
+  queue (c, 0, taps, 5);
+  settle (c);
+  queue (c, 5, taps + 5 * tw, 12);
+  settle (c);
+  queue (c, 17, taps + 17 * tw, 7);
+  g_assert_true (dfl_draft_ctx_block (a, 24, anchor_token (24), g.vocab, &ta, &error));
+  g_assert_no_error (error);
+  g_assert_true (dfl_draft_ctx_block (b, 24, anchor_token (24), g.vocab, &tb, &error));
+  g_assert_no_error (error);
+  g_assert_true (dfl_draft_ctx_block (c, 24, anchor_token (24), g.vocab, &tc, &error));
+  g_assert_no_error (error);
+  e = rms_rel_err (hb, ha, n);
+  g_test_message ("Q8_0 matrices: the block's rows and logits %.2e (RMS) from the F32 ones", e);
+  g_assert_cmpfloat (e, >, 0.0);
+  g_assert_cmpfloat (e, <, 8e-2);
+  g_assert_cmpmem (hb, n * sizeof (float), hc, n * sizeof (float));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -662,5 +733,6 @@ main (int argc, char **argv)
   g_test_add_func ("/drafter/context/deep-rewind", test_deep_rewind);
   g_test_add_func ("/drafter/context/batch", test_batch);
   g_test_add_func ("/drafter/context/settle-batch", test_settle_batch);
+  g_test_add_func ("/drafter/context/q8_0", test_q8_0);
   return g_test_run ();
 }

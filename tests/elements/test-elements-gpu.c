@@ -523,14 +523,16 @@ keep_block (GstPad *pad, GstPadProbeInfo *info, gpointer data)
   return GST_PAD_PROBE_OK;
 }
 
-/* `backend`: ctxsettle's; cuda runs the target there too (F32 products) */
+/* `backend`: ctxsettle's; cuda runs the target there too (F32 products);
+ * the CPU's drafter keeps the sidecar's matrices (its Q8_0 ones would
+ * draft near, not at, F32 rounding of the others) */
 static GPtrArray *
 blocks_of (const gchar *backend)
 {
   GPtrArray *blocks = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   gboolean cuda = !strcmp (backend, "cuda");
-  Run *r = run_new ("tapsource max-new-tokens=%d %s ! ctxsettle backend=%s ! dflashblock name=db ! "
-                    "selector ! verifier ! fakesink", MAX_NEW,
+  Run *r = run_new ("tapsource max-new-tokens=%d drafter-weights=stored %s ! ctxsettle backend=%s "
+                    "! dflashblock name=db ! selector ! verifier ! fakesink", MAX_NEW,
                     cuda ? "backend=cuda gpu-weights=f32" : "", backend);
   GstElement *db = gst_bin_get_by_name (GST_BIN (r->pipeline), "db");
   GstPad *src = gst_element_get_static_pad (db, "src");

@@ -555,6 +555,11 @@ test_errors (void)
   g_assert_nonnull (strstr (error->message,
                             "the target's embedding is [20, 15]; the drafter needs [≥ 20, 16]"));
   g_clear_error (&error);
+  /* Q8_0 matrices are the CPU's */
+  g_assert_null (dfl_drafter_weights_bind (d, dev, &trunk, DFL_DTYPE_Q8_0, &error));
+  g_assert_error (error, DFL_ERROR, DFL_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "the drafter's matrices as Q8_0 are the CPU's"));
+  g_clear_error (&error);
   vw = dfl_drafter_weights_bind (d, dev, &trunk, DFL_DTYPE_F32, &error);
   g_assert_no_error (error);
   c = dfl_draft_ctx_new (vw, &error);

@@ -87,7 +87,6 @@ put_q8_0 (Placer *P, const void *src, DflDtype stored, gint64 rows, gint64 cols)
       ? dfl_quant_packed_bytes (DFL_DTYPE_Q8_0, (int) rows, (int) cols) : 0;
   DflTensor t;
   guint8 *q;
-  float *row;
   DflWeights w;
 
   if (!P->arena) {
@@ -96,18 +95,11 @@ put_q8_0 (Placer *P, const void *src, DflDtype stored, gint64 rows, gint64 cols)
     return dfl_tensor_2d (NULL, NULL, 0, DFL_DTYPE_Q8_0, rows, cols);
   }
   q = dfl_weight_arena_take (P->arena, row_bytes * (gsize) rows);
-  row = g_new (float, cols);
-  for (gint64 r = 0; r < rows; r++) {
-    const guint8 *in = (const guint8 *) src + (gsize) r * dfl_dtype_row_bytes (stored, cols);
-    if (stored == DFL_DTYPE_BF16)
-      dfl_bf16_to_f32_n ((const uint16_t *) in, row, cols);
-    else if (stored == DFL_DTYPE_F16)
-      dfl_f16_to_f32_n ((const uint16_t *) in, row, cols);
-    else
-      memcpy (row, in, (gsize) cols * sizeof (float));
-    dfl_quantize_row (DFL_DTYPE_Q8_0, row, q + (gsize) r * row_bytes, cols);
+  if (!dfl_quantize_rows (DFL_DTYPE_Q8_0, stored, src, q, rows, cols)) {
+    g_set_error (P->error, DFL_ERROR, DFL_ERROR_IO, "the drafter's matrices as Q8_0: no memory "
+                 "for a row of %" G_GINT64_FORMAT " values", cols);
+    P->failed = TRUE;
   }
-  g_free (row);
   t = dfl_tensor_2d (NULL, q, 0, DFL_DTYPE_Q8_0, rows, cols);
   w = (DflWeights) { .data = q, .type = DFL_DTYPE_Q8_0, .rows = (int) rows, .cols = (int) cols };
   if (packed) {
@@ -365,6 +357,10 @@ dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device, const Dfl
     }
     P.off = 0;
     lay_out (&P, net, w, trunk);
+    if (P.failed) {
+      net_free (net);
+      return NULL;
+    }
   }
   if (P.dev) {
     /* count, then place and fill */

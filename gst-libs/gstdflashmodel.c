@@ -20,7 +20,14 @@ struct _GstDflashModel {
   DflTokenizer *tokenizer;
   char *drafter_path;
   DflDrafterWeights *drafter;   /* opened once: geometry, router, selector */
-  DflDrafterWeights *drafter_cpu;   /* bound to the target on the CPU */
+  /* bound to the target on the CPU: at load as stored (a view of the
+   * sidecar, checked); where drafter-weights is q8_0, replaced by a Q8_0
+   * binding when the first sequence drafts (`bind_q8_0` until then; the
+   * quantization costs a load a few tens of milliseconds that a run that
+   * never drafts need not pay), under `bind_lock` */
+  gboolean bind_q8_0;
+  GMutex bind_lock;
+  DflDrafterWeights *drafter_cpu;
 };
 
 G_DEFINE_TYPE (GstDflashModel, gst_dflash_model, GST_TYPE_OBJECT);
@@ -32,6 +39,7 @@ gst_dflash_model_finalize (GObject *object)
 
   g_clear_pointer (&m->drafter_cpu, dfl_drafter_weights_unref);
   g_clear_pointer (&m->drafter, dfl_drafter_weights_unref);
+  g_mutex_clear (&m->bind_lock);
   dfl_tokenizer_free (m->tokenizer);
   dfl_target_free (m->target);
   g_free (m->drafter_path);
@@ -47,6 +55,7 @@ gst_dflash_model_class_init (GstDflashModelClass *klass)
 static void
 gst_dflash_model_init (GstDflashModel *m)
 {
+  g_mutex_init (&m->bind_lock);
 }
 
 GType
@@ -93,12 +102,12 @@ gst_dflash_model_new (const char *target_dir, const char *drafter, gboolean no_d
                                               c->tie_word_embeddings, c->layers, c->hidden,
                                               c->vocab, error)
         || !dfl_draft_trunk_of_target (&trunk, m->target, error)
-        || !(m->drafter_cpu = dfl_drafter_weights_bind (
-                 m->drafter, NULL, &trunk,
-                 drafter_weights == GST_DFLASH_DRAFTER_WEIGHTS_Q8_0 ? DFL_DTYPE_Q8_0
-                                                                    : DFL_DTYPE_F32,
-                 error)))
+        || !(m->drafter_cpu = dfl_drafter_weights_bind (m->drafter, NULL, &trunk, DFL_DTYPE_F32,
+                                                        error)))
       return NULL;
+    /* the binding as stored checks the drafter against the target now;
+     * a Q8_0 one replaces it when a sequence first drafts */
+    m->bind_q8_0 = drafter_weights == GST_DFLASH_DRAFTER_WEIGHTS_Q8_0;
   }
   return g_steal_pointer (&m);
 }
@@ -167,13 +176,33 @@ DflDrafterWeights *
 gst_dflash_model_drafter_on (GstDflashModel *m, GstDflashBackend backend, GstDflashDevice *dev,
                              GError **error)
 {
+  DflDrafterWeights *w;
+
   if (gst_dflash_backend_id (backend) != DFL_BACKEND_CPU)
     return gst_dflash_device_drafter (dev, m, error);
-  if (!m->drafter_cpu)
+  g_mutex_lock (&m->bind_lock);
+  if (m->drafter_cpu && m->bind_q8_0) {
+    DflDraftTrunk trunk;
+    DflDrafterWeights *q8 = NULL;
+    if (dfl_draft_trunk_of_target (&trunk, m->target, error)
+        && (q8 = dfl_drafter_weights_bind (m->drafter, NULL, &trunk, DFL_DTYPE_Q8_0, error))) {
+      /* contexts made before hold their own reference to the other */
+      dfl_drafter_weights_unref (m->drafter_cpu);
+      m->drafter_cpu = q8;
+      m->bind_q8_0 = FALSE;
+    }
+    if (!q8) {
+      g_mutex_unlock (&m->bind_lock);
+      return NULL;
+    }
+  }
+  w = m->drafter_cpu;
+  g_mutex_unlock (&m->bind_lock);
+  if (!w)
     g_set_error (error, DFL_ERROR, DFL_ERROR_INVALID,
                  "the model %s has no drafter (no dflash.safetensors in it or X.dflash.safetensors beside X.gguf, and none named)",
                  dfl_target_dir (m->target));
-  return m->drafter_cpu;
+  return w;
 }
 
 DflDraftCtx *

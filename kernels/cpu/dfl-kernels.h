@@ -112,6 +112,12 @@ const char *dfl_quant_path_name (void);
  * whole number of blocks. */
 int dfl_dequantize_row (DflDtype type, const void *src, float *dst, int64_t n);
 int dfl_quantize_row (DflDtype type, const float *src, void *dst, int64_t n);
+/* A matrix [rows][cols] of a float type (F32, F16, BF16) quantized row by
+ * row (each row as dfl_quantize_row quantizes it, widened to F32 first) on
+ * the kernels' threads: 1, or 0 (nothing written) where a type or the
+ * shape does not fit, or a thread's row buffer could not be had. */
+int dfl_quantize_rows (DflDtype type, DflDtype src_type, const void *src, void *dst,
+                       int64_t rows, int64_t cols);
 
 /* Each row of `dim`: x / sqrt(mean(x²) + eps) ⊙ w, in place. The mean of
  * squares is summed in double so long rows lose nothing. */

@@ -8,13 +8,17 @@
  * theirs); the K types search each sub-block's scale among a few
  * candidates and round the sub-block scales to their six or eight bits
  * before rounding the values with the rounded scales, so the error is that
- * of the stored scales. None of this is on a hot path: weights are
- * quantized once, when a file is written.
+ * of the stored scales. Weights are quantized once, when a file is
+ * written, or (dfl_quantize_rows) when a model is loaded: Q8_0's rounding
+ * is written so that the compiler can take it eight values at a time.
  */
 #include "dfl-kernels.h"
+#include "dfl-parallel.h"
 #include "quant-layout.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DFL_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -134,15 +138,26 @@ put_f16 (void *field, float v)
 static void
 quant_q8_0 (const float *x, DflBlockQ8_0 *b)
 {
-  float amax = 0.0f, d, id;
+  float amax = 0.0f, m[8] = { 0 }, d, id;
 
-  for (int i = 0; i < DFL_QK; i++)
-    amax = DFL_MAX (amax, fabsf (x[i]));
+  /* the largest magnitude, in eight lanes (a maximum is the same in any
+   * order) */
+  for (int i = 0; i < DFL_QK; i += 8)
+    for (int j = 0; j < 8; j++)
+      m[j] = DFL_MAX (m[j], fabsf (x[i + j]));
+  for (int j = 0; j < 8; j++)
+    amax = DFL_MAX (amax, m[j]);
   d = amax / 127.0f;
   id = d != 0.0f ? 1.0f / d : 0.0f;
   put_f16 (&b->d, d);
-  for (int i = 0; i < DFL_QK; i++)
-    b->qs[i] = (int8_t) roundf (x[i] * id);
+  for (int i = 0; i < DFL_QK; i++) {
+    /* roundf, half away from zero, as the conversion's truncation and the
+     * exact remainder (|v| ≤ 127.5, so both are exact): vectorizable */
+    float v = x[i] * id;
+    int t = (int) v;
+    float r = v - (float) t;
+    b->qs[i] = (int8_t) (t + (r >= 0.5f) - (r <= -0.5f));
+  }
 }
 
 /* ggml's reference: the value of largest magnitude (the first of equals)
@@ -362,4 +377,56 @@ dfl_quantize_row (DflDtype type, const float *src, void *dst, int64_t n)
     }
   }
   return 1;
+}
+
+typedef struct {
+  DflDtype type, src_type;
+  const char *src;
+  char *dst;
+  size_t src_row, dst_row;
+  int64_t rows, cols;
+  atomic_llong next;
+} QuantRows;
+
+/* Chunks of rows claimed in turn, each row widened to F32 and quantized. */
+static void
+quantize_rows_work (void *data, int slot)
+{
+  QuantRows *q = data;
+  float *row = malloc ((size_t) q->cols * sizeof (float));
+  long long r0;
+
+  (void) slot;
+  if (!row)
+    return;
+  while ((r0 = atomic_fetch_add_explicit (&q->next, 64, memory_order_relaxed)) < q->rows) {
+    for (int64_t r = r0; r < q->rows && r < r0 + 64; r++) {
+      const char *in = q->src + (size_t) r * q->src_row;
+      if (q->src_type == DFL_DTYPE_BF16)
+        dfl_bf16_to_f32_n ((const uint16_t *) in, row, (size_t) q->cols);
+      else if (q->src_type == DFL_DTYPE_F16)
+        dfl_f16_to_f32_n ((const uint16_t *) in, row, (size_t) q->cols);
+      else
+        memcpy (row, in, (size_t) q->cols * sizeof (float));
+      dfl_quantize_row (q->type, row, q->dst + (size_t) r * q->dst_row, q->cols);
+    }
+  }
+  free (row);
+}
+
+int
+dfl_quantize_rows (DflDtype type, DflDtype src_type, const void *src, void *dst, int64_t rows,
+                   int64_t cols)
+{
+  QuantRows q = { .type = type, .src_type = src_type, .src = src, .dst = dst, .rows = rows,
+                  .cols = cols };
+
+  if (!dfl_dtype_is_quantized (type) || !dfl_dtype_is_float (src_type) || rows < 0
+      || cols <= 0 || cols % (int64_t) dfl_dtype_block_elems (type))
+    return 0;
+  q.src_row = dfl_dtype_row_bytes (src_type, cols);
+  q.dst_row = dfl_dtype_row_bytes (type, cols);
+  atomic_init (&q.next, 0);
+  dfl_parallel_run (rows > 64 ? dfl_parallel_threads () : 1, quantize_rows_work, &q);
+  return atomic_load (&q.next) >= rows;
 }

@@ -199,9 +199,44 @@ dfl_cli_drafter_weights (const char *cmd, const char *name, GstDflashDrafterWeig
   return DFL_EXIT_OK;
 }
 
+/* The elements are registered below from this program's own copy of
+ * them. Where the registry does not fork to scan (GST_REGISTRY_FORK=no),
+ * a plugin path holding the plugin's library too has that library loaded
+ * into this process by the scan: a second copy, whose types clash with
+ * this one's (GLib refuses their second registration, and the program
+ * waited on the first forever). So such directories leave this process's
+ * plugin path; with a forking scan the library stays in the child. */
+static void
+drop_own_plugin_dirs (const char *var)
+{
+  const char *value = g_getenv (var);
+  g_auto (GStrv) dirs = NULL;
+  g_autoptr (GPtrArray) keep = NULL;
+  g_autofree char *joined = NULL;
+
+  if (!value || !*value)
+    return;
+  dirs = g_strsplit (value, G_SEARCHPATH_SEPARATOR_S, -1);
+  keep = g_ptr_array_new ();
+  for (int i = 0; dirs[i]; i++) {
+    g_autofree char *lib = g_build_filename (dirs[i], "libgstdflash.so", NULL);
+    if (!g_file_test (lib, G_FILE_TEST_EXISTS))
+      g_ptr_array_add (keep, dirs[i]);
+  }
+  if (keep->len == g_strv_length (dirs))
+    return;
+  g_ptr_array_add (keep, NULL);
+  joined = g_strjoinv (G_SEARCHPATH_SEPARATOR_S, (char **) keep->pdata);
+  g_setenv (var, joined, TRUE);
+}
+
 gboolean
 dfl_cli_init_elements (GError **error)
 {
+  if (!g_strcmp0 (g_getenv ("GST_REGISTRY_FORK"), "no")) {
+    drop_own_plugin_dirs ("GST_PLUGIN_PATH_1_0");
+    drop_own_plugin_dirs ("GST_PLUGIN_PATH");
+  }
   if (!gst_init_check (NULL, NULL, error))
     return FALSE;
   gst_plugin_register_static (GST_VERSION_MAJOR, GST_VERSION_MINOR, "dflash",

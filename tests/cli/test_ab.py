@@ -8,7 +8,7 @@ size once inflated) and shows both sides' decode speed (its pixels read
 back: the bars over all prompts, top right, in the ratio --json gives), and
 bad input gives one `dflash: ` line and the right status. Speaks TAP.
 
-usage: test_ab.py DFLASH_BINARY SOURCE_ROOT
+usage: test_ab.py DFLASH_BINARY SOURCE_ROOT [PLUGIN_DIR]
 """
 import json
 import os
@@ -19,6 +19,7 @@ import tempfile
 import zlib
 
 DFLASH, ROOT = sys.argv[1], sys.argv[2]
+PLUGIN_DIR = sys.argv[3] if len(sys.argv) > 3 else None
 PIPELINES = os.path.join(ROOT, "pipelines")
 SPECULATIVE = os.path.join(PIPELINES, "speculative.pipeline")
 PLAIN = os.path.join(PIPELINES, "selector-plain.pipeline")
@@ -26,12 +27,12 @@ NO_DRAFT = os.path.join(PIPELINES, "no-draft.pipeline")
 results = []
 
 
-def run(*args):
-    env = dict(os.environ)
+def run(*args, extra_env=None, timeout=150):
+    env = dict(os.environ, **(extra_env or {}))
     # a sanitizer's own exit status must not pass for ours
     env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":exitcode=99"
     env["UBSAN_OPTIONS"] = env.get("UBSAN_OPTIONS", "") + ":halt_on_error=1:exitcode=98"
-    p = subprocess.run([DFLASH, "ab", *args], capture_output=True, text=True, env=env, timeout=150)
+    p = subprocess.run([DFLASH, "ab", *args], capture_output=True, text=True, env=env, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -217,6 +218,21 @@ def main():
         check("a side naming another drafter runs it", rc == 0
               and ma.get("drafter") == sidecar and mb.get("drafter") == other
               and mb.get("shared") is False and clean(err), f"rc={rc} a={ma} b={mb} {err}")
+        # the plugin's library on the plugin path, scanned without a fork:
+        # the program's own copy of the elements is the one that runs (the
+        # scan used to load the library beside it, and the program hung)
+        if PLUGIN_DIR:
+            try:
+                rc, out, err = run(NO_DRAFT, PLAIN, "--prompts", prompts, "--max-new", "4",
+                                   extra_env={"GST_PLUGIN_PATH_1_0": PLUGIN_DIR,
+                                              "GST_REGISTRY_FORK": "no",
+                                              "GST_REGISTRY_1_0": os.path.join(tmp, "reg.bin")},
+                                   timeout=60)
+            except subprocess.TimeoutExpired:
+                rc, out, err = -1, "", "timed out"
+            check("the plugin on the plugin path, the registry's scan in-process", rc == 0
+                  and "identical: yes" in out.split("\ntotal")[-1] and clean(err),
+                  f"rc={rc}\n{out}\n{err}")
         rc, out, err = run(NO_DRAFT, NO_DRAFT, "--prompts", prompts, "--max-new", "4")
         check("the same description twice shares one model", rc == 0
               and out.count("model: A's (both tapsources ask for the same one)") == 1

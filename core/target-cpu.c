@@ -17,7 +17,7 @@ typedef struct {
     float *norms[DFL_QWEN3_N_NORMS];      /* in DflQwen3Norm's order */
   };
   union {
-    /* copies in the target's arena (weights_of) */
+    /* in the target's arenas, or still in the file (weights_of) */
     struct { DflWeights q, k, v, o, gate, up, down; };
     DflWeights matrices[DFL_QWEN3_N_MATRICES];   /* in DflQwen3Matrix's order */
   };
@@ -28,9 +28,17 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (Layer, down) == G_STRUCT_OFFSET (Layer, matric
 
 typedef struct {
   DflSafetensors *st;
-  /* every matrix the products read: block-quantized ones laid out for the
-   * SIMD products where the CPU has them, the others as stored */
-  DflWeightArena *arena;
+  /* the matrices the products read, in huge pages (weight-arena.c):
+   * block-quantized ones laid out for the SIMD products where the CPU has
+   * them, at load (`packed`); the others as stored, copied from the file
+   * when the first forward on the CPU needs them (`stored`, made once
+   * under `resident`), so that a target that runs on a card holds no
+   * second copy of them in host memory */
+  DflWeightArena *packed, *stored;
+  gsize resident;
+  /* the stored matrices' descriptions and their weights, for that copy */
+  GPtrArray *in_file;   /* DflStoredTensor * */
+  GPtrArray *in_file_w; /* DflWeights * */
   /* [vocab][hidden], rows converted as they are looked up: the file's
    * tensor, read from the head's copy where that is the same table as
    * stored (tied) */
@@ -62,57 +70,55 @@ packed_bytes (const DflStoredTensor *tensor)
   return dfl_quant_packed_bytes (tensor->dtype, (int) tensor->shape[0], (int) tensor->shape[1]);
 }
 
-/* Bytes a matrix takes in the arena. */
+/* Bytes a matrix takes in the arena made at load: its packed layout, or
+ * none (it stays in the file until the first forward). */
 static gsize
 arena_bytes (const DflStoredTensor *tensor)
 {
   gsize packed = packed_bytes (tensor);
 
-  return dfl_weight_arena_piece (packed ? packed : tensor->n_bytes);
+  return packed ? dfl_weight_arena_piece (packed) : 0;
 }
 
 static void
-weights_of (const DflStoredTensor *tensor, DflWeightArena *arena, DflWeights *w)
+weights_of (const DflStoredTensor *tensor, CpuTarget *ct, DflWeights *w)
 {
   gsize packed = packed_bytes (tensor);
 
   w->type = tensor->dtype;
   w->rows = tensor->shape[0];
   w->cols = tensor->shape[1];
+  w->data = tensor->data;
+  w->packed = NULL;
   /* Block-quantized: laid out for the SIMD products (AVX2 and AVX-512
    * VNNI), which a decode step reads at about the memory's rate where the
    * file's blocks, read in place, cost 1.2 to 2 times as much
-   * (kernels/cpu/quant-packed.c); Q6_K, the float types and a CPU without
-   * AVX2: the stored bytes. Either way a copy in the arena, in huge pages
-   * (weight-arena.c), and the file's pages go back: the process holds the
-   * weights once (a tied embedding's rows, looked up a token at a time,
-   * fault single pages back in). */
+   * (kernels/cpu/quant-packed.c); the products read the copy alone, so
+   * the file's pages go back (a tied embedding's rows, looked up a token
+   * at a time, fault single pages back in). Q6_K, the float types and a
+   * CPU without AVX2: the stored bytes, in the file until the first
+   * forward copies them (ensure_resident). */
   if (packed) {
-    gpointer dst = dfl_weight_arena_take (arena, packed);
-    w->data = tensor->data;
-    w->packed = dst;
-    dfl_quant_pack_into (w, dst);
+    w->packed = dfl_weight_arena_take (ct->packed, packed);
+    dfl_quant_pack_into (w, (gpointer) w->packed);
+    dfl_tensor_release_pages (tensor);
   } else {
-    gpointer dst = dfl_weight_arena_take (arena, tensor->n_bytes);
-    memcpy (dst, tensor->data, tensor->n_bytes);
-    w->data = dst;
-    w->packed = NULL;
+    g_ptr_array_add (ct->in_file, (gpointer) tensor);
+    g_ptr_array_add (ct->in_file_w, w);
   }
-  dfl_tensor_release_pages (tensor);
 }
 
 /* A layer's norms as F32, its matrices where they lie in the mapped file;
  * returns the matrices' bytes. */
 static guint64
-take_layer (Layer *l, const DflQwen3LayerTensors *w, const DflQwen3Config *c,
-            DflWeightArena *arena)
+take_layer (Layer *l, const DflQwen3LayerTensors *w, const DflQwen3Config *c, CpuTarget *ct)
 {
   guint64 bytes = 0;
 
   for (int i = 0; i < DFL_QWEN3_N_NORMS; i++)
     l->norms[i] = dfl_tensor_dup_f32 (w->norm[i]);
   for (int i = 0; i < DFL_QWEN3_N_MATRICES; i++) {
-    weights_of (w->matrix[i], arena, &l->matrices[i]);
+    weights_of (w->matrix[i], ct, &l->matrices[i]);
     bytes += dfl_weights_bytes (&l->matrices[i]);
   }
   if (c->attention_bias)
@@ -160,6 +166,28 @@ host_matrix (const DflWeights *w)
   return t;
 }
 
+/* The model's tensors of the embedding and the matrices, where they lie
+ * now. */
+static void
+point_matrices (CpuTarget *ct)
+{
+  DflTargetModel *m = &ct->model;
+
+  m->embed.handle = (gpointer) ct->embed.data;
+  m->head = host_matrix (&ct->head);
+  for (int i = 0; i < ct->n_layers; i++) {
+    const Layer *l = &ct->layers[i];
+    DflTargetLayer *ml = &m->layers[i];
+    ml->q = host_matrix (&l->q);
+    ml->k = host_matrix (&l->k);
+    ml->v = host_matrix (&l->v);
+    ml->o = host_matrix (&l->o);
+    ml->gate = host_matrix (&l->gate);
+    ml->up = host_matrix (&l->up);
+    ml->down = host_matrix (&l->down);
+  }
+}
+
 /* The weights as the forward over the ops reads them: tensors of the host
  * memory they lie in, run by the CPU's device. */
 static gboolean
@@ -188,13 +216,6 @@ describe_model (CpuTarget *ct, const DflQwen3Config *c, GError **error)
     ml->post_norm = host_vector (l->post_norm, c->hidden);
     ml->q_norm = host_vector (l->q_norm, c->head_dim);
     ml->k_norm = host_vector (l->k_norm, c->head_dim);
-    ml->q = host_matrix (&l->q);
-    ml->k = host_matrix (&l->k);
-    ml->v = host_matrix (&l->v);
-    ml->o = host_matrix (&l->o);
-    ml->gate = host_matrix (&l->gate);
-    ml->up = host_matrix (&l->up);
-    ml->down = host_matrix (&l->down);
     ml->has_bias = l->bias[DFL_QWEN3_Q] != NULL;
     if (ml->has_bias) {
       ml->q_bias = host_vector (l->bias[DFL_QWEN3_Q], qd);
@@ -203,7 +224,55 @@ describe_model (CpuTarget *ct, const DflQwen3Config *c, GError **error)
       ml->o_bias = host_vector (l->bias[DFL_QWEN3_O], c->hidden);
     }
   }
+  point_matrices (ct);
   return TRUE;
+}
+
+/* The stored matrices copied from the file into the second arena, once,
+ * before the first forward on the CPU reads them (every reader of the
+ * weights calls this first: g_once orders the copy before them all). A
+ * copy that cannot be had leaves them in the file, read there as before,
+ * with a warning. */
+static void
+ensure_resident (const CpuTarget *cct)
+{
+  CpuTarget *ct = (CpuTarget *) cct;
+  gsize bytes = 0;
+  GError *error = NULL;
+
+  if (!g_once_init_enter (&ct->resident))
+    return;
+  for (guint i = 0; i < ct->in_file->len; i++) {
+    const DflStoredTensor *t = g_ptr_array_index (ct->in_file, i);
+    bytes += dfl_weight_arena_piece (t->n_bytes);
+  }
+  if (bytes > 0 && !(ct->stored = dfl_weight_arena_new (bytes, &error))) {
+    g_warning ("the target's matrices stay in their file: %s", error->message);
+    g_clear_error (&error);
+  } else if (bytes > 0) {
+    for (guint i = 0; i < ct->in_file->len; i++) {
+      const DflStoredTensor *t = g_ptr_array_index (ct->in_file, i);
+      DflWeights *w = g_ptr_array_index (ct->in_file_w, i);
+      gpointer dst = dfl_weight_arena_take (ct->stored, t->n_bytes);
+      memcpy (dst, t->data, t->n_bytes);
+      if (ct->embed.data == w->data) {
+        /* a tied embedding stored as the head is: read from its copy */
+        ct->embed.data = dst;
+        ct->embed.in_mapping = FALSE;
+      }
+      w->data = dst;
+      dfl_tensor_release_pages (t);
+    }
+    point_matrices (ct);
+  }
+  g_once_init_leave (&ct->resident, 1);
+}
+
+static gboolean
+cpu_forward_batch (const DflTarget *t, DflTargetBatchJob *jobs, int n_jobs, GError **error)
+{
+  ensure_resident (host_of (t));
+  return dfl_target_ops_forward (t, jobs, n_jobs, error);
 }
 
 DflTarget *
@@ -225,29 +294,27 @@ dfl_target_load (const char *path, GError **error)
 
   ct->embed = *w.embed;
   ct->norm = dfl_tensor_dup_f32 (w.norm);
+  ct->in_file = g_ptr_array_new ();
+  ct->in_file_w = g_ptr_array_new ();
   {
     gsize bytes = arena_bytes (w.head);
     for (int i = 0; i < cfg.layers; i++)
       for (int j = 0; j < DFL_QWEN3_N_MATRICES; j++)
         bytes += arena_bytes (w.layers[i].matrix[j]);
-    if (!(ct->arena = dfl_weight_arena_new (bytes, error))) {
+    if (bytes > 0 && !(ct->packed = dfl_weight_arena_new (bytes, error))) {
       g_prefix_error (error, "%s: ", path);
       dfl_qwen3_tensors_clear (&w);
       return NULL;
     }
   }
-  weights_of (w.head, ct->arena, &ct->head);
-  if (w.head == w.embed && !ct->head.packed) {
-    ct->embed.data = ct->head.data;
-    ct->embed.in_mapping = FALSE;
-  }
+  weights_of (w.head, ct, &ct->head);
   /* read per step: the head whole (tied or not), one embedding row */
   t->weight_bytes = dfl_weights_bytes (&ct->head)
       + dfl_dtype_row_bytes (ct->embed.dtype, cfg.hidden);
   ct->layers = g_new0 (Layer, cfg.layers);
   ct->n_layers = cfg.layers;
   for (int i = 0; i < cfg.layers; i++)
-    t->weight_bytes += take_layer (&ct->layers[i], &w.layers[i], &cfg, ct->arena);
+    t->weight_bytes += take_layer (&ct->layers[i], &w.layers[i], &cfg, ct);
   dfl_qwen3_tensors_clear (&w);
 
   ct->inv_freq = g_new (float, cfg.head_dim / 2);
@@ -273,7 +340,10 @@ cpu_free (gpointer impl)
     }
     g_free (ct->layers);
   }
-  g_clear_pointer (&ct->arena, dfl_weight_arena_free);
+  g_clear_pointer (&ct->packed, dfl_weight_arena_free);
+  g_clear_pointer (&ct->stored, dfl_weight_arena_free);
+  g_clear_pointer (&ct->in_file, g_ptr_array_unref);
+  g_clear_pointer (&ct->in_file_w, g_ptr_array_unref);
   g_free (ct->model.layers);
   g_clear_pointer (&ct->model.device, dfl_device_unref);
   g_free (ct->norm);
@@ -297,6 +367,7 @@ dfl_target_embed (const DflTarget *t, const int *ids, int n, float *out)
 
   if (!ct)
     return;
+  ensure_resident (ct);
   if (dfl_dtype_is_quantized (ct->embed.dtype)) {
     /* a quantized table's rows are whole blocks (checked at load) */
     for (int i = 0; i < n; i++)
@@ -314,8 +385,10 @@ dfl_target_head (const DflTarget *t, const float *hidden, int rows, int width, f
 {
   const CpuTarget *ct = host_of (t);
 
-  if (ct)
-    dfl_matmul_w (&ct->head, hidden, rows, t->cfg.hidden, out, width, width, 0);
+  if (!ct)
+    return;
+  ensure_resident (ct);
+  dfl_matmul_w (&ct->head, hidden, rows, t->cfg.hidden, out, width, width, 0);
 }
 
 static void
@@ -333,5 +406,5 @@ const DflTargetEngine dfl_target_cpu_engine = {
   .seq_new = dfl_target_ops_seq_new,
   .seq_free = dfl_target_ops_seq_free,
   .seq_reserve = dfl_target_ops_seq_reserve,
-  .forward_batch = dfl_target_ops_forward,
+  .forward_batch = cpu_forward_batch,
 };

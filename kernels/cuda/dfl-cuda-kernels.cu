@@ -404,6 +404,118 @@ widen8 (float *dst, uint4 w)
                                        __uint_as_float (w.w & 0xffff0000u));
 }
 
+/* The query vectors a block of a chunked attention call takes: qmax of
+ * any rows (the blockIdx.z-th run of them); or, over a table (`which`),
+ * those of a group of rows of one entry (a block a row: a row leads a
+ * group where its entry's rows start or at a multiple of `per`, and the
+ * group runs to the next row that leads one; a block whose row leads none
+ * takes nothing, FALSE). The same for every thread of the block. */
+__device__ static inline bool
+att_block_queries (int rows, int hpg, int qmax, const int32_t *which, int *q0, int *nq,
+                   int *entry)
+{
+  *q0 = blockIdx.z * qmax;
+  *nq = MIN (qmax, rows * hpg - *q0);
+  *entry = 0;
+  if (which) {
+    const int r = blockIdx.z, per = qmax / hpg;
+    int n = 1;
+    *entry = which[r];
+    if (r % per != 0 && which[r - 1] == *entry)
+      return false;
+    while (r + n < rows && (r + n) % per != 0 && which[r + n] == *entry)
+      n++;
+    *q0 = r * hpg;
+    *nq = n * hpg;
+  }
+  return true;
+}
+
+/* Each of the block's query vectors' key range into lo_sh / hi_sh (n_sh
+ * slots, empty past nq), and in range[0, 1] the keys of chunk [kb0, kb0 +
+ * ch) any of them sees. Where none sees any, each vector's partial of the
+ * chunk is written empty and FALSE returned. Every thread of the block
+ * calls it (it synchronizes them). */
+template <int THREADS>
+__device__ static inline bool
+att_chunk_range (int nq, int n_sh, int q0, int hpg, const int32_t *lo_arr, const int32_t *hi_arr,
+                 int *lo_sh, int *hi_sh, int *range, int kb0, int ch, int g, int heads, int hd,
+                 float *partial, int chunks)
+{
+  const int t = threadIdx.x, chunk = blockIdx.y;
+
+  if (t < n_sh) {
+    int lo = 0, hi = 0;
+    if (t < nq) {
+      int r = (q0 + t) / hpg;
+      lo = lo_arr[r];
+      hi = hi_arr[r];
+    }
+    lo_sh[t] = lo;
+    hi_sh[t] = hi;
+  }
+  if (t == 0) {
+    range[0] = kb0 + ch;
+    range[1] = kb0;
+  }
+  __syncthreads ();
+  if (t < nq && lo_sh[t] < hi_sh[t] && lo_sh[t] < kb0 + ch && hi_sh[t] > kb0) {
+    atomicMin (&range[0], MAX (lo_sh[t], kb0));
+    atomicMax (&range[1], MIN (hi_sh[t], kb0 + ch));
+  }
+  __syncthreads ();
+  if (range[0] < range[1])
+    return true;
+  for (int qi = t; qi < nq; qi += THREADS) {
+    int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+    float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
+    p[0] = -INFINITY;
+    p[1] = 0.0f;
+  }
+  return false;
+}
+
+/* A warp's query vector qi of the chunk at kb0: lane j's scores of keys j,
+ * j + 32, … scaled (−∞ where the vector does not see the key, or past
+ * nq), and their maximum over the warp (a fixed tree of shuffles). */
+template <int CH>
+__device__ static inline float
+att_warp_scores (int qi, int nq, int kb0, int lane, const int *lo_sh, const int *hi_sh,
+                 const float *s_sh, float scale, float s[CH / 32])
+{
+  float mx = -INFINITY;
+
+#pragma unroll
+  for (int u = 0; u < CH / 32; u++) {
+    int j = lane + 32 * u, key = kb0 + j;
+    bool seen = qi < nq && key >= lo_sh[qi] && key < hi_sh[qi];
+    s[u] = seen ? s_sh[qi * (CH + 4) + j] * scale : -INFINITY;
+    mx = fmaxf (mx, s[u]);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, off));
+  return mx;
+}
+
+/* A warp's sum (a fixed tree of shuffles), and, from lane 0 where qi is
+ * one of the block's vectors, its partial of the chunk: the maximum and
+ * the sum of p. */
+__device__ static inline void
+att_warp_partial (float mx, float sum, int qi, int nq, int q0, int hpg, int g, int heads, int hd,
+                  float *partial, int chunks)
+{
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    sum += __shfl_xor_sync (0xffffffffu, sum, off);
+  if ((threadIdx.x & 31) == 0 && qi < nq) {
+    int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
+    float *p = partial + (((size_t) r * heads + h) * chunks + blockIdx.y) * (hd + 2);
+    p[0] = mx;
+    p[1] = sum;
+  }
+}
+
 template <int CH, int THREADS, bool BF>
 __global__ static void
 __launch_bounds__ (THREADS)
@@ -416,23 +528,9 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
   float *sh = (float *) sh4;
   const int hd = head_dim, ld = hd + 4, hd4 = hd / 4, hpg = heads / kv_heads;
   const int g = blockIdx.x, chunk = blockIdx.y;
-  /* query vectors of a block: qmax of any rows; or, over a table, those
-   * of a group of rows of one entry (a block a row, the blocks of rows
-   * that lead no group leave at once) */
-  int q0 = blockIdx.z * qmax, nq = MIN (qmax, rows * hpg - q0), entry = 0;
-  if (which) {
-    /* a row leads a group where its entry's rows start or at a multiple
-     * of `per`; the group runs to the next row that leads one */
-    const int r = blockIdx.z, per = qmax / hpg;
-    int n = 1;
-    entry = which[r];
-    if (r % per != 0 && which[r - 1] == entry)
-      return;
-    while (r + n < rows && (r + n) % per != 0 && which[r + n] == entry)
-      n++;
-    q0 = r * hpg;
-    nq = n * hpg;
-  }
+  int q0, nq, entry;
+  if (!att_block_queries (rows, hpg, qmax, which, &q0, &nq, &entry))
+    return;
   const int nqg = (nq + 3) / 4;
   const float *k = (const float *) keys.k[entry], *v = (const float *) keys.v[entry];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -442,37 +540,11 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
   int *lo_sh = (int *) (p_sh + CH * (qmax + 4)), *hi_sh = lo_sh + qmax;
   __shared__ int range[2];
 
-  if (t < qmax) {
-    int lo = 0, hi = 0;
-    if (t < nq) {
-      int r = (q0 + t) / hpg;
-      lo = lo_arr[r];
-      hi = hi_arr[r];
-    }
-    lo_sh[t] = lo;
-    hi_sh[t] = hi;
-  }
-  if (t == 0) {
-    range[0] = kb0 + CH;
-    range[1] = kb0;
-  }
-  __syncthreads ();
-  /* the keys of this chunk any of the block's rows sees */
-  if (t < nq && lo_sh[t] < hi_sh[t] && lo_sh[t] < kb0 + CH && hi_sh[t] > kb0) {
-    atomicMin (&range[0], MAX (lo_sh[t], kb0));
-    atomicMax (&range[1], MIN (hi_sh[t], kb0 + CH));
-  }
-  __syncthreads ();
-  if (range[0] >= range[1]) {
-    /* none: every query vector's share of this chunk is empty */
-    for (int qi = t; qi < nq; qi += THREADS) {
-      int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
-      float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
-      p[0] = -INFINITY;
-      p[1] = 0.0f;
-    }
+  /* the keys of this chunk any of the block's rows sees (none: every
+   * query vector's share of it is empty) */
+  if (!att_chunk_range<THREADS> (nq, qmax, q0, hpg, lo_arr, hi_arr, lo_sh, hi_sh, range, kb0, CH,
+                                 g, heads, hd, partial, chunks))
     return;
-  }
 
   /* K and V of the chunk (zeros outside the keys seen) into shared
    * memory as F32. An F32 cache's rows are copied straight there, every
@@ -568,32 +640,15 @@ attention_chunk_kernel (const float *q, int rows, int heads, int kv_heads, int h
   /* softmax over the chunk: a warp per query vector, lane j holding keys
    * j, j + 32, …; the sum of p by a fixed tree of shuffles */
   for (int qi = warp; qi < nqg * 4; qi += THREADS / 32) {
-    float s[CH / 32], mx = -INFINITY, sum = 0.0f;
-#pragma unroll
-    for (int u = 0; u < CH / 32; u++) {
-      int j = lane + 32 * u, key = kb0 + j;
-      gboolean seen = qi < nq && key >= lo_sh[qi] && key < hi_sh[qi];
-      s[u] = seen ? s_sh[qi * (CH + 4) + j] * scale : -INFINITY;
-      mx = fmaxf (mx, s[u]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, off));
+    float s[CH / 32], sum = 0.0f;
+    float mx = att_warp_scores<CH> (qi, nq, kb0, lane, lo_sh, hi_sh, s_sh, scale, s);
 #pragma unroll
     for (int u = 0; u < CH / 32; u++) {
       float p = s[u] == -INFINITY ? 0.0f : expf (s[u] - mx);
       p_sh[(lane + 32 * u) * (qmax + 4) + qi] = p;
       sum += p;
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      sum += __shfl_xor_sync (0xffffffffu, sum, off);
-    if (lane == 0 && qi < nq) {
-      int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
-      float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
-      p[0] = mx;
-      p[1] = sum;
-    }
+    att_warp_partial (mx, sum, qi, nq, q0, hpg, g, heads, hd, partial, chunks);
   }
   __syncthreads ();
 
@@ -669,19 +724,9 @@ attention_chunk_mma_kernel (const float *q, int rows, int heads, int kv_heads, i
   const int hd = head_dim, ld16 = hd + 8, ldo = hd + 4, hpg = heads / kv_heads;
   const int qm = (qmax + 15) / 16 * 16;
   const int g = blockIdx.x, chunk = blockIdx.y;
-  int q0 = blockIdx.z * qmax, nq = MIN (qmax, rows * hpg - q0), entry = 0;
-  if (which) {
-    /* a group of rows of one entry, as attention_chunk_kernel takes it */
-    const int r = blockIdx.z, per = qmax / hpg;
-    int n = 1;
-    entry = which[r];
-    if (r % per != 0 && which[r - 1] == entry)
-      return;
-    while (r + n < rows && (r + n) % per != 0 && which[r + n] == entry)
-      n++;
-    q0 = r * hpg;
-    nq = n * hpg;
-  }
+  int q0, nq, entry;
+  if (!att_block_queries (rows, hpg, qmax, which, &q0, &nq, &entry))
+    return;
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = THREADS / 32;
   const int kb0 = chunk * CH;
   __nv_bfloat16 *q_sh = (__nv_bfloat16 *) sh4;
@@ -691,35 +736,9 @@ attention_chunk_mma_kernel (const float *q, int rows, int heads, int kv_heads, i
   int *lo_sh = (int *) (o_sh + qm * ldo), *hi_sh = lo_sh + qm;
   __shared__ int range[2];
 
-  if (t < qm) {
-    int lo = 0, hi = 0;
-    if (t < nq) {
-      int r = (q0 + t) / hpg;
-      lo = lo_arr[r];
-      hi = hi_arr[r];
-    }
-    lo_sh[t] = lo;
-    hi_sh[t] = hi;
-  }
-  if (t == 0) {
-    range[0] = kb0 + CH;
-    range[1] = kb0;
-  }
-  __syncthreads ();
-  if (t < nq && lo_sh[t] < hi_sh[t] && lo_sh[t] < kb0 + CH && hi_sh[t] > kb0) {
-    atomicMin (&range[0], MAX (lo_sh[t], kb0));
-    atomicMax (&range[1], MIN (hi_sh[t], kb0 + CH));
-  }
-  __syncthreads ();
-  if (range[0] >= range[1]) {
-    for (int qi = t; qi < nq; qi += THREADS) {
-      int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
-      float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
-      p[0] = -INFINITY;
-      p[1] = 0.0f;
-    }
+  if (!att_chunk_range<THREADS> (nq, qm, q0, hpg, lo_arr, hi_arr, lo_sh, hi_sh, range, kb0, CH,
+                                 g, heads, hd, partial, chunks))
     return;
-  }
 
   /* K and V of the chunk as stored (zeros outside the keys seen), 16
    * bytes a copy; Q rounded to BF16 (zeros past the block's vectors) */
@@ -767,32 +786,15 @@ attention_chunk_mma_kernel (const float *q, int rows, int heads, int kv_heads, i
   /* softmax over the chunk: a warp per query vector, p rounded to BF16
    * and summed as rounded, by a fixed tree of shuffles */
   for (int qi = warp; qi < qm; qi += warps) {
-    float s[CH / 32], mx = -INFINITY, sum = 0.0f;
-#pragma unroll
-    for (int u = 0; u < CH / 32; u++) {
-      int j = lane + 32 * u, key = kb0 + j;
-      bool seen = qi < nq && key >= lo_sh[qi] && key < hi_sh[qi];
-      s[u] = seen ? s_sh[qi * (CH + 4) + j] * scale : -INFINITY;
-      mx = fmaxf (mx, s[u]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, off));
+    float s[CH / 32], sum = 0.0f;
+    float mx = att_warp_scores<CH> (qi, nq, kb0, lane, lo_sh, hi_sh, s_sh, scale, s);
 #pragma unroll
     for (int u = 0; u < CH / 32; u++) {
       __nv_bfloat16 pb = __float2bfloat16_rn (s[u] == -INFINITY ? 0.0f : expf (s[u] - mx));
       p_sh[qi * (CH + 8) + lane + 32 * u] = pb;
       sum += __bfloat162float (pb);
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      sum += __shfl_xor_sync (0xffffffffu, sum, off);
-    if (lane == 0 && qi < nq) {
-      int r = (q0 + qi) / hpg, h = g * hpg + (q0 + qi) % hpg;
-      float *p = partial + (((size_t) r * heads + h) * chunks + chunk) * (hd + 2);
-      p[0] = mx;
-      p[1] = sum;
-    }
+    att_warp_partial (mx, sum, qi, nq, q0, hpg, g, heads, hd, partial, chunks);
   }
   __syncthreads ();
 

@@ -6,6 +6,7 @@
 #include "dfl-kernels.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #include <omp.h>
 
@@ -81,13 +82,112 @@ dfl_rope_at (float *x, int rows, int heads, int head_dim, const float *inv_freq,
               (float) (int) pos[r]);
 }
 
-void
-dfl_silu_mul (float *gate, const float *up, size_t n)
+/* SiLU's e^x, the same operations on every path so that each gives the
+ * same bits. Why not libm's expf: a call an element, on one lane, was 13%
+ * of a quantized target's verification pass (9 rows × 2048 × 18 layers of
+ * it); eight lanes at once take a few cycles an element.
+ *
+ * x = n·ln2 + r with n = round(x·log2 e) and r in [−ln2/2, ln2/2] (ln2 in
+ * two parts so that r is exact); e^r = 1 + r + r²·p(r), p of degree 5
+ * (the classic minimax coefficients for this interval: within 2 ulp of
+ * e^r); then ·2^n, built in the exponent's bits. Below x = −87, x is
+ * taken as −87 (1 + e^x is 1 in float either way); above 88, e^x is +inf
+ * (SiLU's g / (1 + e^−g) then −0, within 6e−37 of its value). */
+#define SILU_EXP_LO (-87.0f)
+#define SILU_EXP_HI 88.0f
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO (-2.12194440e-4f)
+static const float exp_poly[6] = {
+  1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+  4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f,
+};
+
+static inline float
+silu_exp (float x)
+{
+  float n, r, z, p, y;
+  int32_t bits;
+
+  if (x > SILU_EXP_HI)
+    return INFINITY;
+  x = x < SILU_EXP_LO ? SILU_EXP_LO : x;
+  n = nearbyintf (x * LOG2E);
+  r = fmaf (n, -LN2_HI, x);
+  r = fmaf (n, -LN2_LO, r);
+  z = r * r;
+  p = exp_poly[0];
+  for (int i = 1; i < 6; i++)
+    p = fmaf (p, r, exp_poly[i]);
+  y = fmaf (p, z, r) + 1.0f;
+  bits = ((int32_t) n + 127) << 23;
+  memcpy (&z, &bits, sizeof z);
+  return y * z;
+}
+
+static void
+silu_mul_plain (float *gate, const float *up, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     float g = gate[i];
-    gate[i] = g / (1.0f + expf (-g)) * up[i];
+    gate[i] = g / (1.0f + silu_exp (-g)) * up[i];
   }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define AVX2 __attribute__ ((target ("avx2,fma")))
+
+/* silu_exp on eight lanes: the same operations in the same order */
+AVX2 static inline __m256
+silu_exp8 (__m256 x)
+{
+  __m256 n, r, z, p, y;
+  __m256 over = _mm256_cmp_ps (x, _mm256_set1_ps (SILU_EXP_HI), _CMP_GT_OQ);
+
+  /* the bounds' operands ordered so that a NaN stays NaN, as in the
+   * comparisons above */
+  x = _mm256_min_ps (_mm256_set1_ps (SILU_EXP_HI),
+                     _mm256_max_ps (_mm256_set1_ps (SILU_EXP_LO), x));
+  n = _mm256_round_ps (_mm256_mul_ps (x, _mm256_set1_ps (LOG2E)),
+                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm256_fmadd_ps (n, _mm256_set1_ps (-LN2_HI), x);
+  r = _mm256_fmadd_ps (n, _mm256_set1_ps (-LN2_LO), r);
+  z = _mm256_mul_ps (r, r);
+  p = _mm256_set1_ps (exp_poly[0]);
+  for (int i = 1; i < 6; i++)
+    p = _mm256_fmadd_ps (p, r, _mm256_set1_ps (exp_poly[i]));
+  y = _mm256_add_ps (_mm256_fmadd_ps (p, z, r), _mm256_set1_ps (1.0f));
+  z = _mm256_castsi256_ps (_mm256_slli_epi32 (
+      _mm256_add_epi32 (_mm256_cvtps_epi32 (n), _mm256_set1_epi32 (127)), 23));
+  return _mm256_blendv_ps (_mm256_mul_ps (y, z), _mm256_set1_ps (INFINITY), over);
+}
+
+AVX2 static void
+silu_mul_avx2 (float *gate, const float *up, size_t n)
+{
+  size_t i = 0;
+
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps (gate + i);
+    __m256 e = silu_exp8 (_mm256_xor_ps (g, _mm256_set1_ps (-0.0f)));
+    __m256 s = _mm256_div_ps (g, _mm256_add_ps (_mm256_set1_ps (1.0f), e));
+    _mm256_storeu_ps (gate + i, _mm256_mul_ps (s, _mm256_loadu_ps (up + i)));
+  }
+  silu_mul_plain (gate + i, up + i, n - i);
+}
+#endif
+
+void
+dfl_silu_mul (float *gate, const float *up, size_t n)
+{
+#if defined(__x86_64__)
+  if (dfl_kernels_isa () != DFL_KERNELS_GENERIC) {
+    silu_mul_avx2 (gate, up, n);
+    return;
+  }
+#endif
+  silu_mul_plain (gate, up, n);
 }
 
 void

@@ -119,19 +119,33 @@ cpu_matmul_group (DflDevice *dev, int n, const DflTensor *const *w, const DflTen
   float *ys[DFL_OP_GROUP_MAX];
   int ldy[DFL_OP_GROUP_MAX], n_out[DFL_OP_GROUP_MAX];
 
+  int quantized = 0;
+
   G_STATIC_ASSERT (DFL_OP_GROUP_MAX <= DFL_MATMUL_GROUP_MAX);
   for (int i = 0; i < n; i++) {
-    /* quantized weights quantize x for their own blocks: a product each */
-    if (dfl_dtype_is_quantized (w[i]->dtype)) {
-      for (int j = 0; j < n; j++)
-        if (!cpu_matmul (dev, w[j], x, y[j], accumulate, error))
-          return FALSE;
-      return TRUE;
-    }
-    wt[i] = (DflWeights) { dfl_tensor_data (w[i]), w[i]->dtype, DFL_ROWS (w[i]), DFL_COLS (w[i]) };
+    wt[i] = (DflWeights) { dfl_tensor_data (w[i]), w[i]->dtype, DFL_ROWS (w[i]), DFL_COLS (w[i]),
+                           w[i]->packed };
     ys[i] = F32 (y[i]);
     ldy[i] = DFL_LD (y[i]);
     n_out[i] = DFL_COLS (y[i]);
+    quantized += dfl_dtype_is_quantized (w[i]->dtype);
+  }
+  if (quantized == n) {
+    /* x quantized once for all of them where they read it alike */
+    if (!dfl_matmul_q_group (n, wt, F32 (x), DFL_ROWS (x), DFL_LD (x), ys, ldy, n_out,
+                             accumulate)) {
+      g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "matmul on the CPU: no memory for %d rows "
+                   "of %d inputs quantized to int8", DFL_ROWS (x), DFL_COLS (x));
+      return FALSE;
+    }
+    return TRUE;
+  }
+  if (quantized) {
+    /* quantized beside float weights: a product each */
+    for (int j = 0; j < n; j++)
+      if (!cpu_matmul (dev, w[j], x, y[j], accumulate, error))
+        return FALSE;
+    return TRUE;
   }
   dfl_matmul_w_group (n, wt, F32 (x), DFL_ROWS (x), DFL_LD (x), ys, ldy, n_out, accumulate);
   return TRUE;

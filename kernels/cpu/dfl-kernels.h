@@ -84,6 +84,14 @@ const char *dfl_kernels_isa_name (DflKernelsIsa isa);
  * n_out > its rows, or the activations' buffer cannot be had. */
 int dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy,
                   int n_out, int accumulate);
+/* y[i] (+)= x · W[i] for i < n ≤ DFL_MATMUL_GROUP_MAX, quantized matrices
+ * of x's width (q, k and v; gate and up): each bitwise dfl_matmul_q's.
+ * Where the matrices read x quantized the same way (the same layout), x is
+ * quantized once and all their blocks of outputs are shared out over the
+ * threads in one call; else a call each. Returns 0 as dfl_matmul_q does,
+ * for any of them, before computing anything. */
+int dfl_matmul_q_group (int n, const DflWeights *w, const float *x, int rows, int ldx,
+                        float *const *y, const int *ldy, const int *n_out, int accumulate);
 /* A copy of quantized weights laid out for the SIMD paths' products
  * (quant-packed.c: the blocks of 16 outputs side by side, so that a decode
  * step reads them at about the memory's rate), for w->packed; free() it.

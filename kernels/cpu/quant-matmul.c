@@ -1224,23 +1224,33 @@ typedef struct {
   int end;
 } Span;
 
+/* One matrix of a call: its weights and outputs, and its first block of
+ * outputs among the call's. */
 typedef struct {
   DflDtype type;
   const char *w;
   size_t wrow;
-  const QAct *a;
-  int rows, n_out, ldy, accumulate;
-  QPath path;
   /* the weights laid out by dfl_quant_pack, read instead of w, or NULL */
   const DflWeights *packed;
-  DflQuantRows packed_rows;
   float *y;
+  int n_out, ldy, first_block;
+} QMatrix;
+
+typedef struct {
+  const QAct *a;
+  int rows, accumulate;
+  QPath path;
+  DflQuantRows packed_rows;
+  int n_matrices;
+  QMatrix m[DFL_MATMUL_GROUP_MAX];
   /* Each thread walks a span of consecutive blocks of outputs, then helps
    * with the others'. Why not one counter for all: the threads would take
    * every other block, and a thread's reads would jump a block at every
    * step; the processor's prefetchers follow a stream within its 4 KiB
    * pages only, so a decode step's products read at 0.6 of the memory's
-   * rate (Q4_0 packed, 2 threads), and at 0.95 in spans. */
+   * rate (Q4_0 packed, 2 threads), and at 0.95 in spans. The blocks of a
+   * call's matrices follow one another, so a span may cross into the next
+   * matrix. */
   int n_spans;
   Span spans[MAX_SPANS];
 } QWork;
@@ -1248,10 +1258,15 @@ typedef struct {
 static void
 quant_blocks (QWork *q, int b)
 {
-  int o0 = b * OUT_BLOCK, o1 = DFL_MIN (o0 + OUT_BLOCK, q->n_out);
+  const QMatrix *m = &q->m[0];
+  int o0, o1;
 
-  if (q->packed) {
-    dfl_quant_packed_outputs (q->packed, &q->packed_rows, q->rows, o0, o1, q->y, q->ldy,
+  for (int i = 1; i < q->n_matrices && b >= q->m[i].first_block; i++)
+    m = &q->m[i];
+  o0 = (b - m->first_block) * OUT_BLOCK;
+  o1 = DFL_MIN (o0 + OUT_BLOCK, m->n_out);
+  if (m->packed) {
+    dfl_quant_packed_outputs (m->packed, &q->packed_rows, q->rows, o0, o1, m->y, m->ldy,
                               q->accumulate, q->path == QPATH_VNNI);
     return;
   }
@@ -1259,18 +1274,19 @@ quant_blocks (QWork *q, int b)
 #ifdef DFL_X86
     case QPATH_VNNI:
       if (q->a->qt)
-        outputs_pairs (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy,
+        outputs_pairs (m->type, m->w, m->wrow, q->a, q->rows, o0, o1, m->y, m->ldy,
                        q->accumulate);
       else
-        outputs_vnni (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy,
+        outputs_vnni (m->type, m->w, m->wrow, q->a, q->rows, o0, o1, m->y, m->ldy,
                       q->accumulate);
       break;
     case QPATH_AVX2:
-      outputs_avx2 (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy, q->accumulate);
+      outputs_avx2 (m->type, m->w, m->wrow, q->a, q->rows, o0, o1, m->y, m->ldy,
+                    q->accumulate);
       break;
 #endif
     default:
-      outputs_generic (q->type, q->w, q->wrow, q->a, q->rows, o0, o1, q->y, q->ldy,
+      outputs_generic (m->type, m->w, m->wrow, q->a, q->rows, o0, o1, m->y, m->ldy,
                        q->accumulate);
       break;
   }
@@ -1289,33 +1305,54 @@ quant_work (void *data, int slot)
   }
 }
 
-int
-dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy,
-              int n_out, int accumulate)
+/* How a matrix wants x quantized: whether its product reads the weights
+ * laid out by dfl_quant_pack, and the activations' layouts it reads. */
+typedef struct {
+  int packed, transpose, biased, simd;
+} QNeeds;
+
+static int
+quant_needs (const DflWeights *w, int rows, QNeeds *n)
 {
-  size_t wrow = dfl_dtype_row_bytes (w->type, w->cols);
+  QPath path = quant_path ();
+
+  if (!dfl_dtype_is_quantized (w->type) || dfl_dtype_row_bytes (w->type, w->cols) == 0)
+    return 0;
   /* the packed layout's products are the SIMD paths' */
-  int packed = w->packed && quant_path () != QPATH_GENERIC;
-  int n_blocks, threads;
+  n->packed = w->packed && path != QPATH_GENERIC;
+  n->transpose = !n->packed && rows >= TRANSPOSE_ROWS && path != QPATH_GENERIC;
+  n->biased = path == QPATH_VNNI && w->type == DFL_DTYPE_Q8_0;
+  n->simd = path != QPATH_GENERIC;
+  return 1;
+}
+
+/* The products of x with n matrices whose quantization of x is the same,
+ * x quantized once and every matrix's blocks shared out in one call of
+ * the threads. */
+static int
+matmul_q_shared (int n, const DflWeights *w, const QNeeds *needs, const float *x, int rows,
+                 int ldx, float *const *y, const int *ldy, const int *n_out, int accumulate)
+{
+  int n_blocks = 0, threads;
+  size_t work = 0;
   QAct a;
   QWork q;
 
-  if (!dfl_dtype_is_quantized (w->type) || wrow == 0 || n_out > w->rows)
+  if (!qact_init (&a, x, rows, ldx, w[0].cols, needs->transpose, needs->biased, needs->simd))
     return 0;
-  if (rows <= 0 || n_out <= 0)
-    return 1;
-  if (!qact_init (&a, x, rows, ldx, w->cols,
-                  !packed && rows >= TRANSPOSE_ROWS && quant_path () != QPATH_GENERIC,
-                  quant_path () == QPATH_VNNI && w->type == DFL_DTYPE_Q8_0,
-                  quant_path () != QPATH_GENERIC))
-    return 0;
-  q = (QWork) { .type = w->type, .w = w->data, .wrow = wrow, .a = &a, .rows = rows,
-                .n_out = n_out, .ldy = ldy, .accumulate = accumulate, .path = quant_path (),
-                .packed = packed ? w : NULL,
-                .packed_rows = { .k = w->cols, .q = a.q, .d = a.d, .s32 = a.s32, .s16 = a.s16 },
-                .y = y };
-  n_blocks = (n_out + OUT_BLOCK - 1) / OUT_BLOCK;
-  threads = n_blocks > 1 && (size_t) rows * n_out * w->cols > 32768 ? dfl_parallel_threads () : 1;
+  q = (QWork) { .a = &a, .rows = rows, .accumulate = accumulate, .path = quant_path (),
+                .packed_rows = { .k = w[0].cols, .q = a.q, .d = a.d, .s32 = a.s32,
+                                 .s16 = a.s16 },
+                .n_matrices = n };
+  for (int i = 0; i < n; i++) {
+    q.m[i] = (QMatrix) { .type = w[i].type, .w = w[i].data,
+                         .wrow = dfl_dtype_row_bytes (w[i].type, w[i].cols),
+                         .packed = needs->packed ? &w[i] : NULL, .y = y[i], .n_out = n_out[i],
+                         .ldy = ldy[i], .first_block = n_blocks };
+    n_blocks += (n_out[i] + OUT_BLOCK - 1) / OUT_BLOCK;
+    work += (size_t) rows * n_out[i] * w[i].cols;
+  }
+  threads = n_blocks > 1 && work > 32768 ? dfl_parallel_threads () : 1;
   q.n_spans = DFL_MIN (DFL_MIN (threads, n_blocks), MAX_SPANS);
   for (int i = 0; i < q.n_spans; i++) {
     atomic_init (&q.spans[i].next, (int) ((int64_t) n_blocks * i / q.n_spans));
@@ -1323,5 +1360,44 @@ dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, 
   }
   dfl_parallel_run (threads, quant_work, &q);
   free (a.mem);
+  return 1;
+}
+
+int
+dfl_matmul_q (const DflWeights *w, const float *x, int rows, int ldx, float *y, int ldy,
+              int n_out, int accumulate)
+{
+  QNeeds needs;
+
+  if (!quant_needs (w, rows, &needs) || n_out > w->rows)
+    return 0;
+  if (rows <= 0 || n_out <= 0)
+    return 1;
+  return matmul_q_shared (1, w, &needs, x, rows, ldx, &y, &ldy, &n_out, accumulate);
+}
+
+int
+dfl_matmul_q_group (int n, const DflWeights *w, const float *x, int rows, int ldx,
+                    float *const *y, const int *ldy, const int *n_out, int accumulate)
+{
+  QNeeds needs[DFL_MATMUL_GROUP_MAX];
+  int same = 1;
+
+  if (n < 1 || n > DFL_MATMUL_GROUP_MAX)
+    return 0;
+  for (int i = 0; i < n; i++) {
+    if (!quant_needs (&w[i], rows, &needs[i]) || n_out[i] > w[i].rows || w[i].cols != w[0].cols)
+      return 0;
+    same = same && !memcmp (&needs[i], &needs[0], sizeof needs[0]);
+  }
+  if (rows <= 0)
+    return 1;
+  if (same)
+    return matmul_q_shared (n, w, needs, x, rows, ldx, y, ldy, n_out, accumulate);
+  /* matrices that read x in different layouts (a Q6_K one beside packed
+   * Q4_K ones in a Q4_K_M file): a call each */
+  for (int i = 0; i < n; i++)
+    if (!dfl_matmul_q (&w[i], x, rows, ldx, y[i], ldy[i], n_out[i], accumulate))
+      return 0;
   return 1;
 }

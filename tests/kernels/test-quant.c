@@ -627,6 +627,96 @@ test_backend (void)
   }
 }
 
+/* Products of one x with several matrices (q, k, v; gate, up) in one call:
+ * each matrix's outputs bitwise its own dfl_matmul_q's, on every path, from
+ * the stored blocks and the packed copy, whether x is quantized once for
+ * all (matrices that read it alike) or a call each (a Q6_K matrix beside
+ * Q4_K ones); a group of different widths refused, nothing written. And
+ * through the CPU device's matmul_group. */
+static void
+test_matmul_group (void)
+{
+  static const DflDtype groups[][3] = {
+    { DFL_DTYPE_Q4_0, DFL_DTYPE_Q4_0, DFL_DTYPE_Q4_0 },
+    { DFL_DTYPE_Q8_0, DFL_DTYPE_Q8_0, DFL_DTYPE_Q8_0 },
+    { DFL_DTYPE_Q4_K, DFL_DTYPE_Q4_K, DFL_DTYPE_Q6_K },
+    { DFL_DTYPE_Q4_0, DFL_DTYPE_Q8_0, DFL_DTYPE_Q4_K },
+  };
+  static const int outs[3] = { 64, 40, 33 }, row_counts[] = { 1, 3, 9, 16 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (11);
+  const int in = 512, ldx = in + 32;
+  int checked = 0;
+
+  for (guint gi = 0; gi < G_N_ELEMENTS (groups); gi++) {
+    QMat m[3];
+    g_autofree float *x = make_values (r, 16, ldx);
+
+    for (int i = 0; i < 3; i++)
+      qmat_make (&m[i], r, groups[gi][i], outs[i], in);
+    for (guint p = 0; p < G_N_ELEMENTS (paths); p++) {
+      if (!dfl_kernels_set_isa (paths[p]))
+        continue;
+      for (int packed = 0; packed <= (paths[p] != DFL_KERNELS_GENERIC); packed++) {
+        DflWeights w[3];
+        for (int i = 0; i < 3; i++) {
+          g_clear_pointer (&m[i].packed, free);
+          if (packed)
+            m[i].packed = dfl_quant_pack (&(DflWeights) { m[i].w, m[i].type, m[i].out, in });
+          w[i] = (DflWeights) { m[i].w, m[i].type, m[i].out, in, m[i].packed };
+        }
+        for (guint rc = 0; rc < G_N_ELEMENTS (row_counts); rc++)
+          for (int acc = 0; acc <= 1; acc++) {
+            int rows = row_counts[rc], ldy[3], n_out[3];
+            float *y[3], *ref[3];
+            for (int i = 0; i < 3; i++) {
+              ldy[i] = outs[i] + 5;
+              n_out[i] = outs[i] - i;   /* the last outputs of a matrix left out */
+              y[i] = g_new (float, (gsize) rows * ldy[i]);
+              ref[i] = g_new (float, (gsize) rows * ldy[i]);
+              for (int j = 0; j < rows * ldy[i]; j++)
+                y[i][j] = ref[i][j] = (float) (j % 13) - 6;
+              matmul (&m[i], x, rows, ldx, ref[i], ldy[i], n_out[i], acc);
+            }
+            g_assert_true (dfl_matmul_q_group (3, w, x, rows, ldx, y, ldy, n_out, acc));
+            for (int i = 0; i < 3; i++) {
+              g_assert_cmpmem (y[i], sizeof (float) * rows * ldy[i], ref[i],
+                               sizeof (float) * rows * ldy[i]);
+              g_free (y[i]);
+              g_free (ref[i]);
+            }
+            checked++;
+          }
+      }
+    }
+    dfl_kernels_set_isa (DFL_KERNELS_BEST);
+    for (int i = 0; i < 3; i++)
+      qmat_clear (&m[i]);
+  }
+  g_test_message ("%d groups checked", checked);
+
+  /* matrices of different widths: refused before anything is written */
+  {
+    QMat a, b;
+    g_autofree float *x = make_values (r, 2, 512);
+    float ya[2 * 16], yb[2 * 16];
+    float *y[2] = { ya, yb };
+    int ldy[2] = { 16, 16 }, n_out[2] = { 16, 16 };
+    DflWeights w[2];
+
+    qmat_make (&a, r, DFL_DTYPE_Q4_0, 16, 512);
+    qmat_make (&b, r, DFL_DTYPE_Q4_0, 16, 256);
+    w[0] = (DflWeights) { a.w, a.type, 16, 512, NULL };
+    w[1] = (DflWeights) { b.w, b.type, 16, 256, NULL };
+    memset (ya, 0x7f, sizeof ya);
+    memset (yb, 0x7f, sizeof yb);
+    g_assert_false (dfl_matmul_q_group (2, w, x, 2, 512, y, ldy, n_out, FALSE));
+    for (int i = 0; i < 32; i++)
+      g_assert_true (*(guint32 *) &ya[i] == 0x7f7f7f7fu && *(guint32 *) &yb[i] == 0x7f7f7f7fu);
+    qmat_clear (&a);
+    qmat_clear (&b);
+  }
+}
+
 const DflTestCase dfl_test_cases[] = {
   { "/quant/dequantize-random", test_dequantize_random },
   { "/quant/roundtrip", test_roundtrip },
@@ -635,6 +725,7 @@ const DflTestCase dfl_test_cases[] = {
   { "/quant/matmul-paths", test_matmul_paths },
   { "/quant/matmul-vnni", test_matmul_vnni },
   { "/quant/matmul-edge-values", test_matmul_edge_values },
+  { "/quant/matmul-group", test_matmul_group },
   { "/quant/backend", test_backend },
   { NULL, NULL }
 };

@@ -49,6 +49,7 @@ known = {
     "default-fresh": ["--route-figures", "none"],
     "chain": ["--route", "chain"],
     "block": ["--route", "block"],
+    "match": ["--route", "match"],
     "no-draft": ["--no-draft"],
 }
 wanted = [m for m in a.modes.split(",") if m]

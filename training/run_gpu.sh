@@ -39,6 +39,9 @@ shift
 OUT=${OUT:-training/out/returned}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
+# PyTorch's allocator in segments that grow: a generation batch's caches reserved in one piece
+# each left 29 GB of the 80 GB H100 reserved but unusable (an out-of-memory error)
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 # the gguf package (tools/hf-to-gguf.py, export.py dequant) is not in the machine's image: it
 # travels as wheels (training/README.md says how to fetch them)

@@ -359,6 +359,12 @@ gboolean dfl_draft_ctx_settle_batch (DflDraftBatch *batch, DflDraftCtx *const *c
 /* The `k` largest of x (n values), largest first; the first of equals is
  * kept. Returns how many were written (min(k, n) less NaNs). */
 int dfl_top_k (const float *x, int n, int k, float *values, guint32 *indices);
+/* How many of a block's `rows` drafts to keep by their confidence: up to
+ * (not including) the first row at which the product of the chosen tokens'
+ * probabilities (each row's softmax over its `width` logits) falls below
+ * `floor`. */
+int dfl_draft_confident_rows (const float *logits, int rows, int width, const guint32 *chosen,
+                              double floor);
 /* The drafted tokens of `n` block rows (after the anchor's, after the last
  * norm) from their logits (`width` values a row: the head's first `width`
  * rows, selector_top ≤ width ≤ vocab). Each row's top selector_top

@@ -40,9 +40,8 @@
 
 #include "gstdflashselector.h"
 
-#include <math.h>
-
 #include "dfl-error.h"
+#include "drafter.h"
 #include "gstdflashdevicememory.h"
 #include "gstdflashelement.h"
 
@@ -87,30 +86,6 @@ struct _GstDflashSelector {
   int width;
   gboolean warned;
 };
-
-/* How many of the `rows` drafts to keep: up to (not including) the first
- * row at which the product of the chosen tokens' probabilities drops below
- * `floor`. */
-static int
-confident_rows (const float *logits, int rows, int width, const guint32 *chosen, double floor)
-{
-  double conf = 1.0;
-
-  for (int r = 0; r < rows; r++) {
-    const float *x = logits + (gsize) r * width;
-    float top = x[0];
-    double z = 0.0;
-    for (int i = 1; i < width; i++)
-      if (x[i] > top)
-        top = x[i];
-    for (int i = 0; i < width; i++)
-      z += exp ((double) x[i] - top);
-    conf *= exp ((double) x[chosen[r]] - top) / z;
-    if (conf < floor)
-      return r;
-  }
-  return rows;
-}
 
 #define _do_init \
     GST_DEBUG_CATEGORY_INIT (gst_dflash_selector_debug, "selector", 0, "dflash selector");
@@ -173,8 +148,8 @@ block_release (GstDflashSelector *self, GstBuffer *in, GstMapInfo *map,
 
   if (min_confidence > 0 && chosen) {
     if (map->memory) {
-      int keep = confident_rows ((const float *) map->data + (gsize) *rows * hs, *rows,
-                                 self->width, chosen, min_confidence);
+      int keep = dfl_draft_confident_rows ((const float *) map->data + (gsize) *rows * hs,
+                                           *rows, self->width, chosen, min_confidence);
       GST_LOG_OBJECT (self, "sequence %u round %u: %d of %d rows confident enough",
                       meta->sequence, meta->round, keep, *rows);
       *rows = keep;

@@ -145,6 +145,10 @@ void dfl_rope_at (float *x, int rows, int heads, int head_dim, const float *inv_
 
 /* gate[i] = silu(gate[i]) · up[i]. */
 void dfl_silu_mul (float *gate, const float *up, size_t n);
+/* softmax(x)[i] over x[0 … n), n ≥ 1, in F32: e^(x[i] − max) over the sum
+ * of e^(x[j] − max), the same bits on every path (within 1e-5 of float64
+ * for rows of a vocabulary's logits). NaN where x holds one. */
+float dfl_softmax_at (const float *x, int n, int i);
 
 /* x[i] += y[i]. */
 void dfl_add (float *x, const float *y, size_t n);

@@ -82,10 +82,11 @@ dfl_rope_at (float *x, int rows, int heads, int head_dim, const float *inv_freq,
               (float) (int) pos[r]);
 }
 
-/* SiLU's e^x, the same operations on every path so that each gives the
- * same bits. Why not libm's expf: a call an element, on one lane, was 13%
- * of a quantized target's verification pass (9 rows × 2048 × 18 layers of
- * it); eight lanes at once take a few cycles an element.
+/* e^x for SiLU and for a row's softmax, the same operations on every path
+ * so that each gives the same bits. Why not libm's expf: a call an
+ * element, on one lane, was 13% of a quantized target's verification pass
+ * (SiLU over 9 rows × 2048 × 18 layers); eight lanes at once take a few
+ * cycles an element.
  *
  * x = n·ln2 + r with n = round(x·log2 e) and r in [−ln2/2, ln2/2] (ln2 in
  * two parts so that r is exact); e^r = 1 + r + r²·p(r), p of degree 5
@@ -93,8 +94,8 @@ dfl_rope_at (float *x, int rows, int heads, int head_dim, const float *inv_freq,
  * e^r); then ·2^n, built in the exponent's bits. Below x = −87, x is
  * taken as −87 (1 + e^x is 1 in float either way); above 88, e^x is +inf
  * (SiLU's g / (1 + e^−g) then −0, within 6e−37 of its value). */
-#define SILU_EXP_LO (-87.0f)
-#define SILU_EXP_HI 88.0f
+#define EXP_LO (-87.0f)
+#define EXP_HI 88.0f
 #define LOG2E 1.44269504088896341f
 #define LN2_HI 0.693359375f
 #define LN2_LO (-2.12194440e-4f)
@@ -104,14 +105,14 @@ static const float exp_poly[6] = {
 };
 
 static inline float
-silu_exp (float x)
+exp_one (float x)
 {
   float n, r, z, p, y;
   int32_t bits;
 
-  if (x > SILU_EXP_HI)
+  if (x > EXP_HI)
     return INFINITY;
-  x = x < SILU_EXP_LO ? SILU_EXP_LO : x;
+  x = x < EXP_LO ? EXP_LO : x;
   n = nearbyintf (x * LOG2E);
   r = fmaf (n, -LN2_HI, x);
   r = fmaf (n, -LN2_LO, r);
@@ -130,7 +131,7 @@ silu_mul_plain (float *gate, const float *up, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     float g = gate[i];
-    gate[i] = g / (1.0f + silu_exp (-g)) * up[i];
+    gate[i] = g / (1.0f + exp_one (-g)) * up[i];
   }
 }
 
@@ -138,17 +139,17 @@ silu_mul_plain (float *gate, const float *up, size_t n)
 #include <immintrin.h>
 #define AVX2 __attribute__ ((target ("avx2,fma")))
 
-/* silu_exp on eight lanes: the same operations in the same order */
+/* exp_one on eight lanes: the same operations in the same order */
 AVX2 static inline __m256
-silu_exp8 (__m256 x)
+exp8 (__m256 x)
 {
   __m256 n, r, z, p, y;
-  __m256 over = _mm256_cmp_ps (x, _mm256_set1_ps (SILU_EXP_HI), _CMP_GT_OQ);
+  __m256 over = _mm256_cmp_ps (x, _mm256_set1_ps (EXP_HI), _CMP_GT_OQ);
 
   /* the bounds' operands ordered so that a NaN stays NaN, as in the
    * comparisons above */
-  x = _mm256_min_ps (_mm256_set1_ps (SILU_EXP_HI),
-                     _mm256_max_ps (_mm256_set1_ps (SILU_EXP_LO), x));
+  x = _mm256_min_ps (_mm256_set1_ps (EXP_HI),
+                     _mm256_max_ps (_mm256_set1_ps (EXP_LO), x));
   n = _mm256_round_ps (_mm256_mul_ps (x, _mm256_set1_ps (LOG2E)),
                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   r = _mm256_fmadd_ps (n, _mm256_set1_ps (-LN2_HI), x);
@@ -170,13 +171,79 @@ silu_mul_avx2 (float *gate, const float *up, size_t n)
 
   for (; i + 8 <= n; i += 8) {
     __m256 g = _mm256_loadu_ps (gate + i);
-    __m256 e = silu_exp8 (_mm256_xor_ps (g, _mm256_set1_ps (-0.0f)));
+    __m256 e = exp8 (_mm256_xor_ps (g, _mm256_set1_ps (-0.0f)));
     __m256 s = _mm256_div_ps (g, _mm256_add_ps (_mm256_set1_ps (1.0f), e));
     _mm256_storeu_ps (gate + i, _mm256_mul_ps (s, _mm256_loadu_ps (up + i)));
   }
   silu_mul_plain (gate + i, up + i, n - i);
 }
 #endif
+
+/* A row's softmax: its largest value, then the sum of e^(x − it) in eight
+ * lanes, lane j mod 8 taking x[j] in order, the lanes summed by this tree
+ * (quant-matmul.c's), on every path. */
+static inline float
+lanes_tree8 (const float l[8])
+{
+  float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];
+  return (a0 + a2) + (a1 + a3);
+}
+
+static float
+row_max (const float *x, int n)
+{
+  float top = x[0];
+
+  for (int i = 1; i < n; i++)
+    top = x[i] > top ? x[i] : top;
+  return top;
+}
+
+static void
+exp_sums_plain (const float *x, int i0, int n, float top, float lane[8])
+{
+  for (int i = i0; i < n; i++)
+    lane[i & 7] += exp_one (x[i] - top);
+}
+
+#if defined(__x86_64__)
+AVX2 static float
+softmax_at_avx2 (const float *x, int n, int i)
+{
+  int n8 = n & ~7;
+  __m256 m = _mm256_set1_ps (x[0]), acc = _mm256_setzero_ps (), t;
+  float lane[8], top;
+
+  for (int j = 0; j < n8; j += 8)
+    m = _mm256_max_ps (m, _mm256_loadu_ps (x + j));
+  t = _mm256_max_ps (m, _mm256_permute2f128_ps (m, m, 1));
+  t = _mm256_max_ps (t, _mm256_shuffle_ps (t, t, 0x4e));
+  t = _mm256_max_ps (t, _mm256_shuffle_ps (t, t, 0xb1));
+  top = _mm256_cvtss_f32 (t);
+  for (int j = n8; j < n; j++)
+    top = x[j] > top ? x[j] : top;
+  for (int j = 0; j < n8; j += 8)
+    acc = _mm256_add_ps (acc, exp8 (_mm256_sub_ps (_mm256_loadu_ps (x + j),
+                                                   _mm256_set1_ps (top))));
+  _mm256_storeu_ps (lane, acc);
+  exp_sums_plain (x, n8, n, top, lane);
+  return exp_one (x[i] - top) / lanes_tree8 (lane);
+}
+#endif
+
+float
+dfl_softmax_at (const float *x, int n, int i)
+{
+  float lane[8] = { 0 }, top;
+
+#if defined(__x86_64__)
+  if (dfl_kernels_isa () != DFL_KERNELS_GENERIC)
+    return softmax_at_avx2 (x, n, i);
+#endif
+  top = row_max (x, n);
+  exp_sums_plain (x, 0, n, top, lane);
+  return exp_one (x[i] - top) / lanes_tree8 (lane);
+}
 
 void
 dfl_silu_mul (float *gate, const float *up, size_t n)

@@ -170,6 +170,42 @@ test_top_k (void)
   g_assert_cmpuint (i[2], ==, 2);
 }
 
+/* The drafts kept by confidence: the product of each row's probability of
+ * its chosen token, against float64, cut before the first row where it
+ * falls below the floor. */
+static void
+test_confident_rows (void)
+{
+  enum { ROWS = 5, WIDTH = 300 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (9);
+  float logits[ROWS * WIDTH];
+  guint32 chosen[ROWS];
+  double p[ROWS], conf = 1.0;
+
+  for (int i = 0; i < ROWS * WIDTH; i++)
+    logits[i] = (float) g_rand_double_range (r, -4, 4);
+  for (int row = 0; row < ROWS; row++) {
+    double z = 0, top = -INFINITY;
+    chosen[row] = (guint32) (37 * row + 11);
+    /* a clear favourite in the first rows, less and less sure after */
+    logits[row * WIDTH + chosen[row]] = 14.0f - 3.0f * row;
+    for (int i = 0; i < WIDTH; i++)
+      top = MAX (top, logits[row * WIDTH + i]);
+    for (int i = 0; i < WIDTH; i++)
+      z += exp (logits[row * WIDTH + i] - top);
+    p[row] = exp (logits[row * WIDTH + chosen[row]] - top) / z;
+  }
+  for (int row = 0; row < ROWS; row++) {
+    /* a floor just above and just below the product through this row */
+    conf *= p[row];
+    g_assert_cmpint (dfl_draft_confident_rows (logits, ROWS, WIDTH, chosen, conf * 1.001), ==,
+                     row);
+    g_assert_cmpint (dfl_draft_confident_rows (logits, ROWS, WIDTH, chosen, conf * 0.999), >,
+                     row);
+  }
+  g_assert_cmpint (dfl_draft_confident_rows (logits, ROWS, WIDTH, chosen, 0.0), ==, ROWS);
+}
+
 static DflDrafterGeometry
 small_geometry (void)
 {
@@ -271,6 +307,7 @@ main (int argc, char **argv)
   g_test_add_func ("/drafter/geometry", test_geometry);
   g_test_add_func ("/drafter/v1-config", test_v1_config);
   g_test_add_func ("/drafter/top-k", test_top_k);
+  g_test_add_func ("/drafter/confident-rows", test_confident_rows);
   g_test_add_func ("/drafter/select", test_select);
   g_test_add_func ("/drafter/trunk-hash", test_trunk_hash);
   return g_test_run ();

@@ -442,6 +442,49 @@ test_silu (void)
   g_free (y);
 }
 
+/* A row's softmax at one index (the selector's confidence): within 2e-5
+ * of float64 on rows of 1 to 8195 logits, the same bits on every path; a
+ * NaN in the row gives NaN. */
+static void
+test_softmax_at (void)
+{
+  static const int lengths[] = { 1, 7, 8, 9, 100, 8192, 8195 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (5);
+
+  for (guint li = 0; li < G_N_ELEMENTS (lengths); li++) {
+    int n = lengths[li];
+    g_autofree float *x = g_new (float, n);
+    for (int i = 0; i < n; i++)
+      x[i] = (float) g_rand_double_range (r, -12, 12) + (i % 97 == 3 ? 20.0f : 0.0f);
+    for (int k = 0; k < 5; k++) {
+      int at = (int) ((gint64) n * k / 5);
+      double top = x[0], z = 0;
+      float p0;
+      for (int i = 1; i < n; i++)
+        top = MAX (top, x[i]);
+      for (int i = 0; i < n; i++)
+        z += exp (x[i] - top);
+      dfl_kernels_set_isa (DFL_KERNELS_GENERIC);
+      p0 = dfl_softmax_at (x, n, at);
+      dfl_kernels_set_isa (DFL_KERNELS_BEST);
+      if (!(fabs (p0 - exp (x[at] - top) / z) <= 2e-5 * exp (x[at] - top) / z))
+        g_error ("softmax_at (%d of %d) = %.9g, float64 %.9g", at, n, p0, exp (x[at] - top) / z);
+      for (int isa = DFL_KERNELS_GENERIC; isa <= DFL_KERNELS_AVX512; isa++) {
+        float p;
+        if (!dfl_kernels_set_isa (isa))
+          continue;
+        p = dfl_softmax_at (x, n, at);
+        g_assert_cmpmem (&p, sizeof p, &p0, sizeof p0);
+      }
+      dfl_kernels_set_isa (DFL_KERNELS_BEST);
+    }
+    if (n > 1) {
+      x[n / 2] = NAN;
+      g_assert_true (isnan (dfl_softmax_at (x, n, 0)));
+    }
+  }
+}
+
 static void
 test_small_ops (void)
 {
@@ -483,5 +526,6 @@ main (int argc, char **argv)
                         test_attention_invariant);
   g_test_add_func ("/kernels/small-ops", test_small_ops);
   g_test_add_func ("/kernels/silu", test_silu);
+  g_test_add_func ("/kernels/softmax-at", test_softmax_at);
   return g_test_run ();
 }

@@ -108,8 +108,11 @@ static inline float
 exp_one (float x)
 {
   float n, r, z, p, y;
-  int32_t bits;
+  uint32_t bits;
 
+  /* a NaN stays NaN (and never reaches the integer conversion below) */
+  if (isnan (x))
+    return x;
   if (x > EXP_HI)
     return INFINITY;
   x = x < EXP_LO ? EXP_LO : x;
@@ -121,7 +124,8 @@ exp_one (float x)
   for (int i = 1; i < 6; i++)
     p = fmaf (p, r, exp_poly[i]);
   y = fmaf (p, z, r) + 1.0f;
-  bits = ((int32_t) n + 127) << 23;
+  /* n is an integer in [−126, 127]: 2^n a normal float */
+  bits = (uint32_t) ((int32_t) n + 127) << 23;
   memcpy (&z, &bits, sizeof z);
   return y * z;
 }

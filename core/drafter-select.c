@@ -20,7 +20,10 @@ dfl_draft_confident_rows (const float *logits, int rows, int width, const guint3
 {
   double conf = 1.0;
 
+  g_return_val_if_fail (width > 0 || rows == 0, 0);
   for (int r = 0; r < rows; r++) {
+    /* a token outside the row: a caller's error, and nothing kept from it on */
+    g_return_val_if_fail (chosen[r] < (guint32) width, r);
     conf *= dfl_softmax_at (logits + (gsize) r * width, width, (int) chosen[r]);
     if (conf < floor)
       return r;

@@ -204,6 +204,11 @@ test_confident_rows (void)
                      row);
   }
   g_assert_cmpint (dfl_draft_confident_rows (logits, ROWS, WIDTH, chosen, 0.0), ==, ROWS);
+  /* a chosen token outside the row: a critical, and the drafts kept up to it */
+  chosen[2] = WIDTH;
+  g_test_expect_message (NULL, G_LOG_LEVEL_CRITICAL, "*chosen*width*");
+  g_assert_cmpint (dfl_draft_confident_rows (logits, ROWS, WIDTH, chosen, 0.0), ==, 2);
+  g_test_assert_expected_messages ();
 }
 
 static DflDrafterGeometry

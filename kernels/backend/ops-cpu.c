@@ -89,6 +89,16 @@ cpu_caps (DflDevice *dev, DflOp op, DflDtype dtype)
          | (dfl_op_has_indices (op) ? DFL_OP_CAP_HOST_INDICES : 0);
 }
 
+/* What is left to fail in a quantized product once dfl_op_matmul has
+ * checked the shapes: the memory for the quantized activations. */
+static gboolean
+no_memory_for_int8 (const DflTensor *x, GError **error)
+{
+  g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "matmul on the CPU: no memory for %d rows "
+               "of %d inputs quantized to int8", DFL_ROWS (x), DFL_COLS (x));
+  return FALSE;
+}
+
 static gboolean
 cpu_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y,
             gboolean accumulate, GError **error)
@@ -96,14 +106,9 @@ cpu_matmul (DflDevice *dev, const DflTensor *w, const DflTensor *x, DflTensor *y
   DflWeights wt = { dfl_tensor_data (w), w->dtype, DFL_ROWS (w), DFL_COLS (w), w->packed };
 
   if (dfl_dtype_is_quantized (w->dtype)) {
-    /* dfl_op_matmul has checked the shapes: what is left is the memory
-     * for the quantized activations */
     if (!dfl_matmul_q (&wt, F32 (x), DFL_ROWS (x), DFL_LD (x), F32 (y), DFL_LD (y),
-                       DFL_COLS (y), accumulate)) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "matmul on the CPU: no memory for %d rows "
-                   "of %d inputs quantized to int8", DFL_ROWS (x), DFL_COLS (x));
-      return FALSE;
-    }
+                       DFL_COLS (y), accumulate))
+      return no_memory_for_int8 (x, error);
     return TRUE;
   }
   dfl_matmul_w (&wt, F32 (x), DFL_ROWS (x), DFL_LD (x), F32 (y), DFL_LD (y), DFL_COLS (y),
@@ -118,7 +123,6 @@ cpu_matmul_group (DflDevice *dev, int n, const DflTensor *const *w, const DflTen
   DflWeights wt[DFL_OP_GROUP_MAX];
   float *ys[DFL_OP_GROUP_MAX];
   int ldy[DFL_OP_GROUP_MAX], n_out[DFL_OP_GROUP_MAX];
-
   int quantized = 0;
 
   G_STATIC_ASSERT (DFL_OP_GROUP_MAX <= DFL_MATMUL_GROUP_MAX);
@@ -133,11 +137,8 @@ cpu_matmul_group (DflDevice *dev, int n, const DflTensor *const *w, const DflTen
   if (quantized == n) {
     /* x quantized once for all of them where they read it alike */
     if (!dfl_matmul_q_group (n, wt, F32 (x), DFL_ROWS (x), DFL_LD (x), ys, ldy, n_out,
-                             accumulate)) {
-      g_set_error (error, DFL_ERROR, DFL_ERROR_LIMIT, "matmul on the CPU: no memory for %d rows "
-                   "of %d inputs quantized to int8", DFL_ROWS (x), DFL_COLS (x));
-      return FALSE;
-    }
+                             accumulate))
+      return no_memory_for_int8 (x, error);
     return TRUE;
   }
   if (quantized) {

@@ -192,6 +192,10 @@ struct _GstTapSource {
   guint next_prompt, running;
   GQueue requests;           /* TapRequest, waiting for a place in flight */
   guint next_request;        /* the next request's id (never 0) */
+  /* a request taken off the queue whose sequence is not in `seqs` yet
+   * (start_sequence runs unlocked): a cancel in between marks it here */
+  TapRequest *starting;
+  gboolean starting_cancelled;
   gboolean flushing;
   gboolean restart;          /* a flush went downstream: start over from the first prompt */
   guint64 busy_ns;           /* the busy-time property (object lock) */
@@ -1005,6 +1009,12 @@ start_sequence (GstTapSource *self, guint index, const TapRequest *req, GstBuffe
   s->serving = req->serving;
   g_mutex_lock (&self->lock);
   g_hash_table_replace (self->seqs, GUINT_TO_POINTER (index), s);
+  if (self->starting == req) {
+    /* cancelled on its way here: it goes at its first verdict */
+    if (self->starting_cancelled)
+      g_atomic_int_set (&s->cancelled, 1);
+    self->starting = NULL;
+  }
   g_mutex_unlock (&self->lock);
   if (g && !self->cuda)
     taps = g_new (float, (gsize) n * tw);
@@ -1110,8 +1120,15 @@ gst_tap_source_create (GstPushSrc *src, GstBuffer **buf)
       TapRequest *req = g_queue_pop_head (&self->requests);
       GstFlowReturn ret;
       self->running++;
+      self->starting = req;
+      self->starting_cancelled = FALSE;
       g_mutex_unlock (&self->lock);
       ret = start_sequence (self, req->id, req, buf);
+      g_mutex_lock (&self->lock);
+      if (self->starting == req)
+        /* refused before its sequence was made */
+        self->starting = NULL;
+      g_mutex_unlock (&self->lock);
       tap_request_free (req);
       return ret;
     }
@@ -1260,6 +1277,10 @@ gst_tap_source_cancel_request (GstTapSource *self, guint id)
    * downstream now */
   if (!found && (s = g_hash_table_lookup (self->seqs, GUINT_TO_POINTER (id))) && s->serving) {
     g_atomic_int_set (&s->cancelled, 1);
+    found = TRUE;
+  }
+  if (!found && self->starting && self->starting->id == id) {
+    self->starting_cancelled = TRUE;
     found = TRUE;
   }
   g_mutex_unlock (&self->lock);

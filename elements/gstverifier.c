@@ -404,7 +404,9 @@ push_request_text (GstVerifier *self, GstDflashSeq *s, const char *text, gboolea
 
   if (!*text && !done)
     return GST_FLOW_OK;
-  buf = gst_buffer_new_memdup (text, strlen (text));
+  /* an empty last piece (the EOS token's, say) is a buffer without memory:
+   * GStreamer wraps no NULL data, and a zero-byte copy is NULL */
+  buf = *text ? gst_buffer_new_memdup (text, strlen (text)) : gst_buffer_new ();
   m = gst_buffer_add_dflash_round_meta (buf);
   m->sequence = s->id;
   m->round = s->rounds;

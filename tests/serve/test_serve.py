@@ -11,6 +11,7 @@ TAP on stdout.
     test_serve.py DFLASH DEFAULT_PAIR_DIR [--sanitized]
 """
 import concurrent.futures
+import http.client
 import json
 import os
 import re
@@ -83,7 +84,8 @@ class Server:
 
 
 def post(url, body, raw=False, method="POST"):
-    """(status, parsed JSON or text) of a request, errors included."""
+    """(status, parsed JSON or text) of a request, errors included; a
+    connection that failed is (None, what failed), for the check to show."""
     data = body if raw else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
@@ -96,6 +98,8 @@ def post(url, body, raw=False, method="POST"):
             return e.code, json.loads(text)
         except ValueError:
             return e.code, text
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+        return None, f"{type(e).__name__}: {e}"
 
 
 _generated = {}
@@ -292,6 +296,26 @@ def bad_input_tests(srv):
           and r["choices"][0]["text"] == generate("func main() {", 12)[0], (code, r))
 
 
+def eos_tests(srv):
+    """A request whose last token has no text: the EOS token right after the
+    prompt (the fixture's greedy token after token 910). Its empty last
+    piece once killed the server (a zero-byte copy is NULL to GStreamer)."""
+    code, r = post(srv.url + "/v1/completions", {"model": NAME, "prompt": [910], "max_tokens": 4,
+                                                  "temperature": 0})
+    check("eos: a completion that is only the EOS token → empty text, finish_reason stop",
+          code == 200 and r["choices"][0]["text"] == ""
+          and r["choices"][0]["finish_reason"] == "stop" and r["usage"]["completion_tokens"] == 1,
+          f"{code} {r}\nserver: {srv.proc.poll()}\n" + "".join(srv.log)[-1500:])
+    try:
+        chunks = list(srv.client().completions.create(model=NAME, prompt=[910], max_tokens=4,
+                                                      temperature=0, stream=True))
+        check("eos: streamed, it ends with finish_reason stop and no text",
+              chunks and chunks[-1].choices[0].finish_reason == "stop"
+              and "".join(c.choices[0].text for c in chunks) == "", chunks)
+    except openai.APIError as e:
+        check("eos: streamed, it ends with finish_reason stop and no text", False, repr(e))
+
+
 def queue_tests():
     """Past --max-sequences and --max-queue: 429; a client gone frees its place.
     The repository's default pair (slower than the fixture, a longer
@@ -334,7 +358,8 @@ def queue_tests():
               and re.search(r"^dflash_queued_requests 0$", m, re.M), m[-300:])
         code, r = post(srv.url + "/v1/completions", {"model": NAME, "prompt": "a",
                                                       "max_tokens": 2})
-        check("queue: the server takes requests again", code == 200, (code, r))
+        check("queue: the server takes requests again", code == 200,
+              f"{code} {r}\nserver: {srv.proc.poll()}\n" + "".join(srv.log)[-1500:])
     finally:
         check("queue: the server exits cleanly on SIGTERM", srv.stop() == 0,
               "".join(srv.log)[-2000:])
@@ -482,6 +507,7 @@ def main():
         curl_tests(srv)
         openai_tests(srv)
         bad_input_tests(srv)
+        eos_tests(srv)
     finally:
         check("the server exits cleanly on SIGTERM", srv.stop() == 0, "".join(srv.log)[-2000:])
     template_tests()

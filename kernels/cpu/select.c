@@ -6,29 +6,72 @@
 #include <stdlib.h>
 #include <string.h>
 
-int
-dfl_top_k_row (const float *x, int n, int k, float *values, int32_t *indices)
-{
-  int have = 0;
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
-  for (int i = 0; i < n; i++) {
+/* x[from, to) offered in order to the `*have` best kept so far. */
+static void
+top_k_offer (const float *x, int from, int to, int k, float *values, int32_t *indices, int *have)
+{
+  for (int i = from; i < to; i++) {
     float v = x[i];
     int at;
     if (isnan (v))
       continue;
     /* not above the last kept: the first of equals stays */
-    if (have == k && v <= values[k - 1])
+    if (*have == k && v <= values[k - 1])
       continue;
     /* after every kept value ≥ v: equals keep their order */
-    for (at = have; at > 0 && values[at - 1] < v; at--)
+    for (at = *have; at > 0 && values[at - 1] < v; at--)
       ;
-    if (have < k)
-      have++;
-    memmove (values + at + 1, values + at, sizeof (float) * (have - 1 - at));
-    memmove (indices + at + 1, indices + at, sizeof (int32_t) * (have - 1 - at));
+    if (*have < k)
+      (*have)++;
+    memmove (values + at + 1, values + at, sizeof (float) * (*have - 1 - at));
+    memmove (indices + at + 1, indices + at, sizeof (int32_t) * (*have - 1 - at));
     values[at] = v;
     indices[at] = i;
   }
+}
+
+#if defined(__x86_64__)
+/* Once k are kept, a stretch of eight with none above the last kept (a
+ * NaN is above nothing) is passed over whole: the scalar loop would skip
+ * each of them, and the bar only rises, so the result is the same. Most of
+ * a row of logits falls below its top eight at once: this was a tenth of
+ * a block's drafting on two cores (8192 logits a row, one element at a
+ * time). */
+__attribute__ ((target ("avx2"))) static int
+top_k_avx2 (const float *x, int n, int k, float *values, int32_t *indices)
+{
+  int have = 0, i = 0;
+
+  while (i < n && have < k) {
+    top_k_offer (x, i, i + 1, k, values, indices, &have);
+    i++;
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 above = _mm256_cmp_ps (_mm256_loadu_ps (x + i), _mm256_set1_ps (values[k - 1]),
+                                  _CMP_GT_OQ);
+    if (_mm256_movemask_ps (above))
+      top_k_offer (x, i, i + 8, k, values, indices, &have);
+  }
+  top_k_offer (x, i, n, k, values, indices, &have);
+  return have;
+}
+#endif
+
+int
+dfl_top_k_row (const float *x, int n, int k, float *values, int32_t *indices)
+{
+  int have = 0;
+
+#if defined(__x86_64__)
+  if (dfl_kernels_isa () != DFL_KERNELS_GENERIC)
+    have = top_k_avx2 (x, n, k, values, indices);
+  else
+#endif
+    top_k_offer (x, 0, n, k, values, indices, &have);
   for (int i = have; i < k; i++) {
     values[i] = NAN;
     indices[i] = -1;

@@ -10,6 +10,7 @@
 #include <glib.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dfl-kernels.h"
@@ -485,6 +486,130 @@ test_softmax_at (void)
   }
 }
 
+/* The top k of a row (the selector's candidates) against a stable sort:
+ * values from the largest, equals in the order they come, NaNs left out,
+ * the slots past what the row holds NaN and −1; rows with ties, NaNs,
+ * infinities, rising (every value displaces one) and flat; every path. */
+typedef struct {
+  float v;
+  int i;
+} Ranked;
+
+static int
+ranked_cmp (const void *a, const void *b)
+{
+  const Ranked *x = a, *y = b;
+
+  if (x->v != y->v)
+    return x->v > y->v ? -1 : 1;
+  return x->i - y->i;
+}
+
+static void
+test_top_k (void)
+{
+  static const int lengths[] = { 1, 5, 8, 9, 17, 100, 8192, 8195 }, ks[] = { 1, 2, 8, 16 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (11);
+
+  for (guint li = 0; li < G_N_ELEMENTS (lengths); li++)
+    for (int kind = 0; kind < 4; kind++) {
+      int n = lengths[li];
+      g_autofree float *x = g_new (float, n);
+      g_autofree Ranked *ref = g_new (Ranked, n);
+      for (int i = 0; i < n; i++) {
+        switch (kind) {
+          case 0:   /* few levels: many ties */
+            x[i] = (float) g_rand_int_range (r, -4, 5);
+            break;
+          case 1:   /* NaNs, infinities and signed zeros among values */
+            x[i] = i % 11 == 4 ? NAN : i % 37 == 5 ? INFINITY : i % 41 == 6 ? -INFINITY
+                : i % 13 == 7 ? -0.0f : (float) g_rand_double_range (r, -10, 10);
+            break;
+          case 2:   /* rising */
+            x[i] = (float) i * 0.25f;
+            break;
+          default:  /* flat */
+            x[i] = 1.5f;
+        }
+      }
+      for (guint ki = 0; ki < G_N_ELEMENTS (ks); ki++) {
+        int k = ks[ki], m = 0;
+        g_autofree float *vals = g_new (float, k);
+        g_autofree gint32 *idx = g_new (gint32, k);
+        for (int i = 0; i < n; i++)
+          if (!isnan (x[i]))
+            ref[m++] = (Ranked) { x[i], i };
+        qsort (ref, m, sizeof *ref, ranked_cmp);
+        for (int isa = DFL_KERNELS_GENERIC; isa <= DFL_KERNELS_AVX512; isa++) {
+          int have;
+          if (!dfl_kernels_set_isa (isa))
+            continue;
+          have = dfl_top_k_row (x, n, k, vals, idx);
+          g_assert_cmpint (have, ==, MIN (k, m));
+          for (int j = 0; j < k; j++) {
+            if (j < have) {
+              g_assert_cmpint (idx[j], ==, ref[j].i);
+              g_assert_cmpmem (&vals[j], sizeof (float), &x[ref[j].i], sizeof (float));
+            } else {
+              g_assert_cmpint (idx[j], ==, -1);
+              g_assert_true (isnan (vals[j]));
+            }
+          }
+        }
+        dfl_kernels_set_isa (DFL_KERNELS_BEST);
+      }
+    }
+}
+
+/* The grouped causal row convolution: within 1e-6 of float64 and the
+ * same bits on every path, with groups that are no multiple of eight and
+ * rows that are not a multiple of eight long, fewer rows than taps too. */
+static void
+test_row_conv (void)
+{
+  static const int shapes[][4] = {   /* rows, dim, group, kernel */
+    { 16, 384, 24, 4 }, { 3, 40, 5, 4 }, { 7, 13, 13, 2 }, { 1, 64, 8, 3 },
+  };
+  g_autoptr (GRand) r = g_rand_new_with_seed (17);
+
+  for (guint si = 0; si < G_N_ELEMENTS (shapes); si++) {
+    int rows = shapes[si][0], dim = shapes[si][1], group = shapes[si][2];
+    int kernel = shapes[si][3], groups = dim / group, stride = kernel * groups + 3;
+    g_autofree float *x = g_new (float, rows * dim), *base = g_new (float, kernel * dim);
+    g_autofree float *dyn = g_new (float, rows * stride), *y0 = g_new (float, rows * dim);
+    g_autofree float *y = g_new (float, rows * dim);
+    for (int i = 0; i < rows * dim; i++)
+      x[i] = (float) g_rand_double_range (r, -2, 2);
+    for (int i = 0; i < kernel * dim; i++)
+      base[i] = (float) g_rand_double_range (r, -1, 1);
+    for (int i = 0; i < rows * stride; i++)
+      dyn[i] = (float) g_rand_double_range (r, -1, 1);
+    dfl_kernels_set_isa (DFL_KERNELS_GENERIC);
+    dfl_row_conv (x, rows, dim, group, kernel, base, dyn, stride, y0);
+    dfl_kernels_set_isa (DFL_KERNELS_BEST);
+    for (int row = 0; row < rows; row++)
+      for (int i = 0; i < dim; i++) {
+        double want = 0, size = 0;
+        for (int o = 0; o < kernel && o <= row; o++) {
+          double t = ((double) base[o * dim + i] + dyn[row * stride + o * groups + i / group])
+              * x[(row - o) * dim + i];
+          want += t;
+          size += fabs (t);
+        }
+        if (!(fabs (y0[row * dim + i] - want) <= 1e-6 * size + 1e-30))
+          g_error ("row_conv %d×%d group %d: [%d][%d] = %.9g, float64 %.9g", rows, dim, group,
+                   row, i, y0[row * dim + i], want);
+      }
+    for (int isa = DFL_KERNELS_GENERIC; isa <= DFL_KERNELS_AVX512; isa++) {
+      if (!dfl_kernels_set_isa (isa))
+        continue;
+      dfl_row_conv (x, rows, dim, group, kernel, base, dyn, stride, y);
+      g_assert_cmpmem (y, sizeof (float) * rows * dim, y0, sizeof (float) * rows * dim);
+    }
+    dfl_kernels_set_isa (DFL_KERNELS_BEST);
+  }
+}
+
 static void
 test_small_ops (void)
 {
@@ -527,5 +652,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/small-ops", test_small_ops);
   g_test_add_func ("/kernels/silu", test_silu);
   g_test_add_func ("/kernels/softmax-at", test_softmax_at);
+  g_test_add_func ("/kernels/top-k", test_top_k);
+  g_test_add_func ("/kernels/row-conv", test_row_conv);
   return g_test_run ();
 }

@@ -234,16 +234,26 @@ gboolean
 dfl_draft_run_gather_window (DflDraftRun *run, int l, GError **error)
 {
   const DflDrafterGeometry *g = run->base.g;
-  int w = dfl_drafter_geometry_window_of (g, l);
+  int w = dfl_drafter_geometry_window_of (g, l), from = 0;
   DflTensor table_k, table_v, gather, win_k, win_v;
 
   if (w == 0)
     return TRUE;
   table_k = dfl_draft_kv_all (run, l, FALSE);
   table_v = dfl_draft_kv_all (run, l, TRUE);
-  gather = dfl_draft_param (run, run->params.off_gather[l], DFL_DTYPE_I32, w);
-  win_k = dfl_draft_rows (&run->win_k[l], 0, w);
-  win_v = dfl_draft_rows (&run->win_v[l], 0, w);
+  if (run->net->host_indices && !run->net->can_capture) {
+    /* ops dispatched one by one, reading the indices on the host: only the
+     * slots some row reads (from row 0's lower end on; a short context
+     * fills a few of the window's slots) */
+    from = ((const gint32 *) (run->params.host + run->params.off_lo))[(gsize) l * g->block];
+    from = CLAMP (from, 0, w);
+    if (from == w)
+      return TRUE;
+  }
+  gather = dfl_draft_param (run, run->params.off_gather[l] + (gsize) from * sizeof (gint32),
+                            DFL_DTYPE_I32, w - from);
+  win_k = dfl_draft_rows (&run->win_k[l], from, w - from);
+  win_v = dfl_draft_rows (&run->win_v[l], from, w - from);
   return dfl_op_embed (run->dev, &table_k, &gather, &win_k, error)
          && dfl_op_embed (run->dev, &table_v, &gather, &win_v, error);
 }

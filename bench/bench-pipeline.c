@@ -1,24 +1,38 @@
-/* gst-dflash — overlap of drafting and verification with sequences in flight.
+/* gst-dflash — overlap of drafting and verification with sequences in flight,
+ * and a round's cost in plain steps.
  *
  *   bench-pipeline [--model DIR] [--prompts N] [--max-new N] [--backend cpu|cuda|vulkan]
  *
  * Runs the same prompts through
  *   tapsource in-flight=K ! queue ! ctxsettle ! queue ! dflashblock ! selector ! queue ! verifier ! fakesink
- * for K = 1, 2 and 4, and prints the wall time, the busy time of the
- * drafting elements (ctxsettle, dflashblock, selector) and of the verifier,
- * their sum, and tokens/s; then each drafting element's busy time alone.
+ * (the selector cutting the draft where the drafter is unsure,
+ * min-confidence=0.05, as pipelines/speculative.pipeline has it) for K = 1,
+ * 2 and 4, and prints the wall time, the busy time of the drafting elements
+ * (ctxsettle, dflashblock, selector) and of the verifier, their sum, and
+ * tokens/s; then each drafting element's busy time alone. With one sequence
+ * the stages take turns, so the wall time is about the sum; with several,
+ * drafting one sequence while the target verifies another makes the wall
+ * time shorter than the sum.
+ *
+ * Then a round against a plain step: one sequence drafted and the same
+ * prompts without a drafter (the verifier's busy time a step), alternating
+ * three times, each pair's ratios printed and their median: the block with
+ * its selection (dflashblock and selector), all of a round's drafting
+ * (ctxsettle too) and its verification, in steps.
+ *
  * --backend sets every element's `backend` (cuda: the target's weights
  * widened to F32, as pipelines/speculative-cuda.pipeline has them; vulkan:
- * the drafting elements only, the target stays on the CPU). With one sequence the stages take turns, so the
- * wall time is about the sum; with several, drafting one sequence while
- * the target verifies another makes the wall time shorter than the sum.
+ * the drafting elements only, the target stays on the CPU).
  * A benchmark: it asserts nothing about time.
  */
 #include <gst/gst.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench-pipelines.h"
+
+#define PAIRS 3
 
 static guint64
 busy (GstElement *pipeline, const char *name)
@@ -31,6 +45,68 @@ busy (GstElement *pipeline, const char *name)
   return ns;
 }
 
+/* What a run gave: its wall time, the verifier's figures, and the busy
+ * seconds of the elements named settle, block, select and verify (0 where
+ * the pipeline has none). */
+typedef struct {
+  double wall, tau, settle, block, select, verify;
+  gint64 rounds, tokens;
+} Run;
+
+static gboolean
+run_pipeline (const char *desc, Run *run)
+{
+  g_autoptr (GError) error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  GstStructure *summary = NULL;
+  const char *names[] = { "settle", "block", "select", "verify" };
+  double *into[] = { &run->settle, &run->block, &run->select, &run->verify };
+
+  memset (run, 0, sizeof *run);
+  if (!pipeline) {
+    fprintf (stderr, "bench-pipeline: %s\n", error->message);
+    return FALSE;
+  }
+  if (!dfl_bench_play ("bench-pipeline", pipeline, &run->wall, &summary)) {
+    gst_object_unref (pipeline);
+    return FALSE;
+  }
+  if (summary) {
+    gst_structure_get_int64 (summary, "new-tokens", &run->tokens);
+    gst_structure_get_int64 (summary, "rounds", &run->rounds);
+    gst_structure_get_double (summary, "tau", &run->tau);
+    gst_structure_free (summary);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
+    GstElement *e = gst_bin_get_by_name (GST_BIN (pipeline), names[i]);
+    if (e) {
+      *into[i] = busy (pipeline, names[i]) / 1e9;
+      gst_object_unref (e);
+    }
+  }
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (pipeline);
+  return TRUE;
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+
+  return (x > y) - (x < y);
+}
+
+static double
+median3 (const double *v)
+{
+  double s[PAIRS];
+
+  memcpy (s, v, sizeof s);
+  qsort (s, PAIRS, sizeof *s, cmp_double);
+  return s[PAIRS / 2];
+}
+
 int
 main (int argc, char **argv)
 {
@@ -40,9 +116,10 @@ main (int argc, char **argv)
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend, "cpu (default), cuda or vulkan", "B" },
     { NULL }
   };
-  g_autoptr (GError) error = NULL;
-  g_autofree char *file = NULL;
+  g_autofree char *file = NULL, *plain = NULL;
   const int in_flight[] = { 1, 2, 4 };
+  double block[PAIRS], drafting[PAIRS], verification[PAIRS];
+  const char *target_backend;
 
   if (!dfl_bench_pipeline_init ("bench-pipeline", "- drafting and verification overlap", entries,
                                 &args, &argc, &argv))
@@ -55,6 +132,7 @@ main (int argc, char **argv)
   }
   if (!(file = dfl_bench_prompts_file ("bench-pipeline", args.n_prompts)))
     return 1;
+  target_backend = strcmp (backend, "cuda") == 0 ? "backend=cuda" : "";
 
   printf ("%d prompts, %d new tokens each, backend %s\n", args.n_prompts, args.max_new, backend);
   printf ("in-flight   wall s   drafting busy s   verifier busy s   sum s   sum/wall   tokens/s"
@@ -63,34 +141,59 @@ main (int argc, char **argv)
     g_autofree char *desc = g_strdup_printf (
         "tapsource name=src %s%s prompts-file=\"%s\" in-flight=%d max-new-tokens=%d %s ! queue ! "
         "ctxsettle name=settle backend=%s ! queue ! dflashblock name=block backend=%s ! "
-        "selector name=select backend=%s ! queue ! verifier name=verify %s ! fakesink sync=false",
-        args.model ? "model=" : "", args.model ? args.model : "", file, in_flight[k], args.max_new,
+        "selector name=select backend=%s min-confidence=0.05 ! queue ! verifier name=verify %s ! "
+        "fakesink sync=false", args.model ? "model=" : "", args.model ? args.model : "", file,
+        in_flight[k], args.max_new,
         strcmp (backend, "cuda") == 0 ? "backend=cuda gpu-weights=f32" : "", backend, backend,
-        backend, strcmp (backend, "cuda") == 0 ? "backend=cuda" : "");
-    GstElement *pipeline = gst_parse_launch (desc, &error);
-    GstStructure *summary;
-    double wall, draft, verify;
-    gint64 tokens = 0;
+        backend, target_backend);
+    Run run;
+    double draft;
 
-    if (!pipeline) {
-      fprintf (stderr, "bench-pipeline: %s\n", error->message);
+    if (!run_pipeline (desc, &run))
       return 1;
-    }
-    if (!dfl_bench_play ("bench-pipeline", pipeline, &wall, &summary))
-      return 1;
-    if (summary) {
-      gst_structure_get_int64 (summary, "new-tokens", &tokens);
-      gst_structure_free (summary);
-    }
-    draft = (busy (pipeline, "settle") + busy (pipeline, "block") + busy (pipeline, "select")) / 1e9;
-    verify = busy (pipeline, "verify") / 1e9;
+    draft = run.settle + run.block + run.select;
     printf ("%9d   %6.2f   %15.2f   %15.2f   %5.2f   %8.2f   %8.1f   (%.2f, %.2f, %.2f)\n",
-            in_flight[k], wall, draft, verify, draft + verify, (draft + verify) / wall,
-            tokens / wall, busy (pipeline, "settle") / 1e9, busy (pipeline, "block") / 1e9,
-            busy (pipeline, "select") / 1e9);
-    gst_element_set_state (pipeline, GST_STATE_NULL);
-    gst_object_unref (pipeline);
+            in_flight[k], run.wall, draft, run.verify, draft + run.verify,
+            (draft + run.verify) / run.wall, run.tokens / run.wall, run.settle, run.block,
+            run.select);
+    if (k == 0) {
+      /* the drafted half of the pairs below: this pipeline with one sequence */
+      g_free (plain);
+      plain = g_strdup (desc);
+    }
   }
+
+  printf ("\na round against a plain step (one sequence; drafted, then the same prompts with "
+          "no drafter, %d times):\n", PAIRS);
+  printf ("pair   tau    step ms   block+select ms  steps   all drafting ms  steps   "
+          "verification ms  steps\n");
+  for (int i = 0; i < PAIRS; i++) {
+    g_autofree char *bare = g_strdup_printf (
+        "tapsource %s%s prompts-file=\"%s\" no-drafter=true max-new-tokens=%d %s ! "
+        "verifier name=verify %s ! fakesink sync=false", args.model ? "model=" : "",
+        args.model ? args.model : "", file, args.max_new,
+        strcmp (backend, "cuda") == 0 ? "backend=cuda gpu-weights=f32" : "", target_backend);
+    Run drafted, steps;
+    double r, step;
+
+    if (!run_pipeline (plain, &drafted) || !run_pipeline (bare, &steps))
+      return 1;
+    if (drafted.rounds <= 0 || steps.rounds <= 0) {
+      fprintf (stderr, "bench-pipeline: a run counted no rounds\n");
+      return 1;
+    }
+    r = (double) drafted.rounds;
+    step = steps.verify / steps.rounds;
+    block[i] = (drafted.block + drafted.select) / r / step;
+    drafting[i] = (drafted.settle + drafted.block + drafted.select) / r / step;
+    verification[i] = drafted.verify / r / step;
+    printf ("%4d   %4.2f   %7.3f   %15.3f  %5.2f   %15.3f  %5.2f   %15.3f  %5.2f\n", i + 1,
+            drafted.tau, 1e3 * step, 1e3 * (drafted.block + drafted.select) / r, block[i],
+            1e3 * (drafted.settle + drafted.block + drafted.select) / r, drafting[i],
+            1e3 * drafted.verify / r, verification[i]);
+  }
+  printf ("median, in steps: block + selection %.2f, all drafting %.2f, verification %.2f\n",
+          median3 (block), median3 (drafting), median3 (verification));
   dfl_bench_prompts_file_remove (g_steal_pointer (&file));
   return 0;
 }

@@ -291,6 +291,47 @@ test_gguf_fixture (void)
                     | (1u << DFL_DTYPE_Q4_K) | (1u << DFL_DTYPE_Q6_K));
 }
 
+/* Q8_0 quantization gives the same bytes on every path: random blocks,
+ * values that land on halves (rounded away from zero), zeros, signed
+ * zeros, subnormals, an infinity and a NaN in a block. */
+static void
+test_quantize_q8_0_paths (void)
+{
+  enum { BLOCKS = 12, N = BLOCKS * 32 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (23);
+  float x[N];
+  guint8 want[BLOCKS * 34], got[BLOCKS * 34];
+
+  for (int i = 0; i < N; i++)
+    x[i] = (float) g_rand_double_range (r, -3, 3);
+  /* block 1: the largest 127, so the step is 1 and halves stay halves */
+  x[32] = 127.0f;
+  for (int i = 33; i < 64; i++)
+    x[i] = (float) ((i % 2 ? 1 : -1) * ((i - 33) + 0.5));
+  for (int i = 64; i < 96; i++)     /* block 2: zeros, one negative */
+    x[i] = i == 70 ? -0.0f : 0.0f;
+  for (int i = 96; i < 128; i++)    /* block 3: subnormals */
+    x[i] = ldexpf ((float) (i - 111), -140);
+  x[130] = INFINITY;                /* block 4 */
+  x[170] = NAN;                     /* block 5 */
+  x[200] = -INFINITY;               /* block 6 */
+  g_assert_true (dfl_kernels_set_isa (DFL_KERNELS_GENERIC));
+  g_assert_true (dfl_quantize_row (DFL_DTYPE_Q8_0, x, want, N));
+  for (int isa = DFL_KERNELS_GENERIC; isa <= DFL_KERNELS_AVX512; isa++) {
+    if (!dfl_kernels_set_isa (isa))
+      continue;
+    memset (got, 0x5a, sizeof got);
+    g_assert_true (dfl_quantize_row (DFL_DTYPE_Q8_0, x, got, N));
+    g_assert_cmpmem (got, sizeof got, want, sizeof want);
+  }
+  dfl_kernels_set_isa (DFL_KERNELS_BEST);
+  /* the halves of block 1 away from zero: 0.5 → 1, −1.5 → −2, … */
+  for (int i = 33; i < 64; i++) {
+    double h = (i % 2 ? 1 : -1) * ((i - 33) + 0.5);
+    g_assert_cmpint (((gint8 *) want)[34 + 2 + i - 32], ==, (int) (h > 0 ? h + 0.5 : h - 0.5));
+  }
+}
+
 static void
 test_bad_lengths (void)
 {
@@ -723,6 +764,7 @@ const DflTestCase dfl_test_cases[] = {
   { "/quant/roundtrip", test_roundtrip },
   { "/quant/gguf-fixture", test_gguf_fixture },
   { "/quant/bad-lengths", test_bad_lengths },
+  { "/quant/quantize-q8_0-paths", test_quantize_q8_0_paths },
   { "/quant/matmul-paths", test_matmul_paths },
   { "/quant/matmul-vnni", test_matmul_vnni },
   { "/quant/matmul-edge-values", test_matmul_edge_values },

@@ -152,8 +152,13 @@ quant_q8_0 (const float *x, DflBlockQ8_0 *b)
   put_f16 (&b->d, d);
   for (int i = 0; i < DFL_QK; i++) {
     /* roundf, half away from zero, as the conversion's truncation and the
-     * exact remainder (|v| ≤ 127.5, so both are exact): vectorizable */
-    float v = x[i] * id;
+     * exact remainder (both exact within ±127): vectorizable. A finite
+     * block's values are within ±127 already (±127 and a rounding);
+     * only a block whose step is subnormal (1 / d infinite) or holds an
+     * infinity or a NaN gives more, and its d is no number an F16 holds:
+     * held to ±127 (a NaN to −127, as the maximum's operands order it)
+     * so that the conversion is defined and every path agrees. */
+    float v = DFL_MIN (DFL_MAX (x[i] * id, -127.0f), 127.0f);
     int t = (int) v;
     float r = v - (float) t;
     b->qs[i] = (int8_t) (t + (r >= 0.5f) - (r <= -0.5f));
@@ -165,8 +170,8 @@ quant_q8_0 (const float *x, DflBlockQ8_0 *b)
 
 /* quant_q8_0 on eight lanes: the same maximum (lane j over elements j,
  * j + 8, …, the lanes then in order, NaN kept as DFL_MAX keeps it), the
- * same product and rounding, and each value's low byte as the cast keeps
- * it. A drafter's matrices are quantized so at its first block: done an
+ * same product, bounds (max then min, operands in DFL_MAX's and DFL_MIN's
+ * order) and rounding, and each value's low byte as the cast keeps it. A drafter's matrices are quantized so at its first block: done an
  * element at a time, that was most of a cold run's binding. */
 __attribute__ ((target ("avx2"))) static void
 quant_q8_0_avx2 (const float *x, DflBlockQ8_0 *b)
@@ -188,7 +193,9 @@ quant_q8_0_avx2 (const float *x, DflBlockQ8_0 *b)
   put_f16 (&b->d, d);
   vid = _mm256_set1_ps (id);
   for (int c = 0; c < 4; c++) {
-    __m256 t = _mm256_mul_ps (v[c], vid);
+    __m256 t = _mm256_min_ps (_mm256_max_ps (_mm256_mul_ps (v[c], vid),
+                                             _mm256_set1_ps (-127.0f)),
+                              _mm256_set1_ps (127.0f));
     __m256i ti = _mm256_cvttps_epi32 (t);
     __m256 r = _mm256_sub_ps (t, _mm256_cvtepi32_ps (ti));
     /* the masks are −1 where true */

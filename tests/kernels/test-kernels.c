@@ -610,6 +610,42 @@ test_row_conv (void)
   }
 }
 
+/* The argmax of a row (greedy tokens): the first of the largest, on
+ * rows with ties, a late maximum, infinities; a NaN first is the answer
+ * and a NaN elsewhere is passed over, as the plain loop has it; every
+ * path the same. */
+static void
+test_argmax (void)
+{
+  static const int lengths[] = { 1, 2, 8, 9, 16, 17, 100, 8192, 8195 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (29);
+
+  for (guint li = 0; li < G_N_ELEMENTS (lengths); li++)
+    for (int kind = 0; kind < 5; kind++) {
+      int n = lengths[li], want = 0;
+      g_autofree float *x = g_new (float, n);
+      for (int i = 0; i < n; i++)
+        x[i] = kind == 0 ? (float) g_rand_int_range (r, -3, 4)          /* ties */
+             : kind == 1 ? (float) i * 0.5f                              /* rising */
+             : kind == 2 ? (i == n / 2 ? INFINITY : -INFINITY)
+             : (float) g_rand_double_range (r, -5, 5);
+      if (kind == 3)
+        x[n / 3] = NAN;      /* passed over */
+      if (kind == 4)
+        x[0] = NAN;          /* the answer */
+      if (!isnan (x[0]))
+        for (int i = 1; i < n; i++)
+          if (!isnan (x[i]) && x[i] > x[want])
+            want = i;
+      for (int isa = DFL_KERNELS_GENERIC; isa <= DFL_KERNELS_AVX512; isa++) {
+        if (!dfl_kernels_set_isa (isa))
+          continue;
+        g_assert_cmpint (dfl_argmax (x, n), ==, want);
+      }
+      dfl_kernels_set_isa (DFL_KERNELS_BEST);
+    }
+}
+
 static void
 test_small_ops (void)
 {
@@ -654,5 +690,6 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/softmax-at", test_softmax_at);
   g_test_add_func ("/kernels/top-k", test_top_k);
   g_test_add_func ("/kernels/row-conv", test_row_conv);
+  g_test_add_func ("/kernels/argmax", test_argmax);
   return g_test_run ();
 }

@@ -4,6 +4,7 @@
  * them and stay simple.
  */
 #include "dfl-kernels.h"
+#include "scan-above.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -299,18 +300,17 @@ argmax_from (const float *x, int from, int to, int best)
 }
 
 #if defined(__x86_64__)
-/* A stretch of eight with none above the best so far is passed over
- * whole (the bar only rises; a NaN is above nothing, and a NaN first stays
- * the answer as it does in the loop). */
+/* Only the stretches of eight that hold a value above the best so far
+ * (scan-above.h; a NaN first stays the answer, as in the loop). */
 AVX2 static int
 argmax_avx2 (const float *x, int n)
 {
   int best = 0, i = 1;
 
-  for (; i + 8 <= n; i += 8)
-    if (_mm256_movemask_ps (_mm256_cmp_ps (_mm256_loadu_ps (x + i), _mm256_set1_ps (x[best]),
-                                           _CMP_GT_OQ)))
-      best = argmax_from (x, i, i + 8, best);
+  while ((i = dfl_scan_above (x, i, n, x[best])) + 8 <= n) {
+    best = argmax_from (x, i, i + 8, best);
+    i += 8;
+  }
   return argmax_from (x, i, n, best);
 }
 #endif

@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "scan-above.h"
 
 /* x[from, to) offered in order to the `*have` best kept so far. */
 static void
@@ -35,26 +33,20 @@ top_k_offer (const float *x, int from, int to, int k, float *values, int32_t *in
 }
 
 #if defined(__x86_64__)
-/* Once k are kept, a stretch of eight with none above the last kept (a
- * NaN is above nothing) is passed over whole: the scalar loop would skip
- * each of them, and the bar only rises, so the result is the same. Most of
- * a row of logits falls below its top eight at once: this was a tenth of
- * a block's drafting on two cores (8192 logits a row, one element at a
- * time). */
+/* Once k are kept, only the stretches of eight that hold a value above the
+ * last kept are offered (scan-above.h). Most of a row of logits falls
+ * below its top eight at once: this was a tenth of a block's drafting on
+ * two cores (8192 logits a row, one element at a time). */
 __attribute__ ((target ("avx2"))) static int
 top_k_avx2 (const float *x, int n, int k, float *values, int32_t *indices)
 {
   int have = 0, i = 0;
 
-  while (i < n && have < k) {
+  for (; i < n && have < k; i++)
     top_k_offer (x, i, i + 1, k, values, indices, &have);
-    i++;
-  }
-  for (; i + 8 <= n; i += 8) {
-    __m256 above = _mm256_cmp_ps (_mm256_loadu_ps (x + i), _mm256_set1_ps (values[k - 1]),
-                                  _CMP_GT_OQ);
-    if (_mm256_movemask_ps (above))
-      top_k_offer (x, i, i + 8, k, values, indices, &have);
+  while (have == k && (i = dfl_scan_above (x, i, n, values[k - 1])) + 8 <= n) {
+    top_k_offer (x, i, i + 8, k, values, indices, &have);
+    i += 8;
   }
   top_k_offer (x, i, n, k, values, indices, &have);
   return have;

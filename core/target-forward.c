@@ -413,7 +413,7 @@ scratch_fill (Scratch *sc, DflTargetBatchJob *jobs, int n_jobs, GError **error)
   }
   /* the same rows by tap for the table ops where every job taps alike:
    * tap ti of the pass's row r (its job's row i) at [ti][r] */
-  if (n_jobs > 1 && same_taps (jobs, n_jobs)) {
+  if (same_taps (jobs, n_jobs)) {
     gint64 *tap_dst = (gint64 *) (sc->host_idx + sc->tap_dst_at);
     int nt = taps_of (&jobs[0].plan);
     r0 = 0;
@@ -822,6 +822,25 @@ tap_tables (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scr
   return TRUE;
 }
 
+/* Whether a tapped layer's rows go to the taps in one table op a tap
+ * rather than an op a row (16 rows of 4 taps: 4 launches on a card, not
+ * 64): where every job taps alike, the device has the op, and each job's
+ * taps are memory of that device (a graph's scratch, the caller's device
+ * rows, or any rows on the CPU). */
+static gboolean
+taps_by_table (DflTargetBatchJob *jobs, int n_jobs, const Scratch *sc, const PassMode *mode)
+{
+  if (!same_taps (jobs, n_jobs)
+      || !dfl_device_supports (sc->dev, DFL_OP_COPY_ROWS_TABLE, DFL_DTYPE_F32))
+    return FALSE;
+  if (mode->in_scratch || is_cpu (sc->dev))
+    return TRUE;
+  for (int j = 0; j < n_jobs; j++)
+    if (wants_taps (&jobs[j].plan) && !jobs[j].plan.d_taps)
+      return FALSE;
+  return TRUE;
+}
+
 /* One layer over every row: the products over all of them at once, the
  * rope, the cache and the attention over all sequences (tables) or
  * sequence by sequence. */
@@ -860,7 +879,7 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
       || !dfl_op_matmul (dev, &l->down, &sc->gate, &sc->h, TRUE, error))
     return FALSE;
 
-  return mode->tables && same_taps (jobs, n_jobs)
+  return taps_by_table (jobs, n_jobs, sc, mode)
          ? tap_tables (t, li, jobs, n_jobs, sc, mode, error)
          : tap_rows (t, li, jobs, n_jobs, sc, mode, error);
 }

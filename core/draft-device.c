@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "arena-cache.h"
 #include "dfl-error.h"
 #include "matrix-upload.h"
 #include "weight-arena.h"
@@ -52,6 +53,8 @@ typedef struct {
   gsize off;
   DflDtype as;
   DflWeightArena *arena;        /* the CPU's Q8_0 matrices (NULL while counting) */
+  gboolean arena_filled;        /* mapped from a previous run's (arena-cache.c): read only */
+  DflArenaKey *key;             /* while counting: what the Q8_0 matrices are made of */
   GError **error;
   gboolean failed;
 } Placer;
@@ -92,9 +95,22 @@ put_q8_0 (Placer *P, const void *src, DflDtype stored, gint64 rows, gint64 cols)
   if (!P->arena) {
     P->off += dfl_weight_arena_piece (row_bytes * (gsize) rows)
               + (packed ? dfl_weight_arena_piece (packed) : 0);
+    if (P->key) {
+      gint64 shape[] = { stored, rows, cols, packed != 0 };
+      dfl_arena_key_add (P->key, shape, sizeof shape);
+      dfl_arena_key_add (P->key, src, dfl_dtype_row_bytes (stored, cols) * (gsize) rows);
+    }
     return dfl_tensor_2d (NULL, NULL, 0, DFL_DTYPE_Q8_0, rows, cols);
   }
   q = dfl_weight_arena_take (P->arena, row_bytes * (gsize) rows);
+  if (P->arena_filled) {
+    /* as a previous run quantized and packed them (the same inputs, the
+     * same code: the key) */
+    t = dfl_tensor_2d (NULL, q, 0, DFL_DTYPE_Q8_0, rows, cols);
+    if (packed)
+      t.packed = dfl_weight_arena_take (P->arena, packed);
+    return t;
+  }
   if (!dfl_quantize_rows (DFL_DTYPE_Q8_0, stored, src, q, rows, cols)) {
     g_set_error (P->error, DFL_ERROR, DFL_ERROR_IO, "the drafter's matrices as Q8_0: no memory "
                  "for a row of %" G_GINT64_FORMAT " values", cols);
@@ -347,10 +363,19 @@ dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device, const Dfl
   P.as = matrix_dtype == DFL_DTYPE_F16 || matrix_dtype == DFL_DTYPE_BF16
              || matrix_dtype == DFL_DTYPE_Q8_0 ? matrix_dtype : DFL_DTYPE_F32;
   P.error = error;
+  if (!P.dev && P.as == DFL_DTYPE_Q8_0 && w->arena_cache) {
+    P.key = dfl_arena_key_new ("gst-dflash: a drafter's matrices as Q8_0");
+    dfl_arena_key_add_code (P.key, (gconstpointer) put_q8_0);
+    dfl_arena_key_add_code (P.key, (gconstpointer) dfl_quantize_rows);
+  }
   lay_out (&P, net, w, trunk);
   if (!P.dev && P.as == DFL_DTYPE_Q8_0) {
-    /* counted; now quantized into the arena (in huge pages: weight-arena.c) */
-    if (!(P.arena = net->arena = dfl_weight_arena_new (MAX (P.off, 1), error))) {
+    /* counted; now mapped as a previous run made them, or quantized into
+     * the arena (in huge pages: weight-arena.c) and kept for the next */
+    g_autofree char *key = P.key ? dfl_arena_key_finish (g_steal_pointer (&P.key)) : NULL;
+    if (key && (P.arena = net->arena = dfl_arena_cache_load (w->arena_cache, key, P.off)))
+      P.arena_filled = TRUE;
+    else if (!(P.arena = net->arena = dfl_weight_arena_new (MAX (P.off, 1), error))) {
       g_prefix_error (error, "%s: ", w->path);
       net_free (net);
       return NULL;
@@ -360,6 +385,12 @@ dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device, const Dfl
     if (P.failed) {
       net_free (net);
       return NULL;
+    }
+    if (key && !P.arena_filled) {
+      g_autoptr (GError) save_error = NULL;
+      /* a run that cannot keep them makes them again next time: no more */
+      if (!dfl_arena_cache_save (w->arena_cache, key, P.arena, &save_error))
+        g_debug ("the drafter's Q8_0 matrices are not kept: %s", save_error->message);
     }
   }
   if (P.dev) {

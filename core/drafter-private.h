@@ -63,6 +63,7 @@ struct _DflDrafterWeights {
   gboolean has_binding_signs;
   float *binding_sample;    /* base_binding.trunk_sample: the values (trunk-hash.c) */
   guint n_binding_sample;
+  char *arena_cache;        /* where a CPU binding keeps its Q8_0 matrices, or NULL */
 
   /* the weights in host memory (none for weights made on a device) */
   DflSafetensors *st;   /* kept open: weights may point into its mapping */

@@ -218,6 +218,14 @@ gboolean dfl_draft_trunk_of_target (DflDraftTrunk *trunk, const DflTarget *targe
 DflDrafterWeights *dfl_drafter_weights_bind (DflDrafterWeights *w, DflDevice *device,
                                              const DflDraftTrunk *trunk, DflDtype matrix_dtype,
                                              GError **error);
+/* Where a CPU binding with `matrix_dtype` Q8_0 keeps its matrices between
+ * runs (a folder, made if need be; NULL: nowhere, the default). A binding
+ * maps the file a previous one saved there for the same matrices, head and
+ * build (arena-cache.c: a key of all of them), instead of quantizing them
+ * again, and saves the ones it makes; a folder it cannot write to only
+ * costs the next binding the quantization. Set on the weights as opened,
+ * before binding. */
+void dfl_drafter_weights_set_arena_cache (DflDrafterWeights *w, const char *dir);
 /* The device bound weights run on (NULL: the CPU, or not bound). */
 DflDevice *dfl_drafter_weights_device (const DflDrafterWeights *w);
 /* Whether blocks of bound weights on a device that records graphs

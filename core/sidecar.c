@@ -330,6 +330,7 @@ dfl_drafter_weights_unref (DflDrafterWeights *d)
   g_free (d->layers);
   g_free (d->inv_freq);
   g_free (d->binding_sample);
+  g_free (d->arena_cache);
   g_clear_pointer (&d->route, dfl_route_free);
   g_clear_pointer (&d->st, dfl_safetensors_free);
   dfl_drafter_geometry_clear (&d->g);
@@ -570,6 +571,14 @@ const char *
 dfl_drafter_weights_path (const DflDrafterWeights *w)
 {
   return w->path;
+}
+
+void
+dfl_drafter_weights_set_arena_cache (DflDrafterWeights *w, const char *dir)
+{
+  g_return_if_fail (w != NULL && !w->engine);
+  g_free (w->arena_cache);
+  w->arena_cache = g_strdup (dir);
 }
 
 gboolean

@@ -46,31 +46,43 @@ dfl_weight_arena_piece (gsize bytes)
   return (bytes + PIECE_ALIGN - 1) & ~(PIECE_ALIGN - 1);
 }
 
+/* The arena over a mapping mmap gave (MAP_FAILED: an error naming what
+ * was mapped), starting at its first multiple of `align`. */
+static DflWeightArena *
+arena_of (void *map, gsize map_bytes, gsize align, gsize bytes, const char *what,
+          GError **error)
+{
+  DflWeightArena *a;
+
+  if (map == MAP_FAILED) {
+    int e = errno;
+    g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "weights: cannot map %" G_GSIZE_FORMAT
+                 " bytes of %s for the matrices: %s", bytes, what, g_strerror (e));
+    return NULL;
+  }
+  a = g_new0 (DflWeightArena, 1);
+  a->map = map;
+  a->map_bytes = map_bytes;
+  a->base = (guint8 *) (((guintptr) map + align - 1) & ~(guintptr) (align - 1));
+  a->bytes = bytes;
+  return a;
+}
+
 DflWeightArena *
 dfl_weight_arena_new (gsize bytes, GError **error)
 {
   DflWeightArena *a;
   gsize whole = (MAX (bytes, 1) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-  void *map;
 
   /* one huge page more than asked, so that the arena can start on a
    * boundary of one */
-  map = mmap (NULL, whole + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-              0);
-  if (map == MAP_FAILED) {
-    int e = errno;
-    g_set_error (error, DFL_ERROR, DFL_ERROR_IO, "weights: cannot map %" G_GSIZE_FORMAT
-                 " bytes of memory for the matrices: %s", bytes, g_strerror (e));
-    return NULL;
-  }
-  a = g_new0 (DflWeightArena, 1);
-  a->map = map;
-  a->map_bytes = whole + HUGE_PAGE;
-  a->base = (guint8 *) (((guintptr) map + HUGE_PAGE - 1) & ~(guintptr) (HUGE_PAGE - 1));
-  a->bytes = bytes;
+  a = arena_of (mmap (NULL, whole + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+                whole + HUGE_PAGE, HUGE_PAGE, bytes, "memory", error);
 #ifdef MADV_HUGEPAGE
   /* advice only: an OS that gives no huge pages leaves ordinary ones */
-  madvise (a->base, whole, MADV_HUGEPAGE);
+  if (a)
+    madvise (a->base, whole, MADV_HUGEPAGE);
 #endif
   return a;
 }
@@ -86,6 +98,23 @@ dfl_weight_arena_take (DflWeightArena *arena, gsize bytes)
   p = arena->base + arena->used;
   arena->used += piece;
   return p;
+}
+
+DflWeightArena *
+dfl_weight_arena_map_file (int fd, gsize offset, gsize bytes, GError **error)
+{
+  /* every page now, from the page cache: the products would fault them
+   * in one by one */
+  return arena_of (mmap (NULL, MAX (bytes, 1), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd,
+                         (off_t) offset),
+                   MAX (bytes, 1), 1, bytes, "a file", error);
+}
+
+gconstpointer
+dfl_weight_arena_bytes (const DflWeightArena *arena, gsize *bytes)
+{
+  *bytes = arena->bytes;
+  return arena->base;
 }
 
 void

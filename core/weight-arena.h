@@ -22,6 +22,13 @@ DflWeightArena *dfl_weight_arena_new (gsize bytes, GError **error);
  * warning) past its end. */
 gpointer dfl_weight_arena_take (DflWeightArena *arena, gsize bytes);
 
+/* An arena over `bytes` of the file `fd` from `offset` (a multiple of the
+ * page size), mapped read-only: pieces taken from it are read, never
+ * written (arena-cache.c). NULL and an error where it cannot be mapped. */
+DflWeightArena *dfl_weight_arena_map_file (int fd, gsize offset, gsize bytes, GError **error);
+/* The arena's bytes (its size as asked), to save them. */
+gconstpointer dfl_weight_arena_bytes (const DflWeightArena *arena, gsize *bytes);
+
 void dfl_weight_arena_free (DflWeightArena *arena);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflWeightArena, dfl_weight_arena_free)

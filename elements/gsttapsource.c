@@ -341,8 +341,9 @@ gst_tap_source_class_init (GstTapSourceClass *klass)
   gst_dflash_install_field_property (gobject_class, PROP_DRAFTER_WEIGHTS,
       g_param_spec_enum ("drafter-weights", "Drafter weights",
           "How the drafter holds its matrices on the CPU (q8_0: quantized when bound, about "
-          "twice as fast a block, the output the same; stored: the sidecar's, the reference's "
-          "exact drafts). On a GPU gpu-weights says",
+          "twice as fast a block, the output the same, kept in the user's cache folder, "
+          "gst-dflash/drafter, for the next process to map; stored: the sidecar's, the "
+          "reference's exact drafts). On a GPU gpu-weights says",
           GST_TYPE_DFLASH_DRAFTER_WEIGHTS, GST_DFLASH_DRAFTER_WEIGHTS_Q8_0,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY),
       G_STRUCT_OFFSET (GstTapSource, props.drafter_weights));

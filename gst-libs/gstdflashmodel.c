@@ -106,8 +106,14 @@ gst_dflash_model_new (const char *target_dir, const char *drafter, gboolean no_d
                                                         error)))
       return NULL;
     /* the binding as stored checks the drafter against the target now;
-     * a Q8_0 one replaces it when a sequence first drafts */
+     * a Q8_0 one replaces it when a sequence first drafts, its matrices
+     * kept in the user's cache for the next process (arena-cache.c) */
     m->bind_q8_0 = drafter_weights == GST_DFLASH_DRAFTER_WEIGHTS_Q8_0;
+    if (m->bind_q8_0) {
+      g_autofree char *cache = g_build_filename (g_get_user_cache_dir (), "gst-dflash",
+                                                 "drafter", NULL);
+      dfl_drafter_weights_set_arena_cache (m->drafter, cache);
+    }
   }
   return g_steal_pointer (&m);
 }

@@ -6,9 +6,11 @@
  * the slack must be reported, never drafted short. The test keeps its own
  * model of the context (which tap row each position holds).
  */
+#include "arena-cache.h"
 #include "drafter.h"
 #include "dfl-error.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -39,7 +41,8 @@ geometry (void)
 static void
 fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, gpointer user)
 {
-  GRand *rng = g_rand_new_with_seed (g_str_hash (name));
+  /* user: a salt (0 by default) that makes other weights of the same names */
+  GRand *rng = g_rand_new_with_seed (g_str_hash (name) + GPOINTER_TO_UINT (user));
   gboolean is_norm = strstr (name, "norm") != NULL;
 
   g_assert_true (writable);
@@ -56,10 +59,11 @@ fill (const char *name, DflDtype dtype, gsize n, void *data, gboolean writable, 
 /* The target's embedding and (tied) head: random, made once. */
 static float trunk_table[50 * 32];
 
-/* Weights of the test's geometry bound on the CPU to a random trunk, the
- * matrices as `as` says (F32: as made). */
+/* Weights of the test's geometry (made with `salt`) bound on the CPU to a
+ * random trunk, the matrices as `as` says (F32: as made), kept in `cache`
+ * where it is not NULL. */
 static DflDrafterWeights *
-bound_new_as (DflDtype as)
+bound_new_in (DflDtype as, const char *cache, guint salt)
 {
   DflDrafterGeometry g = geometry ();
   GError *error = NULL;
@@ -68,7 +72,8 @@ bound_new_as (DflDtype as)
   DflDraftTrunk trunk;
 
   g_assert_no_error (error);
-  dfl_drafter_weights_foreach (d, fill, NULL);
+  dfl_drafter_weights_foreach (d, fill, GUINT_TO_POINTER (salt));
+  dfl_drafter_weights_set_arena_cache (d, cache);
   if (trunk_table[0] == 0.0f) {
     GRand *rng = g_rand_new_with_seed (5);
     for (guint i = 0; i < G_N_ELEMENTS (trunk_table); i++)
@@ -80,6 +85,12 @@ bound_new_as (DflDtype as)
   bound = dfl_drafter_weights_bind (d, NULL, &trunk, as, &error);
   g_assert_no_error (error);
   return bound;
+}
+
+static DflDrafterWeights *
+bound_new_as (DflDtype as)
+{
+  return bound_new_in (as, NULL, 0);
 }
 
 static DflDrafterWeights *
@@ -724,6 +735,129 @@ test_q8_0 (void)
   g_assert_cmpmem (hb, n * sizeof (float), hc, n * sizeof (float));
 }
 
+/* A block of `w` over the same 24 random context rows each time, its rows
+ * and logits into `out`. */
+static void
+block_of (DflDrafterWeights *w, float *out)
+{
+  DflDrafterGeometry g = geometry ();
+  GError *error = NULL;
+  g_autoptr (DflDraftCtx) ctx = dfl_draft_ctx_new (w, &error);
+  int tw = g.n_taps * g.hidden;
+  GRand *rng = g_rand_new_with_seed (12);
+  g_autofree float *taps = random_taps (rng, 24, tw);
+  DflTensor t = block_out (out);
+
+  g_rand_free (rng);
+  g_assert_no_error (error);
+  queue (ctx, 0, taps, 24);
+  g_assert_true (dfl_draft_ctx_block (ctx, 24, anchor_token (24), g.vocab, &t, &error));
+  g_assert_no_error (error);
+}
+
+/* The cache's files: how many, and the one path where there is one. */
+static guint
+arenas_in (const char *dir, char **one)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  guint n = 0;
+
+  if (one)
+    g_clear_pointer (one, g_free);
+  while (d && (name = g_dir_read_name (d))) {
+    g_assert_true (g_str_has_suffix (name, ".arena"));
+    if (one && !*one)
+      *one = g_build_filename (dir, name, NULL);
+    n++;
+  }
+  return n;
+}
+
+/* A Q8_0 binding kept in a cache folder: the next binding of the same
+ * weights maps the file (a file changed under it changes its blocks:
+ * proof that it was read, not remade), drafts the bits of a binding made
+ * afresh, and a file of the wrong size is made again; other weights get a
+ * file of their own, the folder keeps the last DFL_ARENA_CACHE_KEPT; a
+ * folder that cannot be made leaves the binding as it is without one. */
+static void
+test_q8_0_cache (void)
+{
+  DflDrafterGeometry g = geometry ();
+  int n = (g.block - 1) * (g.hidden + g.vocab);
+  g_autofree float *fresh = g_new (float, n), *got = g_new (float, n);
+  g_autofree char *dir = g_dir_make_tmp ("dfl-arena-XXXXXX", NULL);
+  g_autofree char *cache = g_build_filename (dir, "drafter", NULL);
+  g_autofree char *not_a_folder = g_build_filename (dir, "file", NULL);
+  g_autofree char *file = NULL, *bytes = NULL;
+  gsize len;
+  DflDrafterWeights *w;
+
+  g_assert_nonnull (dir);
+  w = bound_new_as (DFL_DTYPE_Q8_0);
+  block_of (w, fresh);
+  dfl_drafter_weights_unref (w);
+
+  /* made, then kept */
+  w = bound_new_in (DFL_DTYPE_Q8_0, cache, 0);
+  block_of (w, got);
+  dfl_drafter_weights_unref (w);
+  g_assert_cmpmem (got, n * sizeof (float), fresh, n * sizeof (float));
+  g_assert_cmpuint (arenas_in (cache, &file), ==, 1);
+  /* mapped: the same bits */
+  w = bound_new_in (DFL_DTYPE_Q8_0, cache, 0);
+  block_of (w, got);
+  dfl_drafter_weights_unref (w);
+  g_assert_cmpmem (got, n * sizeof (float), fresh, n * sizeof (float));
+  g_assert_cmpuint (arenas_in (cache, NULL), ==, 1);
+
+  /* the file is what the binding reads: its quantized values zeroed
+   * (after the page of its header), another block */
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  memset (bytes + 4096, 0, len - 4096);
+  g_assert_true (g_file_set_contents (file, bytes, len, NULL));
+  w = bound_new_in (DFL_DTYPE_Q8_0, cache, 0);
+  block_of (w, got);
+  dfl_drafter_weights_unref (w);
+  g_assert_true (memcmp (got, fresh, n * sizeof (float)) != 0);
+  /* a file cut short is no arena: made again */
+  g_assert_true (g_file_set_contents (file, bytes, len - 64, NULL));
+  w = bound_new_in (DFL_DTYPE_Q8_0, cache, 0);
+  block_of (w, got);
+  dfl_drafter_weights_unref (w);
+  g_assert_cmpmem (got, n * sizeof (float), fresh, n * sizeof (float));
+  g_clear_pointer (&bytes, g_free);
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  g_assert_cmpuint (len, >, 4096);
+
+  /* other weights, their own file; the folder keeps the last few */
+  for (guint salt = 1; salt <= DFL_ARENA_CACHE_KEPT + 1; salt++) {
+    g_autofree float *own = g_new (float, n);
+    w = bound_new_in (DFL_DTYPE_Q8_0, NULL, salt);
+    block_of (w, own);
+    dfl_drafter_weights_unref (w);
+    w = bound_new_in (DFL_DTYPE_Q8_0, cache, salt);
+    block_of (w, got);
+    dfl_drafter_weights_unref (w);
+    g_assert_cmpmem (got, n * sizeof (float), own, n * sizeof (float));
+    g_assert_cmpuint (arenas_in (cache, NULL), ==, MIN (salt + 1, DFL_ARENA_CACHE_KEPT));
+  }
+
+  /* nowhere to keep it: bound as without a cache */
+  g_assert_true (g_file_set_contents (not_a_folder, "", 0, NULL));
+  w = bound_new_in (DFL_DTYPE_Q8_0, not_a_folder, 0);
+  block_of (w, got);
+  dfl_drafter_weights_unref (w);
+  g_assert_cmpmem (got, n * sizeof (float), fresh, n * sizeof (float));
+
+  /* the folders and all in them */
+  while (arenas_in (cache, &file) > 0)
+    g_assert_cmpint (g_unlink (file), ==, 0);
+  g_assert_cmpint (g_rmdir (cache), ==, 0);
+  g_assert_cmpint (g_unlink (not_a_folder), ==, 0);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -734,5 +868,6 @@ main (int argc, char **argv)
   g_test_add_func ("/drafter/context/batch", test_batch);
   g_test_add_func ("/drafter/context/settle-batch", test_settle_batch);
   g_test_add_func ("/drafter/context/q8_0", test_q8_0);
+  g_test_add_func ("/drafter/context/q8_0-cache", test_q8_0_cache);
   return g_test_run ();
 }

@@ -21,7 +21,7 @@
 #define _GNU_SOURCE
 #include "arena-cache.h"
 
-#include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
@@ -114,22 +114,54 @@ dfl_arena_key_add (DflArenaKey *k, gconstpointer data, gsize n)
   k->n_tail = n;
 }
 
-void
+/* Which loaded file holds an address: the program's own (empty name) or a
+ * shared object's path as it was opened. */
+typedef struct {
+  guintptr addr;
+  gboolean found;
+  char *name;
+} Holder;
+
+static int
+holds (struct dl_phdr_info *info, size_t size, void *data)
+{
+  Holder *h = data;
+
+  (void) size;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW (Phdr) *ph = &info->dlpi_phdr[i];
+    guintptr from = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && h->addr >= from && h->addr < from + ph->p_memsz) {
+      h->found = TRUE;
+      h->name = g_strdup (info->dlpi_name ? info->dlpi_name : "");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+gboolean
 dfl_arena_key_add_code (DflArenaKey *k, gconstpointer fn)
 {
-  Dl_info info = { 0 };
+  Holder h = { .addr = (guintptr) fn };
+  g_autofree char *name = NULL;
   GStatBuf st;
 
-  /* no file to name (the code is not of a file dladdr knows): the key
-   * still holds everything else, and a stale arena of this build's
-   * layout is the same bytes */
-  if (!dladdr (fn, &info) || !info.dli_fname)
-    return;
-  dfl_arena_key_add (k, info.dli_fname, strlen (info.dli_fname) + 1);
-  if (g_stat (info.dli_fname, &st) == 0) {
-    gint64 facts[] = { st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ino };
+  dl_iterate_phdr (holds, &h);
+  name = h.name;
+  /* the program itself by the kernel's link to it (its name here is
+   * nothing, and argv[0] may be relative); a shared object by the path
+   * it was opened with, where that is whole (GStreamer opens plugins so) */
+  if (!h.found || (name[0] && name[0] != '/'))
+    return FALSE;
+  if (g_stat (name[0] ? name : "/proc/self/exe", &st) != 0)
+    return FALSE;
+  {
+    gint64 facts[] = { st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
+                       st.st_mtim.tv_nsec };
     dfl_arena_key_add (k, facts, sizeof facts);
   }
+  return TRUE;
 }
 
 char *

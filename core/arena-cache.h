@@ -19,9 +19,11 @@ typedef struct _DflArenaKey DflArenaKey;
 /* A key for arenas of kind `what` (e.g. "drafter matrices as Q8_0"). */
 DflArenaKey *dfl_arena_key_new (const char *what);
 void dfl_arena_key_add (DflArenaKey *key, gconstpointer data, gsize n);
-/* The file of the code at `fn` (its path, size and modification time):
- * another build makes other bytes. */
-void dfl_arena_key_add_code (DflArenaKey *key, gconstpointer fn);
+/* The file of the code at `fn` (the program, or the shared object that
+ * holds it: its device, inode, size and modification time): another build
+ * makes other bytes. FALSE where that file cannot be told (a shared
+ * object opened by a relative name): then no arena of it can be trusted. */
+gboolean dfl_arena_key_add_code (DflArenaKey *key, gconstpointer fn);
 /* 32 hex digits; frees the key. */
 char *dfl_arena_key_finish (DflArenaKey *key);
 void dfl_arena_key_free (DflArenaKey *key);

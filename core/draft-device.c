@@ -365,8 +365,9 @@ dfl_drafter_weights_bind_net (DflDrafterWeights *w, DflDevice *device, const Dfl
   P.error = error;
   if (!P.dev && P.as == DFL_DTYPE_Q8_0 && w->arena_cache) {
     P.key = dfl_arena_key_new ("gst-dflash: a drafter's matrices as Q8_0");
-    dfl_arena_key_add_code (P.key, (gconstpointer) put_q8_0);
-    dfl_arena_key_add_code (P.key, (gconstpointer) dfl_quantize_rows);
+    if (!dfl_arena_key_add_code (P.key, (gconstpointer) put_q8_0)
+        || !dfl_arena_key_add_code (P.key, (gconstpointer) dfl_quantize_rows))
+      g_clear_pointer (&P.key, dfl_arena_key_free);
   }
   lay_out (&P, net, w, trunk);
   if (!P.dev && P.as == DFL_DTYPE_Q8_0) {

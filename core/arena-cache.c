@@ -254,13 +254,15 @@ newest_first (gconstpointer a, gconstpointer b)
   return ta < tb ? 1 : ta > tb ? -1 : 0;
 }
 
-/* The folder keeps the DFL_ARENA_CACHE_KEPT arenas written last: each build
- * or model makes its own, and nothing else would ever remove them. */
+/* The folder keeps the DFL_ARENA_CACHE_KEPT arenas written last, `kept_path`
+ * (the one just written) always among them: each build or model makes its
+ * own, and nothing else would ever remove them. (Files written within one
+ * tick of the clock share a time: the order among them is any.) */
 static void
-drop_oldest (const char *dir)
+drop_oldest (const char *dir, const char *kept_path)
 {
   g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  g_autoptr (GArray) kept = g_array_new (FALSE, FALSE, sizeof (Kept));
+  g_autoptr (GArray) others = g_array_new (FALSE, FALSE, sizeof (Kept));
   const char *name;
 
   if (!d)
@@ -271,17 +273,21 @@ drop_oldest (const char *dir)
     if (!g_str_has_suffix (name, ".arena"))
       continue;
     k.path = g_build_filename (dir, name, NULL);
+    if (!strcmp (k.path, kept_path)) {
+      g_free (k.path);
+      continue;
+    }
     if (g_stat (k.path, &st) != 0) {
       g_free (k.path);
       continue;
     }
     k.mtime = (gint64) st.st_mtim.tv_sec * G_GINT64_CONSTANT (1000000000) + st.st_mtim.tv_nsec;
-    g_array_append_val (kept, k);
+    g_array_append_val (others, k);
   }
-  g_array_sort (kept, newest_first);
-  for (guint i = 0; i < kept->len; i++) {
-    Kept *k = &g_array_index (kept, Kept, i);
-    if (i >= DFL_ARENA_CACHE_KEPT)
+  g_array_sort (others, newest_first);
+  for (guint i = 0; i < others->len; i++) {
+    Kept *k = &g_array_index (others, Kept, i);
+    if (i + 1 >= DFL_ARENA_CACHE_KEPT)
       g_unlink (k->path);
     g_free (k->path);
   }
@@ -320,7 +326,7 @@ dfl_arena_cache_save (const char *dir, const char *key, const DflWeightArena *ar
   e = errno;
   ok = close (fd) == 0 && ok;
   if (ok && g_rename (tmp, path) == 0) {
-    drop_oldest (dir);
+    drop_oldest (dir, path);
     return TRUE;
   }
   e = ok ? errno : e;

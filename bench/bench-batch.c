@@ -37,20 +37,12 @@ run (const char *model, const char *file, int in_flight, int max_new, const char
       "tapsource %s%s prompts-file=\"%s\" in-flight=%d max-new-tokens=%d ! %s%sverifier name=v ! "
       "fakesink sync=false", model ? "model=" : "", model ? model : "", file, in_flight, max_new,
       stages, *stages ? " ! " : "");
-  g_autoptr (GError) error = NULL;
-  GstElement *pipeline = gst_parse_launch (desc, &error), *v;
+  GstElement *pipeline, *v;
   GstStructure *summary;
 
-  if (!pipeline) {
-    fprintf (stderr, "bench-batch: %s\n", error->message);
-    return FALSE;
-  }
   memset (r, 0, sizeof *r);
-  if (!dfl_bench_play ("bench-batch", pipeline, &r->wall, &summary)) {
-    gst_element_set_state (pipeline, GST_STATE_NULL);
-    gst_object_unref (pipeline);
+  if (!(pipeline = dfl_bench_launch ("bench-batch", desc, &r->wall, &summary)))
     return FALSE;
-  }
   if (summary) {
     gst_structure_get_int64 (summary, "new-tokens", &r->tokens);
     gst_structure_get_int64 (summary, "rounds", &r->rounds);
@@ -61,8 +53,7 @@ run (const char *model, const char *file, int in_flight, int max_new, const char
   g_object_get (v, "batches", &r->batches, "max-batch", &r->max_batch, NULL);
   gst_object_unref (v);
   r->tokens_per_s = r->tokens / r->wall;
-  gst_element_set_state (pipeline, GST_STATE_NULL);
-  gst_object_unref (pipeline);
+  dfl_bench_stop (pipeline);
   return TRUE;
 }
 

@@ -34,15 +34,19 @@
 
 #define PAIRS 3
 
-static guint64
-busy (GstElement *pipeline, const char *name)
+/* An element's busy seconds; 0 where the pipeline has no element of that
+ * name. */
+static double
+busy_s (GstElement *pipeline, const char *name)
 {
   GstElement *e = gst_bin_get_by_name (GST_BIN (pipeline), name);
   guint64 ns = 0;
 
+  if (!e)
+    return 0.0;
   g_object_get (e, "busy-time", &ns, NULL);
   gst_object_unref (e);
-  return ns;
+  return ns / 1e9;
 }
 
 /* What a run gave: its wall time, the verifier's figures, and the busy
@@ -56,36 +60,23 @@ typedef struct {
 static gboolean
 run_pipeline (const char *desc, Run *run)
 {
-  g_autoptr (GError) error = NULL;
-  GstElement *pipeline = gst_parse_launch (desc, &error);
-  GstStructure *summary = NULL;
-  const char *names[] = { "settle", "block", "select", "verify" };
-  double *into[] = { &run->settle, &run->block, &run->select, &run->verify };
+  GstElement *pipeline;
+  GstStructure *summary;
 
   memset (run, 0, sizeof *run);
-  if (!pipeline) {
-    fprintf (stderr, "bench-pipeline: %s\n", error->message);
+  if (!(pipeline = dfl_bench_launch ("bench-pipeline", desc, &run->wall, &summary)))
     return FALSE;
-  }
-  if (!dfl_bench_play ("bench-pipeline", pipeline, &run->wall, &summary)) {
-    gst_object_unref (pipeline);
-    return FALSE;
-  }
   if (summary) {
     gst_structure_get_int64 (summary, "new-tokens", &run->tokens);
     gst_structure_get_int64 (summary, "rounds", &run->rounds);
     gst_structure_get_double (summary, "tau", &run->tau);
     gst_structure_free (summary);
   }
-  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
-    GstElement *e = gst_bin_get_by_name (GST_BIN (pipeline), names[i]);
-    if (e) {
-      *into[i] = busy (pipeline, names[i]) / 1e9;
-      gst_object_unref (e);
-    }
-  }
-  gst_element_set_state (pipeline, GST_STATE_NULL);
-  gst_object_unref (pipeline);
+  run->settle = busy_s (pipeline, "settle");
+  run->block = busy_s (pipeline, "block");
+  run->select = busy_s (pipeline, "select");
+  run->verify = busy_s (pipeline, "verify");
+  dfl_bench_stop (pipeline);
   return TRUE;
 }
 
@@ -98,7 +89,7 @@ cmp_double (const void *a, const void *b)
 }
 
 static double
-median3 (const double *v)
+median_of_pairs (const double *v)
 {
   double s[PAIRS];
 
@@ -119,7 +110,7 @@ main (int argc, char **argv)
   g_autofree char *file = NULL, *plain = NULL;
   const int in_flight[] = { 1, 2, 4 };
   double block[PAIRS], drafting[PAIRS], verification[PAIRS];
-  const char *target_backend;
+  const char *source_backend, *target_backend;
 
   if (!dfl_bench_pipeline_init ("bench-pipeline", "- drafting and verification overlap", entries,
                                 &args, &argc, &argv))
@@ -132,6 +123,8 @@ main (int argc, char **argv)
   }
   if (!(file = dfl_bench_prompts_file ("bench-pipeline", args.n_prompts)))
     return 1;
+  /* cuda: the target on the card (its weights widened to F32), the verifier there too */
+  source_backend = strcmp (backend, "cuda") == 0 ? "backend=cuda gpu-weights=f32" : "";
   target_backend = strcmp (backend, "cuda") == 0 ? "backend=cuda" : "";
 
   printf ("%d prompts, %d new tokens each, backend %s\n", args.n_prompts, args.max_new, backend);
@@ -144,7 +137,7 @@ main (int argc, char **argv)
         "selector name=select backend=%s min-confidence=0.05 ! queue ! verifier name=verify %s ! "
         "fakesink sync=false", args.model ? "model=" : "", args.model ? args.model : "", file,
         in_flight[k], args.max_new,
-        strcmp (backend, "cuda") == 0 ? "backend=cuda gpu-weights=f32" : "", backend, backend,
+        source_backend, backend, backend,
         backend, target_backend);
     Run run;
     double draft;
@@ -172,7 +165,7 @@ main (int argc, char **argv)
         "tapsource %s%s prompts-file=\"%s\" no-drafter=true max-new-tokens=%d %s ! "
         "verifier name=verify %s ! fakesink sync=false", args.model ? "model=" : "",
         args.model ? args.model : "", file, args.max_new,
-        strcmp (backend, "cuda") == 0 ? "backend=cuda gpu-weights=f32" : "", target_backend);
+        source_backend, target_backend);
     Run drafted, steps;
     double r, step;
 
@@ -193,7 +186,7 @@ main (int argc, char **argv)
             1e3 * drafted.verify / r, verification[i]);
   }
   printf ("median, in steps: block + selection %.2f, all drafting %.2f, verification %.2f\n",
-          median3 (block), median3 (drafting), median3 (verification));
+          median_of_pairs (block), median_of_pairs (drafting), median_of_pairs (verification));
   dfl_bench_prompts_file_remove (g_steal_pointer (&file));
   return 0;
 }

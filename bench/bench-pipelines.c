@@ -87,8 +87,10 @@ dfl_bench_prompts_file_remove (char *file)
   g_free (file);
 }
 
-gboolean
-dfl_bench_play (const char *prog, GstElement *pipeline, double *wall, GstStructure **summary)
+/* Plays `pipeline` to EOS (dfl_bench_launch's figures); FALSE with the bus
+ * error printed. */
+static gboolean
+play (const char *prog, GstElement *pipeline, double *wall, GstStructure **summary)
 {
   g_autoptr (GstBus) bus = gst_element_get_bus (pipeline);
   GstMessage *msg;
@@ -120,4 +122,29 @@ dfl_bench_play (const char *prog, GstElement *pipeline, double *wall, GstStructu
   }
   gst_message_unref (msg);
   return ok;
+}
+
+GstElement *
+dfl_bench_launch (const char *prog, const char *desc, double *wall, GstStructure **summary)
+{
+  g_autoptr (GError) error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+
+  *summary = NULL;
+  if (!pipeline) {
+    fprintf (stderr, "%s: %s\n", prog, error->message);
+    return NULL;
+  }
+  if (!play (prog, pipeline, wall, summary)) {
+    dfl_bench_stop (pipeline);
+    return NULL;
+  }
+  return pipeline;
+}
+
+void
+dfl_bench_stop (GstElement *pipeline)
+{
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (pipeline);
 }

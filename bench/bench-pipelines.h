@@ -29,11 +29,14 @@ char *dfl_bench_prompts_file (const char *prog, int n);
 /* Removes the file and its folder. */
 void dfl_bench_prompts_file_remove (char *file);
 
-/* Plays `pipeline` to EOS: its wall seconds in `wall` and a copy of the
- * verifier's dflash-summary in `summary` (NULL where none came). FALSE with
- * the bus error printed as "prog: …". The pipeline stays as it ended, for
- * the caller to read its elements' figures before setting it to NULL. */
-gboolean dfl_bench_play (const char *prog, GstElement *pipeline, double *wall,
-                         GstStructure **summary);
+/* Parses `desc` and plays it to EOS: its wall seconds in `wall` and a copy
+ * of the verifier's dflash-summary in `summary` (NULL where none came).
+ * The pipeline as it ended, for the caller to read its elements' figures
+ * before dfl_bench_stop (); NULL with the parse or bus error printed as
+ * "prog: …" (the pipeline, if any, stopped and freed). */
+GstElement *dfl_bench_launch (const char *prog, const char *desc, double *wall,
+                              GstStructure **summary);
+/* Sets a launched pipeline to NULL and frees it. */
+void dfl_bench_stop (GstElement *pipeline);
 
 G_END_DECLS

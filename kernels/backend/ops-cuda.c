@@ -45,8 +45,10 @@ cuda_caps (DflDevice *dev, DflOp op, DflDtype dtype)
 
   if (!bf16_kv && !dfl_op_takes_dtype (op, dtype))
     return DFL_OP_CAP_NONE;
-  /* attention splits keys at fixed positions; matmul is cuBLAS's, which
-   * picks its algorithm by the shape, rows included */
+  /* attention splits keys at fixed positions; matmul is row-invariant
+   * only from 1 to 32 rows of 16-bit weights (dfl-cuda-matmul.cu's kernel),
+   * beyond them and for F32 weights cuBLAS's, which picks its algorithm by
+   * the shape, rows included */
   return DFL_OP_CAP_RUNS | (op == DFL_OP_ATTENTION || op == DFL_OP_ATTENTION_TABLE
                             ? DFL_OP_CAP_ROW_INVARIANT : 0);
 }

@@ -353,14 +353,22 @@ sixteen_bit (DflDtype type)
   return type == DFL_DTYPE_BF16 || type == DFL_DTYPE_F16;
 }
 
-/* A product alone of 2 to 32 rows goes to cuBLAS even where the tensor-core
- * kernel reads its weights faster in isolation (k, v): within a step, where
- * the weights come from memory rather than L2, its launch over one narrow
- * product has too few blocks to keep the reads in flight and the step was
- * slower; a group's launch over q, k and v together has enough. */
+/* 16-bit weights and 1 to 32 rows go to the few-rows kernel whatever the
+ * count: which columns each warp sums, and in what order, depend on the
+ * product's shape alone (few_rows_matmul_kernel), so a row multiplied
+ * alone is bitwise the row multiplied among others — a token decoded
+ * alone is the token verified among a block's, which speculative decoding
+ * giving plain decoding's output rests on. (cuBLAS beside the one-row
+ * kernel was faster at the 8B shape's wide products — gate, up, the head —
+ * and gave other bits at 1 row than at 2 to 32, so a drafted run's text
+ * could part from plain decoding's on a near tie.) The one-row kernel
+ * stays for inputs that are not whole 32-column steps, cuBLAS for more
+ * rows and F32 weights. */
 extern "C" DflCudaMatmulPath
 dfl_cuda_matmul_choice (const DflCudaWeights *w, int rows)
 {
+  if (sixteen_bit (w->type) && rows >= 1 && rows <= FEW_ROWS_MAX && w->cols % 32 == 0)
+    return DFL_CUDA_MATMUL_FEW_ROWS;
   if (sixteen_bit (w->type) && rows == 1)
     return DFL_CUDA_MATMUL_ONE_ROW;
   return DFL_CUDA_MATMUL_CUBLAS;
@@ -370,7 +378,7 @@ dfl_cuda_matmul_choice (const DflCudaWeights *w, int rows)
 static bool
 few_rows_take (const DflCudaWeights *w, const float *d_x, int rows, int ldx)
 {
-  return sixteen_bit (w->type) && rows >= 2 && rows <= FEW_ROWS_MAX && w->cols % 32 == 0
+  return sixteen_bit (w->type) && rows >= 1 && rows <= FEW_ROWS_MAX && w->cols % 32 == 0
          && ldx % 4 == 0 && (uintptr_t) d_x % 16 == 0 && (uintptr_t) w->d_data % 16 == 0;
 }
 
@@ -424,8 +432,13 @@ dfl_cuda_matmul_path (DflCudaDevice *dev, DflCudaMatmulPath path, const DflCudaW
                            w->cols, ldx, ldy);
     return TRUE;
   }
-  if (path == DFL_CUDA_MATMUL_AUTO)
+  if (path == DFL_CUDA_MATMUL_AUTO) {
     path = dfl_cuda_matmul_choice (w, rows);
+    /* a shape the few-rows kernel takes, in memory it cannot read in
+     * 16-byte loads */
+    if (path == DFL_CUDA_MATMUL_FEW_ROWS && !few_rows_take (w, d_x, rows, ldx))
+      path = sixteen && rows == 1 ? DFL_CUDA_MATMUL_ONE_ROW : DFL_CUDA_MATMUL_CUBLAS;
+  }
 
   switch (path) {
   case DFL_CUDA_MATMUL_ONE_ROW:
@@ -471,10 +484,10 @@ dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, 
                         accumulate, d_scratch);
 }
 
-/* Outputs up to which a group of a few rows is one launch of the tensor-
- * core kernel rather than a cuBLAS call a product: q, k and v of an 8B
- * model (6144) are; gate and up (24576), which cuBLAS reads faster, are
- * not. */
+/* Outputs up to which a group is one launch of the tensor-core kernel
+ * rather than a launch a product: q, k and v of an 8B model (6144) are;
+ * gate and up (24576), each wide enough to keep the reads in flight
+ * alone, are not. */
 #define FEW_ROWS_GROUP_OUTPUTS 8192
 
 extern "C" void
@@ -509,20 +522,23 @@ dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w, const
   }
   if (rows <= 0)
     return;
-  if (joint && rows == 1) {
-    if (w[0].type == DFL_DTYPE_BF16)
-      launch_one_row<__nv_bfloat16> (dev, g, w[0].cols, d_x, accumulate);
-    else
-      launch_one_row<__half> (dev, g, w[0].cols, d_x, accumulate);
-    dfl_cuda_launched (dev, "dfl_cuda_matmul_group (one row)");
-    return;
-  }
+  /* the same launches for every count of rows (a row's bits do not depend
+   * on the rows with it: dfl_cuda_matmul_choice): one over all the
+   * products where they are few enough outputs, else one a product */
   if (joint && few && total <= FEW_ROWS_GROUP_OUTPUTS) {
     if (w[0].type == DFL_DTYPE_BF16)
       launch_few_rows<__nv_bfloat16> (dev, g, w[0].cols, d_x, ldx, rows, accumulate);
     else
       launch_few_rows<__half> (dev, g, w[0].cols, d_x, ldx, rows, accumulate);
     dfl_cuda_launched (dev, "dfl_cuda_matmul_group (few rows)");
+    return;
+  }
+  if (joint && !few && rows == 1) {
+    if (w[0].type == DFL_DTYPE_BF16)
+      launch_one_row<__nv_bfloat16> (dev, g, w[0].cols, d_x, accumulate);
+    else
+      launch_one_row<__half> (dev, g, w[0].cols, d_x, accumulate);
+    dfl_cuda_launched (dev, "dfl_cuda_matmul_group (one row)");
     return;
   }
   for (int i = 0; i < n; i++)

@@ -109,10 +109,11 @@ typedef struct {
 /* d_y[r][o] (+)= x[r] · W[o] for r < rows, o < n_out (n_out ≤ W.rows: a
  * head's shortlist is its first rows). ldx, ldy: row strides in floats.
  * F32 weights: F32 products (no TF32). F16/BF16 weights: x is rounded to the
- * weights' type and multiplied with F32 accumulation: one row by a kernel
- * that streams the weights, more rows on the tensor cores (cuBLAS);
- * `d_scratch` holds the rounded x there (rows · in elements of 2 bytes; may
- * be NULL for F32). */
+ * weights' type and multiplied with F32 accumulation: 1 to 32 rows by a
+ * tensor-core kernel of ours, a row's outputs the same bits whatever rows
+ * come with it (inputs a multiple of 32; otherwise one row by a kernel that
+ * streams the weights); more rows by cuBLAS, `d_scratch` holding the
+ * rounded x there (rows · in elements of 2 bytes; may be NULL for F32). */
 void dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *d_x, int rows,
                       int ldx, float *d_y, int ldy, int n_out, gboolean accumulate,
                       void *d_scratch);
@@ -122,12 +123,13 @@ void dfl_cuda_matmul (DflCudaDevice *dev, const DflCudaWeights *w, const float *
 
 /* Products of one x: d_y[i] (+)= x · w[i]ᵀ for i < n, each as
  * dfl_cuda_matmul takes it (n_out[i], ldy[i]). Where the weights share a
- * 16-bit type and their width, one row is one launch, each output the
- * same bits as dfl_cuda_matmul's, and 2 to 32 rows over at most 8192
- * outputs in all (q, k, v) are one launch of a tensor-core kernel of ours
- * (a row's outputs the same bits among 2 to 32 rows, equal to cuBLAS's
- * within the rounding of the sum); otherwise, a dfl_cuda_matmul a product
- * (d_scratch as there). */
+ * 16-bit type and their width, 1 to 32 rows over at most 8192 outputs in
+ * all (q, k, v) are one launch of dfl_cuda_matmul's tensor-core kernel (a
+ * row's outputs the same bits whatever rows come with it, and the same as
+ * dfl_cuda_matmul's: each output's sum is split by the input's length
+ * alone); otherwise a dfl_cuda_matmul a product (d_scratch as there), or,
+ * for one row of inputs that kernel does not take, one launch of the
+ * streaming kernel (the same bits as dfl_cuda_matmul's). */
 void dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w,
                             const float *d_x, int rows, int ldx, float *const *d_y,
                             const int *ldy, const int *n_out, gboolean accumulate,
@@ -138,7 +140,7 @@ void dfl_cuda_matmul_group (DflCudaDevice *dev, int n, const DflCudaWeights *w,
 typedef enum {
   DFL_CUDA_MATMUL_AUTO,
   DFL_CUDA_MATMUL_ONE_ROW,    /* one row of 16-bit weights */
-  DFL_CUDA_MATMUL_FEW_ROWS,   /* 2 to 32 rows of 16-bit weights, the group's kernel */
+  DFL_CUDA_MATMUL_FEW_ROWS,   /* 1 to 32 rows of 16-bit weights on the tensor cores */
   DFL_CUDA_MATMUL_CUBLAS,
 } DflCudaMatmulPath;
 

@@ -246,6 +246,50 @@ test_matmul (void)
     }
 }
 
+/* A product of 16-bit weights over 1 to 32 rows whose inputs are whole
+ * 32-column steps: a row's outputs bitwise the same whatever rows come
+ * with it (the token a plain step decodes is the token a verification
+ * of a block finds); a shape like the default pair's head, one like an
+ * MLP's, and one that ends mid-tile. */
+static void
+test_matmul_rows_invariant (void)
+{
+  const DflDtype types[] = { DFL_DTYPE_BF16, DFL_DTYPE_F16 };
+  const int shapes[][2] = { { 384, 8192 }, { 1024, 384 }, { 2048, 515 } };
+  const int all = 32, counts[] = { 1, 2, 7, 16, 17 };
+
+  for (guint t = 0; t < G_N_ELEMENTS (types); t++)
+    for (guint s = 0; s < G_N_ELEMENTS (shapes); s++) {
+      int in = shapes[s][0], out = shapes[s][1];
+      g_autoptr (GRand) r = g_rand_new_with_seed (in + out + t);
+      g_autofree float *wf = random_floats (r, (size_t) out * in, 1.0f);
+      g_autofree void *wh = pack (types[t], wf, (size_t) out * in);
+      g_autofree float *x = random_floats (r, (size_t) all * in, 1.0f);
+      g_autofree float *whole = g_new (float, (size_t) all * out);
+      g_autofree float *part = g_new (float, (size_t) all * out);
+      void *d_w = up (wh, (size_t) out * in * 2);
+      float *d_x = up (x, sizeof (float) * all * in);
+      float *d_y = up (NULL, sizeof (float) * all * out);
+      DflCudaWeights w = { d_w, types[t], out, in };
+
+      g_assert_cmpint (dfl_cuda_matmul_choice (&w, 1), ==, DFL_CUDA_MATMUL_FEW_ROWS);
+      dfl_cuda_matmul (dev, &w, d_x, all, in, d_y, out, out, FALSE, NULL);
+      sync_ok ();
+      down (whole, d_y, sizeof (float) * all * out);
+      for (guint c = 0; c < G_N_ELEMENTS (counts); c++) {
+        int n = counts[c], first = (all - n) / 2;
+        dfl_cuda_matmul (dev, &w, d_x + (size_t) first * in, n, in, d_y, out, out, FALSE, NULL);
+        sync_ok ();
+        down (part, d_y, sizeof (float) * n * out);
+        g_assert_cmpmem (part, sizeof (float) * n * out, whole + (size_t) first * out,
+                         sizeof (float) * n * out);
+      }
+      dfl_cuda_free (dev, d_w);
+      dfl_cuda_free (dev, d_x);
+      dfl_cuda_free (dev, d_y);
+    }
+}
+
 /* Products of one x in one launch (dfl_cuda_matmul_group) over `rows`
  * rows from row `first` of x (and of y's starting values, made for 32
  * rows): against double as check_matmul_padded (three products, the last
@@ -307,11 +351,11 @@ run_matmul_group (DflDtype type, int rows, int first, int in, int x_pad, gboolea
   dfl_cuda_free (dev, d_scratch);
 }
 
-/* A group against double for 1 to 32 rows (one row: each output bitwise
- * what dfl_cuda_matmul gives alone; 2 to 32 rows of few outputs: the
- * tensor-core kernel, whose row's outputs are bitwise the same for any
- * number of rows from 2 to 32), then wider groups and ragged inputs that
- * fall back to a product a call. */
+/* A group against double for 1 to 32 rows: few outputs in all, inputs in
+ * whole 32-column steps, one launch of the tensor-core kernel, whose row's
+ * outputs are bitwise the same for any number of rows from 1 to 32;
+ * wider groups and ragged inputs a product a call; one row: each output
+ * bitwise what dfl_cuda_matmul gives alone, whichever way. */
 static void
 check_matmul_group (DflDtype type, int in, int x_pad, const int *outs, const int *n_out)
 {
@@ -336,6 +380,16 @@ check_matmul_group (DflDtype type, int in, int x_pad, const int *outs, const int
       int n = counts[c], first = (all - n) / 2;
       run_matmul_group (type, n, first, in, x_pad, acc, x, (const float *const *) wf,
                         (const void *const *) wh, outs, n_out, part);
+      if (in % 32 == 0 && ldx % 4 == 0 && per_row <= 8192) {
+        /* the rows from `first` in each product: the same bits as among 32 */
+        size_t a = 0, b = 0;
+        for (int i = 0; i < 3; i++) {
+          g_assert_cmpmem (part + a, sizeof (float) * n * n_out[i],
+                           whole + b + (size_t) first * n_out[i], sizeof (float) * n * n_out[i]);
+          a += (size_t) n * n_out[i];
+          b += (size_t) all * n_out[i];
+        }
+      }
       if (n == 1) {
         /* one row: each product's outputs those of dfl_cuda_matmul */
         float *d_x = up (x + (size_t) first * ldx, sizeof (float) * in);
@@ -357,15 +411,6 @@ check_matmul_group (DflDtype type, int in, int x_pad, const int *outs, const int
           dfl_cuda_free (dev, d_y);
         }
         dfl_cuda_free (dev, d_x);
-      } else if (in % 32 == 0 && ldx % 4 == 0 && per_row <= 8192) {
-        /* the rows from `first` in each product: the same bits as among 32 */
-        size_t a = 0, b = 0;
-        for (int i = 0; i < 3; i++) {
-          g_assert_cmpmem (part + a, sizeof (float) * n * n_out[i],
-                           whole + b + (size_t) first * n_out[i], sizeof (float) * n * n_out[i]);
-          a += (size_t) n * n_out[i];
-          b += (size_t) all * n_out[i];
-        }
       }
     }
   }
@@ -1199,7 +1244,10 @@ check_select (int rows, int k, int rank, int vocab, gboolean short_rows)
 static void
 test_select (void)
 {
+  /* rows · k · k scores at most RESCORE_ALL_MAX: formed at once (the
+   * default pair's block: 15 rows of 8), else the serial walk */
   check_select (16, 8, 24, 500, FALSE);
+  check_select (15, 8, 32, 8192, TRUE);
   check_select (16, 64, 40, 500, TRUE);
   check_select (37, 5, 256, 3000, TRUE);
   check_select (1, 1, 7, 50, FALSE);
@@ -1504,6 +1552,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/errors", test_errors);
   g_test_add_func ("/cuda/matmul", test_matmul);
   g_test_add_func ("/cuda/matmul-group", test_matmul_group);
+  g_test_add_func ("/cuda/matmul-rows-invariant", test_matmul_rows_invariant);
   g_test_add_func ("/cuda/embed", test_embed);
   g_test_add_func ("/cuda/rmsnorm", test_rmsnorm);
   g_test_add_func ("/cuda/rope", test_rope);

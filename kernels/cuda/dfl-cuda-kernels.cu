@@ -1406,6 +1406,119 @@ top_k_kernel (const float *x, int n, int ld, int k, int slices, int slice_len,
   }
 }
 
+/* For k up to TOPK_SMALL, no radix passes: each thread keeps the best
+ * TOPK_SMALL of the values it reads (in registers, sorted by key down,
+ * index up; a thread reads its values in index order, so an equal key
+ * never displaces an earlier one), and the block then takes the best of
+ * the threads' heads k times. The k largest of the slice are among the
+ * threads' kept ones, so the result is top_k_kernel's, without its four
+ * serial scans of a 256-bin histogram (some 30 µs a launch at any n).
+ * Key 0 is no float's (order_key of −inf is 0x007fffff), so it marks an
+ * empty slot; the arguments are top_k_kernel's. */
+#define TOPK_SMALL 8
+
+__device__ static inline int
+key_before (unsigned ka, int ia, unsigned kb, int ib)
+{
+  return ka > kb || (ka == kb && ia < ib);
+}
+
+__global__ static void
+top_k_small_kernel (const float *x, int n, int ld, int k, int slices, int slice_len,
+                    const int32_t *map, float *values, int32_t *indices)
+{
+  __shared__ unsigned warp_key[BLOCK / 32];
+  __shared__ int warp_idx[BLOCK / 32];
+  __shared__ int win_idx;
+  const int r = blockIdx.x / slices, first = (blockIdx.x % slices) * slice_len;
+  const float *row = x + (size_t) r * ld + first;
+  const int32_t *row_map = map ? map + (size_t) r * ld : NULL;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned key[TOPK_SMALL];
+  int idx[TOPK_SMALL];
+
+  n = MAX (MIN (n - first, slice_len), 0);
+#pragma unroll
+  for (int s = 0; s < TOPK_SMALL; s++) {
+    key[s] = 0;
+    idx[s] = INT_MAX;
+  }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = row[i];
+    unsigned kv = order_key (v);
+    int iv = i;
+    if (isnan (v) || kv <= key[TOPK_SMALL - 1])
+      continue;
+    /* one pass of compare-and-swap down the list keeps it in registers */
+#pragma unroll
+    for (int s = 0; s < TOPK_SMALL; s++) {
+      if (key_before (kv, iv, key[s], idx[s])) {
+        unsigned tk = key[s];
+        int ti = idx[s];
+        key[s] = kv;
+        idx[s] = iv;
+        kv = tk;
+        iv = ti;
+      }
+    }
+  }
+
+  for (int round = 0; round < k; round++) {
+    unsigned bk = key[0];
+    int bi = idx[0];
+    for (int off = 16; off > 0; off >>= 1) {
+      unsigned ok = __shfl_xor_sync (0xffffffffu, bk, off);
+      int oi = __shfl_xor_sync (0xffffffffu, bi, off);
+      if (key_before (ok, oi, bk, bi)) {
+        bk = ok;
+        bi = oi;
+      }
+    }
+    if (lane == 0) {
+      warp_key[warp] = bk;
+      warp_idx[warp] = bi;
+    }
+    __syncthreads ();
+    if (threadIdx.x == 0) {
+      unsigned wk = warp_key[0];
+      int wi = warp_idx[0];
+      for (int w = 1; w < BLOCK / 32; w++)
+        if (key_before (warp_key[w], warp_idx[w], wk, wi)) {
+          wk = warp_key[w];
+          wi = warp_idx[w];
+        }
+      win_idx = wk ? wi : -1;
+      values[(size_t) blockIdx.x * k + round] = wk ? row[wi] : NAN;
+      indices[(size_t) blockIdx.x * k + round] = wk ? (row_map ? row_map[wi] : first + wi) : -1;
+    }
+    __syncthreads ();
+    /* the winner's index is its thread's alone: that thread moves up */
+    if (win_idx >= 0 && idx[0] == win_idx && key[0] != 0) {
+#pragma unroll
+      for (int s = 0; s < TOPK_SMALL - 1; s++) {
+        key[s] = key[s + 1];
+        idx[s] = idx[s + 1];
+      }
+      key[TOPK_SMALL - 1] = 0;
+      idx[TOPK_SMALL - 1] = INT_MAX;
+    }
+    __syncthreads ();
+  }
+}
+
+/* Either kernel for one pass: the small one where k allows. */
+static void
+top_k_launch (DflCudaDevice *dev, int blocks, const float *x, int n, int ld, int k, int slices,
+              int slice_len, const int32_t *map, float *values, int32_t *indices)
+{
+  if (k <= TOPK_SMALL)
+    top_k_small_kernel<<<blocks, BLOCK, 0, dev->stream>>> (x, n, ld, k, slices, slice_len, map,
+                                                           values, indices);
+  else
+    top_k_kernel<<<blocks, BLOCK, 0, dev->stream>>> (x, n, ld, k, slices, slice_len, map,
+                                                     values, indices);
+}
+
 /* Rows longer than two slices of TOPK_SLICE values go through two passes:
  * a block per slice finds the slice's k, then a block per row the k of
  * those (a row of 151936 logits is 75 slices: 1200 blocks for a block's 16
@@ -1428,8 +1541,7 @@ dfl_cuda_top_k (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, i
   }
   slices = (n + TOPK_SLICE - 1) / TOPK_SLICE;
   if (slices <= 2) {
-    top_k_kernel<<<rows, BLOCK, 0, dev->stream>>> (d_x, n, ld, k, 1, MAX (n, 1), NULL,
-                                                   d_values, d_indices);
+    top_k_launch (dev, rows, d_x, n, ld, k, 1, MAX (n, 1), NULL, d_values, d_indices);
     dfl_cuda_launched (dev, "dfl_cuda_top_k");
     return;
   }
@@ -1456,11 +1568,10 @@ dfl_cuda_top_k (DflCudaDevice *dev, const float *d_x, int rows, int n, int ld, i
   {
     float *cand = (float *) dev->d_topk;
     int32_t *cand_idx = (int32_t *) (cand + (size_t) rows * slices * k);
-    top_k_kernel<<<rows * slices, BLOCK, 0, dev->stream>>> (d_x, n, ld, k, slices, TOPK_SLICE,
-                                                            NULL, cand, cand_idx);
+    top_k_launch (dev, rows * slices, d_x, n, ld, k, slices, TOPK_SLICE, NULL, cand, cand_idx);
     dfl_cuda_launched (dev, "dfl_cuda_top_k (the slices)");
-    top_k_kernel<<<rows, BLOCK, 0, dev->stream>>> (cand, slices * k, slices * k, k, 1,
-                                                   slices * k, cand_idx, d_values, d_indices);
+    top_k_launch (dev, rows, cand, slices * k, slices * k, k, 1, slices * k, cand_idx, d_values,
+                  d_indices);
     dfl_cuda_launched (dev, "dfl_cuda_top_k (their candidates)");
   }
 }

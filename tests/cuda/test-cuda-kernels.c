@@ -1119,7 +1119,7 @@ check_top_k (int rows, int n, int k, int nan_every)
 static void
 test_top_k (void)
 {
-  const int ks[] = { 1, 5, 8, 64 };
+  const int ks[] = { 1, 2, 5, 8, 9, 64 };   /* 8 and 9: either side of the small kernel */
 
   for (guint j = 0; j < G_N_ELEMENTS (ks); j++) {
     check_top_k (3, 0, ks[j], 0);

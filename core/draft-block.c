@@ -180,13 +180,14 @@ dfl_draft_pass_qkv (DflDraftPass *p, int l, DflTensor *k, DflTensor *v, const Df
   if (!dfl_op_rmsnorm (dev, &p->h, &L->in_norm, &p->x, eps, error)
       || !conv_in (p, L, 0, &x, error)
       || !dfl_op_matmul_group (dev, 3, (const DflTensor *[]) { &L->q, &L->k, &L->v }, x,
-                               (DflTensor *[]) { &p->q, k, v }, FALSE, error)
-      || !dfl_op_rmsnorm (dev, &q_rows, &L->q_norm, &q_rows, eps, error)
-      || !dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error))
+                               (DflTensor *[]) { &p->q, k, v }, FALSE, error))
     return FALSE;
-  return !dfl_drafter_geometry_rotary (g, l)
-         || (dfl_op_rope (dev, &q_heads, &p->net->inv_freq, pos, error)
-             && dfl_op_rope (dev, &k_heads, &p->net->inv_freq, pos, error));
+  /* q and k normed per head, then roped where the layer is rotary */
+  if (!dfl_drafter_geometry_rotary (g, l))
+    return dfl_op_rmsnorm (dev, &q_rows, &L->q_norm, &q_rows, eps, error)
+           && dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, eps, error);
+  return dfl_op_norm_rope (dev, &q_heads, &L->q_norm, &p->net->inv_freq, pos, eps, error)
+         && dfl_op_norm_rope (dev, &k_heads, &L->k_norm, &p->net->inv_freq, pos, eps, error);
 }
 
 gboolean

@@ -47,11 +47,13 @@ dfl_draft_settle_layer (const DflDraftNet *net, const DflDrafterGeometry *g, Dfl
   DflTensor k_rows = dfl_tensor_2d (dev, k->handle, k->offset, DFL_DTYPE_F32, k->ne[1] * kv,
                                     g->head_dim);
 
-  return dfl_op_matmul (dev, &L->k, t, k, FALSE, error)
-         && dfl_op_matmul (dev, &L->v, t, v, FALSE, error)
-         && dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, (float) g->eps, error)
-         && (!dfl_drafter_geometry_rotary (g, l)
-             || dfl_op_rope (dev, &k_heads, &net->inv_freq, pos, error));
+  if (!(dfl_op_matmul (dev, &L->k, t, k, FALSE, error)
+        && dfl_op_matmul (dev, &L->v, t, v, FALSE, error)))
+    return FALSE;
+  /* k normed per head, then roped where the layer is rotary */
+  return dfl_drafter_geometry_rotary (g, l)
+         ? dfl_op_norm_rope (dev, &k_heads, &L->k_norm, &net->inv_freq, pos, (float) g->eps, error)
+         : dfl_op_rmsnorm (dev, &k_rows, &L->k_norm, &k_rows, (float) g->eps, error);
 }
 
 gboolean

@@ -128,14 +128,6 @@ heads_of (const DflTensor *t, int heads, int head_dim)
   return v;
 }
 
-/* The same rows seen as [rows·groups][cols / groups] (a row per head). */
-static DflTensor
-split_rows (const DflTensor *t, int groups)
-{
-  return dfl_tensor_2d (t->device, t->handle, t->offset, t->dtype, t->ne[1] * groups,
-                        t->ne[0] / groups);
-}
-
 /* --- a pass's memory --- */
 
 /* `bytes` more at the end of an allocation, each buffer 64-byte aligned. */
@@ -648,17 +640,18 @@ add_bias (DflDevice *dev, const DflTensor *x, const DflTensor *bias, GError **er
   return TRUE;
 }
 
-/* The rope, the cache writes and the attention of a layer sequence by
- * sequence: the positions and the key ranges are index tensors, so a
- * replayed graph reads the ones uploaded for it. */
+/* q's and k's norms per head (Qwen3's q_norm / k_norm) with their rope,
+ * the cache writes and the attention of a layer sequence by sequence: the
+ * positions and the key ranges are index tensors, so a replayed graph
+ * reads the ones uploaded for it. */
 static gboolean
-attend_each (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
-             const PassMode *mode, GError **error)
+attend_each (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBatchJob *jobs,
+             int n_jobs, Scratch *sc, const PassMode *mode, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   DflDevice *dev = sc->dev;
   int hd = c->head_dim, nh = c->heads, kv = c->kv_heads, r0 = 0;
-  float scale = 1.0f / sqrtf ((float) hd);
+  float scale = 1.0f / sqrtf ((float) hd), eps = (float) c->rms_eps;
 
   for (int j = 0; j < n_jobs; j++) {
     OpsSeq *s = jobs[j].seq;
@@ -675,8 +668,8 @@ attend_each (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Sc
     DflTensor kc_seen = rows_of (&kc, 0, keys), vc_seen = rows_of (&vc, 0, keys);
     DflTensor k_keys = heads_of (&kc_seen, kv, hd), v_keys = heads_of (&vc_seen, kv, hd);
 
-    if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
-        || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error)
+    if (!dfl_op_norm_rope (dev, &q3, &l->q_norm, &t->model->inv_freq, &pos, eps, error)
+        || !dfl_op_norm_rope (dev, &k3, &l->k_norm, &t->model->inv_freq, &pos, eps, error)
         || !dfl_op_copy_rows (dev, &k_rows, &pos, &kc, error)
         || !dfl_op_copy_rows (dev, &v_rows, &pos, &vc, error)
         || !dfl_op_attention (dev, &q3, &k_keys, &v_keys, &lo, &hi, &att3, scale, error))
@@ -686,24 +679,24 @@ attend_each (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Sc
   return TRUE;
 }
 
-/* The same for every sequence at once: the rope of all rows at their own
- * positions, then the cache writes and the attention over tables of the
- * sequences' caches, DFL_OP_TABLE_MAX sequences an op (each row's entry
- * and row in its cache are index tensors too). */
+/* The same for every sequence at once: the norms and rope of all rows at
+ * their own positions, then the cache writes and the attention over tables
+ * of the sequences' caches, DFL_OP_TABLE_MAX sequences an op (each row's
+ * entry and row in its cache are index tensors too). */
 static gboolean
-attend_tables (const DflTarget *t, int li, DflTargetBatchJob *jobs, int n_jobs, Scratch *sc,
-               const PassMode *mode, GError **error)
+attend_tables (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBatchJob *jobs,
+               int n_jobs, Scratch *sc, const PassMode *mode, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   DflDevice *dev = sc->dev;
   int hd = c->head_dim, nh = c->heads, kv = c->kv_heads, rows = (int) sc->q.ne[1], r0 = 0;
-  float scale = 1.0f / sqrtf ((float) hd);
+  float scale = 1.0f / sqrtf ((float) hd), eps = (float) c->rms_eps;
   DflTensor pos = idx_tensor (sc, sc->pos_at, DFL_DTYPE_I64, rows);
   DflTensor q3 = heads_of (&sc->q, nh, hd), k3 = heads_of (&sc->k, kv, hd);
   DflTensor caches[2][DFL_OP_TABLE_MAX], seen[2][DFL_OP_TABLE_MAX];
 
-  if (!dfl_op_rope (dev, &q3, &t->model->inv_freq, &pos, error)
-      || !dfl_op_rope (dev, &k3, &t->model->inv_freq, &pos, error))
+  if (!dfl_op_norm_rope (dev, &q3, &l->q_norm, &t->model->inv_freq, &pos, eps, error)
+      || !dfl_op_norm_rope (dev, &k3, &l->k_norm, &t->model->inv_freq, &pos, eps, error))
     return FALSE;
   for (int j0 = 0; j0 < n_jobs; j0 += DFL_OP_TABLE_MAX) {
     int n_tab = MIN (DFL_OP_TABLE_MAX, n_jobs - j0), n = 0;
@@ -841,18 +834,16 @@ taps_by_table (DflTargetBatchJob *jobs, int n_jobs, const Scratch *sc, const Pas
   return TRUE;
 }
 
-/* One layer over every row: the products over all of them at once, the
- * rope, the cache and the attention over all sequences (tables) or
- * sequence by sequence. */
+/* One layer over every row: the products over all of them at once, q's
+ * and k's norms and rope, the cache and the attention over all sequences
+ * (tables) or sequence by sequence. */
 static gboolean
 layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBatchJob *jobs,
                int n_jobs, Scratch *sc, const PassMode *mode, GError **error)
 {
   const DflQwen3Config *c = &t->cfg;
   DflDevice *dev = sc->dev;
-  int nh = c->heads, kv = c->kv_heads;
   float eps = (float) c->rms_eps;
-  DflTensor qh = split_rows (&sc->q, nh), kh = split_rows (&sc->k, kv);
 
   if (!dfl_op_rmsnorm (dev, &sc->h, &l->in_norm, &sc->x, eps, error)
       || !dfl_op_matmul_group (dev, 3, (const DflTensor *[]) { &l->q, &l->k, &l->v }, &sc->x,
@@ -862,12 +853,8 @@ layer_forward (const DflTarget *t, const DflTargetLayer *l, int li, DflTargetBat
       && !(add_bias (dev, &sc->q, &l->q_bias, error) && add_bias (dev, &sc->k, &l->k_bias, error)
            && add_bias (dev, &sc->v, &l->v_bias, error)))
     return FALSE;
-  /* q and k are normed per head before rope (Qwen3's q_norm / k_norm) */
-  if (!dfl_op_rmsnorm (dev, &qh, &l->q_norm, &qh, eps, error)
-      || !dfl_op_rmsnorm (dev, &kh, &l->k_norm, &kh, eps, error))
-    return FALSE;
-  if (!(mode->tables ? attend_tables (t, li, jobs, n_jobs, sc, mode, error)
-        : attend_each (t, li, jobs, n_jobs, sc, mode, error)))
+  if (!(mode->tables ? attend_tables (t, l, li, jobs, n_jobs, sc, mode, error)
+        : attend_each (t, l, li, jobs, n_jobs, sc, mode, error)))
     return FALSE;
 
   if (!dfl_op_matmul (dev, &l->o, &sc->att, &sc->h, TRUE, error)

@@ -144,8 +144,9 @@ typedef enum {
   DFL_OP_FILL_RANDOM,     /* dtype: the tensor's (F32, F16, BF16) */
   DFL_OP_COPY_ROWS_TABLE, /* as DFL_OP_COPY_ROWS */
   DFL_OP_ATTENTION_TABLE, /* as DFL_OP_ATTENTION */
+  DFL_OP_NORM_ROPE,       /* F32 */
 } DflOp;
-#define DFL_N_OPS (DFL_OP_ATTENTION_TABLE + 1)
+#define DFL_N_OPS (DFL_OP_NORM_ROPE + 1)
 
 /* The most tensors a table op (copy_rows_table, attention_table) takes in
  * one call: a GPU passes their addresses with the launch. */
@@ -210,6 +211,13 @@ gboolean dfl_op_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w,
  * call); with one row both forms are the same. */
 gboolean dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq,
                       const DflTensor *pos, GError **error);
+/* Each head's RMS norm, then rope, in place: x, inv_freq and pos as
+ * dfl_op_rope's, w [head_dim] F32. Bitwise dfl_op_rmsnorm over x's heads
+ * as rows (y = x) followed by dfl_op_rope, on every device: one launch
+ * where the back end has it (CUDA), those two ops where not. */
+gboolean dfl_op_norm_rope (DflDevice *dev, DflTensor *x, const DflTensor *w,
+                           const DflTensor *inv_freq, const DflTensor *pos, float eps,
+                           GError **error);
 /* Grouped-query attention: q, out [rows][heads][head_dim] packed (F32); k,
  * v [keys][kv_heads][head_dim] (heads packed, any key stride, the same for
  * both), F32, or BF16 where the device runs attention of BF16 (CUDA: the

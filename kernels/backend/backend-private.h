@@ -68,6 +68,10 @@ struct _DflBackendOps {
                        float eps, GError **error);
   gboolean (*rope) (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq,
                     const DflTensor *pos, GError **error);
+  /* may be NULL: the dispatch runs rmsnorm over the heads, then rope */
+  gboolean (*norm_rope) (DflDevice *dev, DflTensor *x, const DflTensor *w,
+                         const DflTensor *inv_freq, const DflTensor *pos, float eps,
+                         GError **error);
   gboolean (*attention) (DflDevice *dev, const DflTensor *q, const DflTensor *k,
                          const DflTensor *v, const DflTensor *lo, const DflTensor *hi,
                          DflTensor *out, float scale, GError **error);

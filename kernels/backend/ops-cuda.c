@@ -169,6 +169,27 @@ cuda_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTen
   return TRUE;
 }
 
+/* The kernel norms a head with one block of 256 threads, as rmsnorm
+ * does rows below 4096 values; a wider head is normed as rmsnorm's wider
+ * rows are, then roped: the same two launches the dispatch would make. */
+#define NORM_ROPE_HEAD_MAX 4094
+
+static gboolean
+cuda_norm_rope (DflDevice *dev, DflTensor *x, const DflTensor *w, const DflTensor *inv_freq,
+                const DflTensor *pos, float eps, GError **error)
+{
+  if (x->ne[0] > NORM_ROPE_HEAD_MAX) {
+    DflTensor heads = dfl_tensor_2d (x->device, x->handle, x->offset, DFL_DTYPE_F32,
+                                     x->ne[1] * x->ne[2], x->ne[0]);
+    return cuda_rmsnorm (dev, &heads, w, &heads, eps, error)
+           && cuda_rope (dev, x, inv_freq, pos, error);
+  }
+  LAUNCH (dev, dfl_cuda_norm_rope (NATIVE (dev), F32 (x), (int) x->ne[2], (int) x->ne[1],
+                                   (int) x->ne[0], F32 (w), eps, F32 (inv_freq), I64 (pos),
+                                   pos->ne[0] > 1));
+  return TRUE;
+}
+
 static gboolean
 cuda_attention (DflDevice *dev, const DflTensor *q, const DflTensor *k, const DflTensor *v,
                 const DflTensor *lo, const DflTensor *hi, DflTensor *out, float scale,
@@ -438,6 +459,7 @@ static const DflBackendOps dfl_backend_cuda_ops = {
   .matmul_group = cuda_matmul_group,
   .rmsnorm = cuda_rmsnorm,
   .rope = cuda_rope,
+  .norm_rope = cuda_norm_rope,
   .attention = cuda_attention,
   .row_conv = cuda_row_conv,
   .silu_mul = cuda_silu_mul,

@@ -27,6 +27,7 @@ static const char *const op_names[DFL_N_OPS] = {
   [DFL_OP_FILL_RANDOM] = "fill_random",
   [DFL_OP_COPY_ROWS_TABLE] = "copy_rows_table",
   [DFL_OP_ATTENTION_TABLE] = "attention_table",
+  [DFL_OP_NORM_ROPE] = "norm_rope",
 };
 
 const char *
@@ -74,7 +75,7 @@ dfl_op_takes_dtype (DflOp op, DflDtype dtype)
 gboolean
 dfl_op_has_indices (DflOp op)
 {
-  return op == DFL_OP_ROPE || op == DFL_OP_ATTENTION || op == DFL_OP_EMBED
+  return op == DFL_OP_ROPE || op == DFL_OP_NORM_ROPE || op == DFL_OP_ATTENTION || op == DFL_OP_EMBED
          || op == DFL_OP_COPY_ROWS || op == DFL_OP_COPY_ROWS_TABLE
          || op == DFL_OP_ATTENTION_TABLE;
 }
@@ -359,24 +360,50 @@ dfl_op_rmsnorm (DflDevice *dev, const DflTensor *x, const DflTensor *w, DflTenso
   return dev->backend->ops->rmsnorm (dev, x, w, y, eps, error);
 }
 
+/* rope's x, inv_freq and pos (norm_rope's too) */
+static gboolean
+rope_args (Check *c, const DflTensor *x, const DflTensor *inv_freq, const DflTensor *pos)
+{
+  if (tensor (c, "x", x, DFL_DTYPE_F32, 3, FALSE) && packed (c, "x", x) && x->ne[0] % 2)
+    fail (c, DFL_ERROR_MISMATCH, "head_dim %" G_GINT64_FORMAT " is odd", x->ne[0]);
+  if (!(tensor (c, "inv_freq", inv_freq, DFL_DTYPE_F32, 1, FALSE)
+        && same (c, "inv_freq's size", inv_freq->ne[0], "half of head_dim", x->ne[0] / 2)
+        && tensor (c, "pos", pos, DFL_DTYPE_I64, 1, TRUE)))
+    return FALSE;
+  if (pos->ne[0] != 1 && pos->ne[0] != x->ne[2])
+    return fail (c, DFL_ERROR_MISMATCH, "pos has %" G_GINT64_FORMAT " positions: one start "
+                 "position or one a row (%" G_GINT64_FORMAT ") is needed", pos->ne[0], x->ne[2]);
+  return TRUE;
+}
+
 gboolean
 dfl_op_rope (DflDevice *dev, DflTensor *x, const DflTensor *inv_freq, const DflTensor *pos,
              GError **error)
 {
   Check c = check_op (dev, DFL_OP_ROPE, DFL_DTYPE_F32, error);
 
-  if (tensor (&c, "x", x, DFL_DTYPE_F32, 3, FALSE) && packed (&c, "x", x) && x->ne[0] % 2)
-    fail (&c, DFL_ERROR_MISMATCH, "head_dim %" G_GINT64_FORMAT " is odd", x->ne[0]);
-  if (!(tensor (&c, "inv_freq", inv_freq, DFL_DTYPE_F32, 1, FALSE)
-        && same (&c, "inv_freq's size", inv_freq->ne[0], "half of head_dim", x->ne[0] / 2)
-        && tensor (&c, "pos", pos, DFL_DTYPE_I64, 1, TRUE)))
+  if (!rope_args (&c, x, inv_freq, pos))
     return FALSE;
-  if (pos->ne[0] != 1 && pos->ne[0] != x->ne[2]) {
-    fail (&c, DFL_ERROR_MISMATCH, "pos has %" G_GINT64_FORMAT " positions: one start position "
-          "or one a row (%" G_GINT64_FORMAT ") is needed", pos->ne[0], x->ne[2]);
-    return FALSE;
-  }
   return dev->backend->ops->rope (dev, x, inv_freq, pos, error);
+}
+
+gboolean
+dfl_op_norm_rope (DflDevice *dev, DflTensor *x, const DflTensor *w, const DflTensor *inv_freq,
+                  const DflTensor *pos, float eps, GError **error)
+{
+  Check c = check_op (dev, DFL_OP_NORM_ROPE, DFL_DTYPE_F32, error);
+  DflTensor heads;
+
+  if (!(rope_args (&c, x, inv_freq, pos) && tensor (&c, "w", w, DFL_DTYPE_F32, 1, FALSE)
+        && same (&c, "w's size", w->ne[0], "head_dim", x->ne[0])))
+    return FALSE;
+  if (dev->backend->ops->norm_rope)
+    return dev->backend->ops->norm_rope (dev, x, w, inv_freq, pos, eps, error);
+  /* x is packed: its heads are rows of head_dim one after the other */
+  heads = dfl_tensor_2d (x->device, x->handle, x->offset, DFL_DTYPE_F32, x->ne[1] * x->ne[2],
+                         x->ne[0]);
+  return dfl_op_rmsnorm (dev, &heads, w, &heads, eps, error)
+         && dfl_op_rope (dev, x, inv_freq, pos, error);
 }
 
 /* The type of a KV cache an op reads or writes: its tensor's where it is

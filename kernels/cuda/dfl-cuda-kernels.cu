@@ -76,15 +76,16 @@ dfl_cuda_embed (DflCudaDevice *dev, const void *d_table, DflDtype type, int dim,
   dfl_cuda_launched (dev, "dfl_cuda_embed");
 }
 
-/* One block per row. The sum of squares is in double as on the CPU, so a
- * wide row's norm does not depend on the order of the sum. */
-__global__ static void __launch_bounds__ (WIDE_BLOCK)
-rmsnorm_kernel (float *dst, const float *src, int dim, const float *w, float eps)
+/* A row's 1 / sqrt(mean(x²) + eps), every thread of the block told. The
+ * sum of squares is in double as on the CPU, so a wide row's norm does not
+ * depend on the order of the sum; rmsnorm_kernel and norm_rope_kernel
+ * share it, so a head normed by either has the same bits. Every read of
+ * the row is done when it returns (the row may be overwritten next). */
+__device__ static float
+block_rms_scale (const float *x, int dim, float eps)
 {
   __shared__ double partial[WIDE_BLOCK / 32];
   __shared__ float scale;
-  const float *x = src + (size_t) blockIdx.x * dim;
-  float *y = dst + (size_t) blockIdx.x * dim;
   double ss = 0.0;
 
   /* unrolled so that a thread's loads are in flight together: a decode
@@ -103,11 +104,29 @@ rmsnorm_kernel (float *dst, const float *src, int dim, const float *w, float eps
       total += partial[i];
     scale = 1.0f / sqrtf ((float) (total / dim) + eps);
   }
-  /* every read of the row is done before any write (dst may be src) */
   __syncthreads ();
+  return scale;
+}
+
+/* x · scale · w, rounded after each product (never fused into a
+ * neighbour's add), the same in every kernel that norms */
+__device__ static inline float
+normed (float x, float scale, float w)
+{
+  return __fmul_rn (__fmul_rn (x, scale), w);
+}
+
+/* One block per row. */
+__global__ static void __launch_bounds__ (WIDE_BLOCK)
+rmsnorm_kernel (float *dst, const float *src, int dim, const float *w, float eps)
+{
+  const float *x = src + (size_t) blockIdx.x * dim;
+  float *y = dst + (size_t) blockIdx.x * dim;
+  float scale = block_rms_scale (x, dim, eps);
+
 #pragma unroll 4
   for (int i = threadIdx.x; i < dim; i += blockDim.x)
-    y[i] = x[i] * scale * w[i];
+    y[i] = normed (x[i], scale, w[i]);
 }
 
 extern "C" void
@@ -123,6 +142,18 @@ dfl_cuda_rmsnorm (DflCudaDevice *dev, float *d_dst, const float *d_src, int rows
   dfl_cuda_launched (dev, "dfl_cuda_rmsnorm");
 }
 
+/* The rotation of one pair (u, v) of a head by the angle a, each product
+ * rounded on its own (so rope_kernel and norm_rope_kernel agree bitwise
+ * whatever the compiler would fuse). */
+__device__ static inline void
+rotate_pair (float u, float v, float a, float *lo, float *hi)
+{
+  float c = cosf (a), s = sinf (a);
+
+  *lo = __fsub_rn (__fmul_rn (u, c), __fmul_rn (v, s));
+  *hi = __fadd_rn (__fmul_rn (v, c), __fmul_rn (u, s));
+}
+
 /* One block per (row, head); the angle is the float product position ×
  * inv_freq, as on the CPU and in the checkpoints' own code. The position
  * is the start's plus the row, or the row's own (per_row). */
@@ -134,12 +165,25 @@ rope_kernel (float *x, int heads, int head_dim, const float *inv_freq, const int
   float p = (float) (per_row ? pos[r] : *pos + r);
   float *lo = x + (size_t) blockIdx.x * head_dim, *hi = lo + half;
 
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    float a = p * inv_freq[i], c = cosf (a), s = sinf (a);
-    float u = lo[i], v = hi[i];
-    lo[i] = u * c - v * s;
-    hi[i] = v * c + u * s;
-  }
+  for (int i = threadIdx.x; i < half; i += blockDim.x)
+    rotate_pair (lo[i], hi[i], p * inv_freq[i], &lo[i], &hi[i]);
+}
+
+/* One block per (row, head) of BLOCK threads (rmsnorm_kernel's block for a
+ * head's row): the head's norm, then its rope, in place, in one launch:
+ * the bits of rmsnorm_kernel then rope_kernel. */
+__global__ static void __launch_bounds__ (BLOCK)
+norm_rope_kernel (float *x, int heads, int head_dim, const float *w, float eps,
+                  const float *inv_freq, const int64_t *pos, int per_row)
+{
+  int r = blockIdx.x / heads, half = head_dim / 2;
+  float p = (float) (per_row ? pos[r] : *pos + r);
+  float *lo = x + (size_t) blockIdx.x * head_dim, *hi = lo + half;
+  float scale = block_rms_scale (lo, head_dim, eps);
+
+  for (int i = threadIdx.x; i < half; i += blockDim.x)
+    rotate_pair (normed (lo[i], scale, w[i]), normed (hi[i], scale, w[half + i]),
+                 p * inv_freq[i], &lo[i], &hi[i]);
 }
 
 static void
@@ -169,6 +213,25 @@ dfl_cuda_rope_at (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_
                   const float *d_inv_freq, const int64_t *d_pos)
 {
   rope_launch (dev, "dfl_cuda_rope_at", d_x, rows, heads, head_dim, d_inv_freq, d_pos, 1);
+}
+
+extern "C" void
+dfl_cuda_norm_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
+                    const float *d_w, float eps, const float *d_inv_freq, const int64_t *d_pos,
+                    int per_row)
+{
+  if (rows <= 0 || heads <= 0 || head_dim < 2)
+    return;
+  /* a head is one block's row: rmsnorm_kernel takes rows this wide with
+   * WIDE_BLOCK threads, whose sums the norm here would not repeat */
+  if (head_dim % 2 || head_dim >= 4 * WIDE_BLOCK) {
+    dfl_cuda_note_invalid (dev, "dfl_cuda_norm_rope", "head_dim %d (even, below %d)", head_dim,
+                           4 * WIDE_BLOCK);
+    return;
+  }
+  norm_rope_kernel<<<rows * heads, BLOCK, 0, dev->stream>>> (d_x, heads, head_dim, d_w, eps,
+                                                             d_inv_freq, d_pos, per_row);
+  dfl_cuda_launched (dev, "dfl_cuda_norm_rope");
 }
 
 __global__ static void

@@ -176,6 +176,13 @@ void dfl_cuda_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int hea
 void dfl_cuda_rope_at (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
                        const float *d_inv_freq, const int64_t *d_pos);
 
+/* Each head's norm (dfl_cuda_rmsnorm's, w [head_dim]) then its rope
+ * (dfl_cuda_rope's, or dfl_cuda_rope_at's with per_row), in place, in one
+ * launch: the bits of those two. head_dim even and below 1024. */
+void dfl_cuda_norm_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int head_dim,
+                         const float *d_w, float eps, const float *d_inv_freq,
+                         const int64_t *d_pos, int per_row);
+
 /* A table of device pointers passed with a launch (by value, so a captured
  * graph holds them): the per-sequence buffers of one layer, say. */
 #define DFL_CUDA_TABLE_MAX 64

@@ -391,6 +391,75 @@ test_rope (gconstpointer data)
     }
 }
 
+/* Each head's norm then its rope in one op: against float64, and bitwise
+ * rmsnorm over the heads followed by rope on the same device (one start
+ * position and one a row; head_dim 16, 64 and 128, a CUDA block's 256
+ * threads against 8, 32 and 64 pairs). */
+static void
+test_norm_rope (gconstpointer data)
+{
+  g_autoptr (DflDevice) dev = open_device (data);
+  const int shapes[][3] = { { 1, 2, 16 }, { 7, 3, 64 }, { 16, 8, 128 }, { 300, 2, 16 } };
+  const float eps = 1e-6f;
+
+  if (!dev)
+    return;
+  for (guint si = 0; si < G_N_ELEMENTS (shapes); si++)
+    for (int per_row = 0; per_row < 2; per_row++) {
+      g_autoptr (GRand) r = g_rand_new_with_seed (280 + si * 2 + per_row);
+      int rows = shapes[si][0], heads = shapes[si][1], hd = shapes[si][2];
+      gsize n = (gsize) rows * heads * hd;
+      g_autofree float *x = random_floats (r, n, 3.0f);
+      g_autofree float *w = random_floats (r, hd, 1.5f);
+      g_autofree float *y = g_new (float, n), *two = g_new (float, n);
+      g_autofree float *inv_freq = g_new (float, hd / 2);
+      g_autofree gint64 *pos = g_new (gint64, rows);
+      DflTensor tx = put (dev, DFL_DTYPE_F32, hd, heads, rows, x);
+      DflTensor tx2 = put (dev, DFL_DTYPE_F32, hd, heads, rows, x);
+      DflTensor rows2 = put (dev, DFL_DTYPE_F32, hd, heads * rows, 1, NULL), tw, tf, tp;
+
+      for (int i = 0; i < rows; i++)
+        pos[i] = per_row ? g_rand_int_range (r, 0, 5000) : 17 + i;
+      dfl_rope_inv_freq (inv_freq, hd, 1000000.0);
+      tw = put (dev, DFL_DTYPE_F32, hd, 1, 1, w);
+      tf = put (dev, DFL_DTYPE_F32, hd / 2, 1, 1, inv_freq);
+      tp = put_index (dev, DFL_OP_NORM_ROPE, DFL_DTYPE_I64, per_row ? rows : 1, pos);
+      OK (dfl_op_norm_rope (dev, &tx, &tw, &tf, &tp, eps, &op_error));
+      get (dev, &tx, y);
+      /* the two ops, on the same memory seen as rows of head_dim */
+      rows2.handle = tx2.handle;
+      rows2.offset = tx2.offset;
+      OK (dfl_op_rmsnorm (dev, &rows2, &tw, &rows2, eps, &op_error));
+      OK (dfl_op_rope (dev, &tx2, &tf, &tp, &op_error));
+      get (dev, &tx2, two);
+      g_assert_cmpmem (y, sizeof (float) * n, two, sizeof (float) * n);
+      for (int i = 0; i < rows; i++)
+        for (int h = 0; h < heads; h++) {
+          const float *xh = x + ((gsize) i * heads + h) * hd;
+          double ss = 0.0, scale;
+          for (int c = 0; c < hd; c++)
+            ss += (double) xh[c] * xh[c];
+          scale = 1.0 / sqrt (ss / hd + eps);
+          for (int c = 0; c < hd / 2; c++) {
+            gsize at = ((gsize) i * heads + h) * hd + c;
+            double a = (float) pos[i] * inv_freq[c];
+            double u = xh[c] * scale * w[c], v = xh[c + hd / 2] * scale * w[c + hd / 2];
+            assert_close ("norm_rope", at, y[at], u * cos (a) - v * sin (a), 1e-5);
+            assert_close ("norm_rope", at + hd / 2, y[at + hd / 2], v * cos (a) + u * sin (a),
+                          1e-5);
+          }
+        }
+      /* a w that is not head_dim long is refused by name */
+      {
+        g_autoptr (GError) error = NULL;
+        DflTensor short_w = put (dev, DFL_DTYPE_F32, hd - 1, 1, 1, w);
+        assert_refused (dfl_op_norm_rope (dev, &tx, &short_w, &tf, &tp, eps, &error), &error,
+                        DFL_ERROR_MISMATCH, "norm_rope", "w's size");
+      }
+      release ();
+    }
+}
+
 static void
 test_elementwise (gconstpointer data)
 {
@@ -1402,7 +1471,7 @@ main (int argc, char **argv)
     { "select_rescore", test_select_rescore }, { "refusals", test_refusals },
     { "graph", test_graph }, { "fill_random", test_fill_random },
     { "rope_rows", test_rope_rows }, { "copy_rows_table", test_copy_rows_table },
-    { "attention_table", test_attention_table },
+    { "attention_table", test_attention_table }, { "norm_rope", test_norm_rope },
   };
   g_autoptr (GError) error = NULL;
   int status;

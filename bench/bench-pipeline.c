@@ -2,6 +2,7 @@
  * and a round's cost in plain steps.
  *
  *   bench-pipeline [--model DIR] [--prompts N] [--max-new N] [--backend cpu|cuda|vulkan]
+ *                  [--gpu-weights stored|f32|bf16]
  *
  * Runs the same prompts through
  *   tapsource in-flight=K ! queue ! ctxsettle ! queue ! dflashblock ! selector ! queue ! verifier ! fakesink
@@ -20,9 +21,10 @@
  * its selection (dflashblock and selector), all of a round's drafting
  * (ctxsettle too) and its verification, in steps.
  *
- * --backend sets every element's `backend` (cuda: the target's weights
- * widened to F32, as pipelines/speculative-cuda.pipeline has them; vulkan:
- * the drafting elements only, the target stays on the CPU).
+ * --backend sets every element's `backend` (cuda: the target's weights as
+ * --gpu-weights says, as stored by default as
+ * pipelines/speculative-cuda.pipeline has them; vulkan: the drafting
+ * elements only, the target stays on the CPU).
  * A benchmark: it asserts nothing about time.
  */
 #include <gst/gst.h>
@@ -102,12 +104,14 @@ int
 main (int argc, char **argv)
 {
   g_auto (DflBenchPipelineArgs) args = { 0 };
-  g_autofree char *backend = NULL;
+  g_autofree char *backend = NULL, *gpu_weights = NULL;
   const GOptionEntry entries[] = {
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend, "cpu (default), cuda or vulkan", "B" },
+    { "gpu-weights", 0, 0, G_OPTION_ARG_STRING, &gpu_weights,
+      "With --backend cuda: tapsource's gpu-weights (stored, the default; f32; bf16)", "W" },
     { NULL }
   };
-  g_autofree char *file = NULL, *plain = NULL;
+  g_autofree char *file = NULL, *plain = NULL, *source_cuda = NULL;
   const int in_flight[] = { 1, 2, 4 };
   double block[PAIRS], drafting[PAIRS], verification[PAIRS];
   const char *source_backend, *target_backend;
@@ -123,11 +127,20 @@ main (int argc, char **argv)
   }
   if (!(file = dfl_bench_prompts_file ("bench-pipeline", args.n_prompts)))
     return 1;
-  /* cuda: the target on the card (its weights widened to F32), the verifier there too */
-  source_backend = strcmp (backend, "cuda") == 0 ? "backend=cuda gpu-weights=f32" : "";
+  if (gpu_weights && strcmp (backend, "cuda")) {
+    fprintf (stderr, "bench-pipeline: --gpu-weights is for --backend cuda, not %s\n", backend);
+    return 2;
+  }
+  /* cuda: the target on the card (its weights as asked; tapsource refuses
+   * a value it does not know, by name), the verifier there too */
+  source_cuda = g_strdup_printf ("backend=cuda gpu-weights=%s",
+                                 gpu_weights ? gpu_weights : "stored");
+  source_backend = strcmp (backend, "cuda") == 0 ? source_cuda : "";
   target_backend = strcmp (backend, "cuda") == 0 ? "backend=cuda" : "";
 
-  printf ("%d prompts, %d new tokens each, backend %s\n", args.n_prompts, args.max_new, backend);
+  printf ("%d prompts, %d new tokens each, backend %s%s%s\n", args.n_prompts, args.max_new,
+          backend, strcmp (backend, "cuda") ? "" : ", gpu-weights=",
+          strcmp (backend, "cuda") ? "" : (gpu_weights ? gpu_weights : "stored"));
   printf ("in-flight   wall s   drafting busy s   verifier busy s   sum s   sum/wall   tokens/s"
           "   (settle, block, select busy s)\n");
   for (guint k = 0; k < G_N_ELEMENTS (in_flight); k++) {

@@ -89,7 +89,7 @@ struct _GstDflashBlock {
   /* routes decided downstream before the block (see above) */
   GMutex lock;
   GCond cond;
-  GHashTable *routes;  /* sequence → the route of its round: Routed */
+  GHashTable *routes;  /* sequence → its rounds' routes in round order: a GQueue of Routed */
   gboolean flushing;
   int decide_first;    /* −1: not asked yet */
   gboolean warned;
@@ -342,10 +342,19 @@ decides_first (GstDflashBlock *self)
   return self->decide_first;
 }
 
-/* The round's route: where the router decides first, wait for it. A
- * sequence has one round in the loop at a time, so a route for another
- * round of the sequence means the branches disagree on the round (the
- * router reports it once both proposals reach it): the block is drafted. */
+static void
+free_routes (gpointer queue)
+{
+  g_queue_free_full (queue, g_free);
+}
+
+/* The round's route: where the router decides first, wait for it. The
+ * router sends a sequence's routes in round order, and may send the next
+ * round's before this branch has taken this one's (it passes a chain's
+ * round on at once, and the verdict brings the next round), so they queue.
+ * A route for a later round alone means the branches disagree on the
+ * round (the router reports it once both proposals reach it): the block
+ * is drafted. */
 static Route
 wait_route (GstDflashBlock *self, const GstDflashRoundMeta *meta)
 {
@@ -363,11 +372,18 @@ wait_route (GstDflashBlock *self, const GstDflashRoundMeta *meta)
   GST_OBJECT_UNLOCK (self);
   g_mutex_lock (&self->lock);
   deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
-  while (!self->flushing && !(r = g_hash_table_lookup (self->routes, key)))
+  for (;;) {
+    GQueue *q = g_hash_table_lookup (self->routes, key);
+    /* routes of rounds before this one are of rounds gone by */
+    while (q && !g_queue_is_empty (q) && ((Routed *) g_queue_peek_head (q))->round < meta->round)
+      g_free (g_queue_pop_head (q));
+    if (self->flushing || (q && (r = g_queue_peek_head (q))))
+      break;
     if (!g_cond_wait_until (&self->cond, &self->lock, deadline)) {
       late = TRUE;
       break;
     }
+  }
   if (self->flushing)
     route = ROUTE_FLUSHING;
   else if (r && r->round == meta->round && r->chain)
@@ -375,7 +391,8 @@ wait_route (GstDflashBlock *self, const GstDflashRoundMeta *meta)
   else if (r && r->round != meta->round)
     GST_DEBUG_OBJECT (self, "sequence %u: a route for round %u while round %u is here",
                       meta->sequence, r->round, meta->round);
-  g_hash_table_remove (self->routes, key);
+  if (r && r->round == meta->round)
+    g_free (g_queue_pop_head (g_hash_table_lookup (self->routes, key)));
   g_mutex_unlock (&self->lock);
   if (late && !self->warned) {
     self->warned = TRUE;
@@ -399,9 +416,12 @@ gst_dflash_block_src_event (GstDflashFilter *filter, GstEvent *event)
   g_mutex_lock (&self->lock);
   {
     Routed *r = g_new (Routed, 1);
+    GQueue *q = g_hash_table_lookup (self->routes, GUINT_TO_POINTER (seq));
     r->round = round;
     r->chain = chain;
-    g_hash_table_replace (self->routes, GUINT_TO_POINTER (seq), r);
+    if (!q)
+      g_hash_table_insert (self->routes, GUINT_TO_POINTER (seq), q = g_queue_new ());
+    g_queue_push_tail (q, r);
   }
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
@@ -606,7 +626,7 @@ gst_dflash_block_init (GstDflashBlock *self)
 {
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
-  self->routes = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  self->routes = g_hash_table_new_full (NULL, NULL, NULL, free_routes);
   self->decide_first = -1;
   self->route_timeout_ms = DEFAULT_ROUTE_TIMEOUT_MS;
 }

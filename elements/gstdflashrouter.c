@@ -44,7 +44,7 @@
  * block's branch only, so tapsource hears it once.
  *
  * With #GstDflashRouter:decide-first (the default) a round is routed as
- * soon as the chain's proposal for it arrives, as the core's own loop
+ * soon as the chain's proposal arrives, as the core's own loop
  * (core/speculate.c) routes before it drafts: every policy needs only what
  * the chain's proposal carries (its match, the round's tip row). The route
  * goes upstream on the block's branch as a `dflash-route` event, and
@@ -55,8 +55,17 @@
  * the tee on the block's branch. With the chain's branch first after the
  * tee and without a queue (as in pipelines/routed.pipeline), prompt lookup
  * runs on the source's thread and the route is there before the block's
- * branch sees the round, a thread hand-off less per round. Without a chain
- * pad nothing is decided first.
+ * branch sees the round. Without a chain pad nothing is decided first.
+ *
+ * The router has no thread of its own: the chosen proposal goes on from
+ * the thread that brought it, as a funnel passes buffers on. A round
+ * routed to the chain goes on as soon as its proposal arrives, without
+ * waiting for the block's branch (whose empty proposal for it is dropped
+ * when it comes), and a block's round when the block has been drafted. A
+ * round whose proposal comes before the block's branch has brought the
+ * stream's caps and segment (the first, or the first after a flush) waits
+ * for them and goes on from that branch's thread. With decide-first off
+ * the proposal that comes second decides and goes on.
  *
  * ## Example launch line
  * |[
@@ -132,9 +141,26 @@ typedef struct {
   gboolean cuda_target;      /* whose figures it goes into */
 } Pending;
 
+/* A round the chain's branch has routed (decide-first) whose block's
+ * proposal, empty or drafted, has not come yet; `held`: the chain's
+ * proposal, kept until the block's branch has brought the caps and the
+ * segment (NULL where it went on, or was dropped for the block). */
+typedef struct {
+  guint round;
+  gboolean chain;
+  GstBuffer *held;
+} Decided;
+
+/* A sequence's rounds between their two proposals. */
+typedef struct {
+  GQueue decided;      /* Decided, in round order */
+  GstBuffer *block;    /* a block's proposal that came before its chain's */
+  GstBuffer *chain;    /* decide-first off: a chain's that waits for the block's */
+} SeqRounds;
+
 struct _GstDflashRouter {
-  GstAggregator parent;
-  GstAggregatorPad *block_pad, *chain_pad;
+  GstElement parent;
+  GstPad *block_pad, *chain_pad, *srcpad;
   GstDflashModel *model;
   /* properties and figures (object lock) */
   DflRoute policy;
@@ -150,37 +176,52 @@ struct _GstDflashRouter {
   DflRouteCost cost[DFL_ROUTE_PLACES];
   GHashTable *pending;
   gboolean last_cuda;
+  /* the rounds between their two proposals, by sequence (rounds_lock) */
+  GMutex rounds_lock;
+  GHashTable *rounds;
+  gboolean flushing;
+  gboolean policy_checked;
 };
 
 #define _do_init \
     GST_DEBUG_CATEGORY_INIT (gst_dflash_router_debug, "router", 0, "dflash router");
 #define gst_dflash_router_parent_class parent_class
-G_DEFINE_TYPE_WITH_CODE (GstDflashRouter, gst_dflash_router, GST_TYPE_AGGREGATOR, _do_init);
+G_DEFINE_TYPE_WITH_CODE (GstDflashRouter, gst_dflash_router, GST_TYPE_ELEMENT, _do_init);
 GST_ELEMENT_REGISTER_DEFINE (router, "router", GST_RANK_NONE, GST_TYPE_DFLASH_ROUTER);
 
-static GstPadProbeReturn chain_arrived (GstPad *pad, GstPadProbeInfo *info, gpointer data);
+static GstFlowReturn gst_dflash_router_chain_chain (GstPad *pad, GstObject *parent,
+                                                    GstBuffer *buf);
+static gboolean gst_dflash_router_chain_event (GstPad *pad, GstObject *parent, GstEvent *event);
+static gboolean gst_dflash_router_chain_query (GstPad *pad, GstObject *parent, GstQuery *query);
+static GstIterator *gst_dflash_router_iterate_internal_links (GstPad *pad, GstObject *parent);
 
-/* The one chain pad, made and named by GstAggregator (a name other than the
- * template's: GstElement refuses a second request for a pad name that
- * exists before asking the element, and the refusal here says why), and
- * added by it to the element. */
-static GstAggregatorPad *
-gst_dflash_router_create_new_pad (GstAggregator *agg, GstPadTemplate *templ, const gchar *req_name,
-                                  const GstCaps *caps)
+/* The one chain pad. It is named chain_0, not as its template: GstElement
+ * refuses a second request for a pad name that exists before asking the
+ * element, and the refusal here says why. */
+static GstPad *
+gst_dflash_router_request_new_pad (GstElement *element, GstPadTemplate *templ,
+                                   const gchar *req_name, const GstCaps *caps)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
-  GstAggregatorPad *pad;
+  GstDflashRouter *self = GST_DFLASH_ROUTER (element);
+  GstPad *pad;
 
   GST_OBJECT_LOCK (self);
   if (self->chain_pad)
     goto already_requested;
   GST_OBJECT_UNLOCK (self);
-  if (!(pad = GST_AGGREGATOR_CLASS (parent_class)->create_new_pad (agg, templ, req_name, caps)))
-    return NULL;
+  pad = gst_pad_new_from_template (templ, "chain_0");
+  gst_pad_set_chain_function (pad, GST_DEBUG_FUNCPTR (gst_dflash_router_chain_chain));
+  gst_pad_set_event_function (pad, GST_DEBUG_FUNCPTR (gst_dflash_router_chain_event));
+  gst_pad_set_query_function (pad, GST_DEBUG_FUNCPTR (gst_dflash_router_chain_query));
+  gst_pad_set_iterate_internal_links_function (pad,
+      GST_DEBUG_FUNCPTR (gst_dflash_router_iterate_internal_links));
+  GST_OBJECT_FLAG_SET (pad, GST_PAD_FLAG_PROXY_CAPS | GST_PAD_FLAG_PROXY_ALLOCATION);
   GST_OBJECT_LOCK (self);
   self->chain_pad = pad;
   GST_OBJECT_UNLOCK (self);
-  gst_pad_add_probe (GST_PAD (pad), GST_PAD_PROBE_TYPE_BUFFER, chain_arrived, self, NULL);
+  if (GST_STATE (self) > GST_STATE_READY)
+    gst_pad_set_active (pad, TRUE);
+  gst_element_add_pad (element, pad);
   return pad;
 
   /* ERRORS */
@@ -199,10 +240,11 @@ gst_dflash_router_release_pad (GstElement *element, GstPad *pad)
   GstDflashRouter *self = GST_DFLASH_ROUTER (element);
 
   GST_OBJECT_LOCK (self);
-  if (pad == GST_PAD (self->chain_pad))
+  if (pad == self->chain_pad)
     self->chain_pad = NULL;
   GST_OBJECT_UNLOCK (self);
-  GST_ELEMENT_CLASS (parent_class)->release_pad (element, pad);
+  gst_pad_set_active (pad, FALSE);
+  gst_element_remove_pad (element, pad);
 }
 
 /* policy=cost: the round's route, decided once (when the chain's proposal
@@ -289,84 +331,277 @@ choose_chain (GstDflashRouter *self, const GstDflashRoundMeta *round, const GstD
          == DFL_ROUND_CHAIN;
 }
 
-/* The chain's proposal has come (its branch's thread, before the
- * aggregator queues it): route the round now, and tell the block's branch. */
-static GstPadProbeReturn
-chain_arrived (GstPad *pad, GstPadProbeInfo *info, gpointer data)
-{
-  GstDflashRouter *self = GST_DFLASH_ROUTER (data);
-  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
-  GstDflashRoundMeta *cm = buf ? gst_buffer_get_dflash_round_meta (buf) : NULL;
-  gboolean chain, decide_first;
+/* --- the rounds between their two proposals --- */
 
-  GST_OBJECT_LOCK (self);
-  decide_first = self->decide_first;
-  GST_OBJECT_UNLOCK (self);
-  if (!cm || !decide_first)
-    return GST_PAD_PROBE_OK;
-  chain = choose_chain (self, cm, cm);
-  GST_LOG_OBJECT (self, "sequence %u round %u: the %s's (decided first)", cm->sequence, cm->round,
-                  chain ? "chain" : "block");
-  gst_pad_push_event (GST_PAD (self->block_pad),
-                      gst_dflash_route_event_new (cm->sequence, cm->round, chain));
-  return GST_PAD_PROBE_OK;
+static void
+decided_free (gpointer data)
+{
+  Decided *d = data;
+
+  gst_clear_buffer (&d->held);
+  g_free (d);
 }
 
-static GstFlowReturn
-gst_dflash_router_aggregate (GstAggregator *agg, gboolean timeout)
+static void
+seq_rounds_free (gpointer data)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
-  GstBuffer *block = gst_aggregator_pad_pop_buffer (self->block_pad);
-  GstBuffer *chain = self->chain_pad ? gst_aggregator_pad_pop_buffer (self->chain_pad) : NULL;
-  GstDflashRoundMeta *bm, *cm;
-  GstBuffer *out;
-  gboolean took_chain;
+  SeqRounds *sq = data;
 
-  if (!block) {
-    gst_clear_buffer (&chain);
-    if (gst_aggregator_pad_is_eos (self->block_pad))
-      return GST_FLOW_EOS;
-    return GST_AGGREGATOR_FLOW_NEED_DATA;
+  g_queue_clear_full (&sq->decided, decided_free);
+  gst_clear_buffer (&sq->block);
+  gst_clear_buffer (&sq->chain);
+  g_free (sq);
+}
+
+/* The sequence's rounds (rounds_lock held). */
+static SeqRounds *
+seq_rounds (GstDflashRouter *self, guint sequence)
+{
+  SeqRounds *sq = g_hash_table_lookup (self->rounds, GUINT_TO_POINTER (sequence));
+
+  if (!sq) {
+    sq = g_new0 (SeqRounds, 1);
+    g_queue_init (&sq->decided);
+    g_hash_table_insert (self->rounds, GUINT_TO_POINTER (sequence), sq);
   }
-  bm = gst_buffer_get_dflash_round_meta (block);
-  cm = chain ? gst_buffer_get_dflash_round_meta (chain) : NULL;
-  if (chain && (!bm || !cm || bm->sequence != cm->sequence || bm->round != cm->round))
-    goto not_same_round;
-  /* an empty block proposal of the chain's source: dflashblock skipped a
-   * round routed to the chain first */
-  took_chain = bm && bm->source == GST_DFLASH_SOURCE_CHAIN ? chain != NULL
-               : choose_chain (self, bm, cm);
-  if (took_chain) {
-    out = chain;
-    gst_buffer_unref (block);
-  } else {
-    out = block;
-    gst_clear_buffer (&chain);
+  return sq;
+}
+
+/* rounds_lock taken and the sequence's rounds; NULL while flushing, the
+ * proposal `buf` then dropped and the lock not held. */
+static SeqRounds *
+lock_rounds (GstDflashRouter *self, guint sequence, GstBuffer *buf)
+{
+  g_mutex_lock (&self->rounds_lock);
+  if (self->flushing) {
+    g_mutex_unlock (&self->rounds_lock);
+    gst_buffer_unref (buf);
+    return NULL;
   }
+  return seq_rounds (self, sequence);
+}
+
+/* Whether the stream's caps and segment are on the source pad (the block's
+ * branch brings them), so that any thread may push a round after them. */
+static gboolean
+src_ready (GstDflashRouter *self)
+{
+  GstEvent *segment;
+
+  if (!gst_pad_has_current_caps (self->srcpad))
+    return FALSE;
+  segment = gst_pad_get_sticky_event (self->srcpad, GST_EVENT_SEGMENT, 0);
+  if (!segment)
+    return FALSE;
+  gst_event_unref (segment);
+  return TRUE;
+}
+
+/* Whether rounds are routed when the chain's proposal comes: the property,
+ * and a linked chain pad. */
+static gboolean
+decides_first (GstDflashRouter *self)
+{
+  gboolean first;
+
+  GST_OBJECT_LOCK (self);
+  first = self->decide_first && self->chain_pad && gst_pad_is_linked (self->chain_pad);
+  GST_OBJECT_UNLOCK (self);
+  return first;
+}
+
+/* The round's chosen proposal goes on, on the caller's thread. */
+static GstFlowReturn
+pass_on (GstDflashRouter *self, GstBuffer *out, gboolean took_chain)
+{
   GST_OBJECT_LOCK (self);
   if (took_chain)
     self->chain_rounds++;
   else
     self->block_rounds++;
   GST_OBJECT_UNLOCK (self);
-  return gst_aggregator_finish_buffer (agg, out);
+  return gst_pad_push (self->srcpad, out);
+}
 
-  /* ERRORS */
-not_same_round:
-  {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("the block's proposal and the chain's are not of the same round"),
-        ("block: sequence %u round %u; chain: sequence %u round %u", bm ? bm->sequence : 0,
-         bm ? bm->round : 0, cm ? cm->sequence : 0, cm ? cm->round : 0));
+/* Both proposals of a round are here: the policy picks one, it goes on. */
+static GstFlowReturn
+pick_and_pass (GstDflashRouter *self, GstBuffer *block, GstBuffer *chain)
+{
+  GstDflashRoundMeta *bm = gst_buffer_get_dflash_round_meta (block);
+  GstDflashRoundMeta *cm = gst_buffer_get_dflash_round_meta (chain);
+  /* an empty block proposal of the chain's source: dflashblock skipped a
+   * round routed to the chain first */
+  gboolean took_chain = bm->source == GST_DFLASH_SOURCE_CHAIN || choose_chain (self, bm, cm);
+
+  if (took_chain) {
     gst_buffer_unref (block);
-    gst_buffer_unref (chain);
-    return GST_FLOW_ERROR;
+    return pass_on (self, chain, TRUE);
   }
+  gst_buffer_unref (chain);
+  return pass_on (self, block, FALSE);
+}
+
+static GstFlowReturn
+not_same_round (GstDflashRouter *self, const GstDflashRoundMeta *bm, const GstDflashRoundMeta *cm,
+                guint block_round, guint chain_round)
+{
+  GST_ELEMENT_ERROR (self, STREAM, FAILED,
+      ("the block's proposal and the chain's are not of the same round"),
+      ("block: sequence %u round %u; chain: sequence %u round %u", bm ? bm->sequence : 0,
+       block_round, cm ? cm->sequence : 0, chain_round));
+  return GST_FLOW_ERROR;
+}
+
+static GstFlowReturn
+no_round (GstDflashRouter *self, GstBuffer *buf, const char *branch)
+{
+  gst_buffer_unref (buf);
+  GST_ELEMENT_ERROR (self, STREAM, FAILED, ("a proposal without its round"),
+      ("the %s's proposal carries no round meta", branch));
+  return GST_FLOW_ERROR;
+}
+
+/* The chain's proposal (its branch's thread). Decided first: route the
+ * round, tell the block's branch, and pass a chain's round on at once. */
+static GstFlowReturn
+gst_dflash_router_chain_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
+  GstDflashRoundMeta *cm = gst_buffer_get_dflash_round_meta (buf);
+  gboolean first = decides_first (self), ready = src_ready (self), chain;
+  GstBuffer *block;
+  SeqRounds *sq;
+  Decided *d;
+
+  if (!cm)
+    return no_round (self, buf, "chain");
+  if (!(sq = lock_rounds (self, cm->sequence, buf)))
+    return GST_FLOW_FLUSHING;
+  /* the block's came first (decide-first off, or drafted without a route) */
+  if ((block = sq->block)) {
+    GstDflashRoundMeta *bm = gst_buffer_get_dflash_round_meta (block);
+    sq->block = NULL;
+    g_mutex_unlock (&self->rounds_lock);
+    if (bm->round != cm->round) {
+      GstFlowReturn ret = not_same_round (self, bm, cm, bm->round, cm->round);
+      gst_buffer_unref (block);
+      gst_buffer_unref (buf);
+      return ret;
+    }
+    return pick_and_pass (self, block, buf);
+  }
+  if (!first) {
+    gboolean twice = sq->chain != NULL;
+    guint waiting = twice ? gst_buffer_get_dflash_round_meta (sq->chain)->round : 0;
+    if (!twice)
+      sq->chain = buf;
+    g_mutex_unlock (&self->rounds_lock);
+    if (twice) {
+      gst_buffer_unref (buf);
+      return not_same_round (self, NULL, cm, waiting, cm->round);
+    }
+    return GST_FLOW_OK;
+  }
+  chain = choose_chain (self, cm, cm);
+  d = g_new0 (Decided, 1);
+  d->round = cm->round;
+  d->chain = chain;
+  /* before the caps and segment the block's branch passes it on */
+  if (chain && !ready)
+    d->held = buf;
+  g_queue_push_tail (&sq->decided, d);
+  g_mutex_unlock (&self->rounds_lock);
+  GST_LOG_OBJECT (self, "sequence %u round %u: the %s's (decided first)", cm->sequence, cm->round,
+                  chain ? "chain" : "block");
+  gst_pad_push_event (self->block_pad,
+                      gst_dflash_route_event_new (cm->sequence, cm->round, chain));
+  if (!chain) {
+    gst_buffer_unref (buf);
+    return GST_FLOW_OK;
+  }
+  return ready ? pass_on (self, buf, TRUE) : GST_FLOW_OK;
+}
+
+/* The block's proposal (its branch's thread), empty where the round went
+ * to the chain. */
+static GstFlowReturn
+gst_dflash_router_block_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
+  GstDflashRoundMeta *bm = gst_buffer_get_dflash_round_meta (buf);
+  GstBuffer *chain = NULL, *held = NULL;
+  gboolean linked, took_chain = FALSE;
+  SeqRounds *sq;
+  Decided *d;
+
+  if (!bm)
+    return no_round (self, buf, "block");
+  GST_OBJECT_LOCK (self);
+  linked = self->chain_pad && gst_pad_is_linked (self->chain_pad);
+  GST_OBJECT_UNLOCK (self);
+  if (!linked)
+    return pass_on (self, buf, FALSE);
+  if (!(sq = lock_rounds (self, bm->sequence, buf)))
+    return GST_FLOW_FLUSHING;
+  if ((d = g_queue_peek_head (&sq->decided))) {
+    guint round = d->round;
+    if (round == bm->round) {
+      g_queue_pop_head (&sq->decided);
+      took_chain = d->chain;
+      held = g_steal_pointer (&d->held);
+      g_free (d);
+    }
+    g_mutex_unlock (&self->rounds_lock);
+    if (round != bm->round) {
+      gst_buffer_unref (buf);
+      return not_same_round (self, bm, bm, bm->round, round);
+    }
+    if (!took_chain)
+      return pass_on (self, buf, FALSE);
+    gst_buffer_unref (buf);
+    return held ? pass_on (self, held, TRUE) : GST_FLOW_OK;
+  }
+  if ((chain = sq->chain)) {
+    sq->chain = NULL;
+    g_mutex_unlock (&self->rounds_lock);
+    if (gst_buffer_get_dflash_round_meta (chain)->round != bm->round) {
+      GstDflashRoundMeta *cm = gst_buffer_get_dflash_round_meta (chain);
+      GstFlowReturn ret = not_same_round (self, bm, cm, bm->round, cm->round);
+      gst_buffer_unref (chain);
+      gst_buffer_unref (buf);
+      return ret;
+    }
+    return pick_and_pass (self, buf, chain);
+  }
+  /* the chain's proposal for this round has not come: it picks */
+  if (sq->block) {
+    guint waiting = gst_buffer_get_dflash_round_meta (sq->block)->round;
+    g_mutex_unlock (&self->rounds_lock);
+    gst_buffer_unref (buf);
+    return not_same_round (self, bm, NULL, waiting, bm->round);
+  }
+  sq->block = buf;
+  g_mutex_unlock (&self->rounds_lock);
+  return GST_FLOW_OK;
+}
+
+/* Every round between its proposals dropped: a flush's, or a stop's. */
+static void
+drop_rounds (GstDflashRouter *self, gboolean flushing)
+{
+  g_mutex_lock (&self->rounds_lock);
+  self->flushing = flushing;
+  g_hash_table_remove_all (self->rounds);
+  g_mutex_unlock (&self->rounds_lock);
+  /* their verdicts will not come */
+  GST_OBJECT_LOCK (self);
+  g_hash_table_remove_all (self->pending);
+  GST_OBJECT_UNLOCK (self);
 }
 
 /* The block's caps: the model, and whether the policy can run on it. */
 static gboolean
-check_policy (GstDflashRouter *self, GstAggregatorPad *pad)
+check_policy (GstDflashRouter *self, GstPad *pad)
 {
   DflRoute policy;
   gboolean decide_first;
@@ -377,7 +612,7 @@ check_policy (GstDflashRouter *self, GstAggregatorPad *pad)
   decide_first = self->decide_first;
   GST_OBJECT_UNLOCK (self);
   if (!self->model)
-    gst_dflash_model_find (GST_ELEMENT (self), GST_PAD (pad), &self->model);
+    gst_dflash_model_find (GST_ELEMENT (self), pad, &self->model);
   if (policy == DFL_ROUTE_AUTO
       && !(self->model && gst_dflash_model_drafter (self->model)
            && dfl_drafter_weights_has_route (gst_dflash_model_drafter (self->model))))
@@ -408,82 +643,117 @@ cost_needs_decide_first:
   }
 }
 
+/* The block's branch brings the stream: its caps (the model's, checked
+ * against the policy once) and every other event go on. A flush drops the
+ * rounds in flight. */
 static gboolean
-gst_dflash_router_sink_event (GstAggregator *agg, GstAggregatorPad *pad, GstEvent *event)
+gst_dflash_router_block_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
 
-  if (GST_EVENT_TYPE (event) == GST_EVENT_CAPS && pad == self->block_pad
-      && !check_policy (self, pad)) {
-    gst_event_unref (event);
-    return FALSE;
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_CAPS:
+      if (!self->policy_checked) {
+        if (!check_policy (self, pad)) {
+          gst_event_unref (event);
+          return FALSE;
+        }
+        self->policy_checked = TRUE;
+      }
+      break;
+    case GST_EVENT_FLUSH_START:
+      drop_rounds (self, TRUE);
+      break;
+    case GST_EVENT_FLUSH_STOP:
+      drop_rounds (self, FALSE);
+      break;
+    default:
+      break;
   }
-  return GST_AGGREGATOR_CLASS (parent_class)->sink_event (agg, pad, event);
+  return gst_pad_event_default (pad, parent, event);
 }
 
-static GstFlowReturn
-gst_dflash_router_update_src_caps (GstAggregator *agg, GstCaps *downstream, GstCaps **ret)
+/* The chain's branch comes from the same tee: its stream events are the
+ * block's, which go on from there; a flush drops the rounds here too. */
+static gboolean
+gst_dflash_router_chain_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
-  GstCaps *block = gst_pad_get_current_caps (GST_PAD (GST_DFLASH_ROUTER (agg)->block_pad));
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
 
-  if (!block)
-    return GST_AGGREGATOR_FLOW_NEED_DATA;
-  *ret = gst_caps_intersect (block, downstream);
-  gst_caps_unref (block);
-  return GST_FLOW_OK;
+  if (GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_START)
+    drop_rounds (self, TRUE);
+  else if (GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_STOP)
+    drop_rounds (self, FALSE);
+  gst_event_unref (event);
+  return TRUE;
+}
+
+/* The chain's proposals go out as the block's do: its caps and allocation
+ * are asked downstream. */
+static gboolean
+gst_dflash_router_chain_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
+
+  if (GST_QUERY_IS_SERIALIZED (query) && GST_QUERY_TYPE (query) != GST_QUERY_ALLOCATION)
+    return FALSE;
+  return gst_pad_peer_query (self->srcpad, query);
+}
+
+/* Each sink pad leads to the source pad; the source pad to the block's
+ * branch only (upstream events and queries must reach tapsource once). */
+static GstIterator *
+gst_dflash_router_iterate_internal_links (GstPad *pad, GstObject *parent)
+{
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
+  GValue v = G_VALUE_INIT;
+  GstIterator *it;
+
+  g_value_init (&v, GST_TYPE_PAD);
+  g_value_set_object (&v, pad == self->srcpad ? self->block_pad : self->srcpad);
+  it = gst_iterator_new_single (GST_TYPE_PAD, &v);
+  g_value_unset (&v);
+  return it;
 }
 
 /* The verdict goes up the block's branch alone: tapsource must hear it once.
- * So does a seek: tapsource is the loop's one source, and if it takes the
- * seek its flush reaches both branches through the tee, which GstAggregator
- * handles. GstAggregator's own seek flushes downstream and stops its task
- * first, and where nothing upstream seeks (tapsource refuses: a generator)
- * it never starts the task again, so the loop stalled for good. */
+ * So does every other upstream event (a seek among them): tapsource is the
+ * loop's one source, and if it takes the seek its flush reaches both
+ * branches through the tee. */
 static gboolean
-gst_dflash_router_src_event (GstAggregator *agg, GstEvent *event)
+gst_dflash_router_src_event (GstPad *pad, GstObject *parent, GstEvent *event)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
 
   if (GST_EVENT_TYPE (event) == GST_EVENT_CUSTOM_UPSTREAM
-      && gst_event_has_name (event, GST_DFLASH_VERDICT_EVENT)) {
+      && gst_event_has_name (event, GST_DFLASH_VERDICT_EVENT))
     cost_observe (self, event);
-    return gst_pad_push_event (GST_PAD (self->block_pad), event);
-  }
-  if (GST_EVENT_TYPE (event) == GST_EVENT_SEEK)
-    return gst_pad_push_event (GST_PAD (self->block_pad), event);
-  return GST_AGGREGATOR_CLASS (parent_class)->src_event (agg, event);
+  return gst_pad_push_event (self->block_pad, event);
 }
 
 /* dflashblock asks, on the block's branch, whether it should wait for
  * each round's route. */
 static gboolean
-gst_dflash_router_sink_query (GstAggregator *agg, GstAggregatorPad *pad, GstQuery *query)
+gst_dflash_router_block_query (GstPad *pad, GstObject *parent, GstQuery *query)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
 
-  if (gst_dflash_is_route_query (query) && pad == self->block_pad) {
-    gboolean first;
-    GST_OBJECT_LOCK (self);
-    first = self->decide_first && self->chain_pad
-        && gst_pad_is_linked (GST_PAD (self->chain_pad));
-    GST_OBJECT_UNLOCK (self);
-    gst_dflash_route_query_set (query, first);
+  if (gst_dflash_is_route_query (query)) {
+    gst_dflash_route_query_set (query, decides_first (self));
     return TRUE;
   }
-  return GST_AGGREGATOR_CLASS (parent_class)->sink_query (agg, pad, query);
+  return gst_pad_query_default (pad, parent, query);
 }
 
 static gboolean
-gst_dflash_router_src_query (GstAggregator *agg, GstQuery *query)
+gst_dflash_router_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
 
-  if (GST_QUERY_TYPE (query) == GST_QUERY_CONTEXT) {
-    if (gst_dflash_model_handle_context_query (GST_ELEMENT (self), query, self->model))
-      return TRUE;
-    return gst_pad_peer_query (GST_PAD (self->block_pad), query);
-  }
-  return GST_AGGREGATOR_CLASS (parent_class)->src_query (agg, query);
+  if (GST_QUERY_TYPE (query) == GST_QUERY_CONTEXT
+      && gst_dflash_model_handle_context_query (GST_ELEMENT (self), query, self->model))
+    return TRUE;
+  return gst_pad_query_default (pad, parent, query);
 }
 
 static void
@@ -513,36 +783,38 @@ read_figures (GstDflashRouter *self, const char *path, GError **error)
   return TRUE;
 }
 
-static gboolean
-gst_dflash_router_start (GstAggregator *agg)
+/* READY → PAUSED: the counts start again (the cost figures stay: they are
+ * the machine's, not this run's), read from figures-file where set. */
+static void
+router_start (GstDflashRouter *self)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
   g_autofree char *path = NULL;
   g_autoptr (GError) error = NULL;
 
-  /* the cost figures stay: they are the machine's, not this run's */
   GST_OBJECT_LOCK (self);
   self->block_rounds = self->chain_rounds = 0;
   g_hash_table_remove_all (self->pending);
   path = g_strdup (self->figures_file);
   GST_OBJECT_UNLOCK (self);
+  drop_rounds (self, FALSE);
+  self->policy_checked = FALSE;
   /* a file that cannot be used costs this run its head start, no more:
    * said on the bus, the router goes on with the figures it has */
   if (path && *path && !read_figures (self, path, &error))
     GST_ELEMENT_WARNING (self, RESOURCE, READ,
                          ("figures-file %s: %s; going on without its figures", path,
                           error->message), (NULL));
-  return TRUE;
 }
 
-static gboolean
-gst_dflash_router_stop (GstAggregator *agg)
+/* PAUSED → READY: the figures into figures-file where set. */
+static void
+router_stop (GstDflashRouter *self)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
   DflRouteCost cost[DFL_ROUTE_PLACES];
   g_autofree char *path = NULL;
   g_autoptr (GError) error = NULL;
 
+  drop_rounds (self, TRUE);
   GST_OBJECT_LOCK (self);
   path = g_strdup (self->figures_file);
   memcpy (cost, self->cost, sizeof cost);
@@ -551,19 +823,22 @@ gst_dflash_router_stop (GstAggregator *agg)
     GST_ELEMENT_WARNING (self, RESOURCE, WRITE,
                          ("figures-file %s: %s; the next run starts afresh", path, error->message),
                          (NULL));
-  return TRUE;
 }
 
-/* A flush drops the rounds in flight: their verdicts will not come. */
-static GstFlowReturn
-gst_dflash_router_flush (GstAggregator *agg)
+static GstStateChangeReturn
+gst_dflash_router_change_state (GstElement *element, GstStateChange transition)
 {
-  GstDflashRouter *self = GST_DFLASH_ROUTER (agg);
+  GstDflashRouter *self = GST_DFLASH_ROUTER (element);
+  GstStateChangeReturn ret;
 
-  GST_OBJECT_LOCK (self);
-  g_hash_table_remove_all (self->pending);
-  GST_OBJECT_UNLOCK (self);
-  return GST_FLOW_OK;
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
+    router_start (self);
+  else if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+    drop_rounds (self, TRUE);
+  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+    router_stop (self);
+  return ret;
 }
 
 static void
@@ -593,6 +868,8 @@ gst_dflash_router_finalize (GObject *object)
   g_free (GST_DFLASH_ROUTER (object)->figures_file);
   g_clear_object (&GST_DFLASH_ROUTER (object)->model);
   g_hash_table_unref (GST_DFLASH_ROUTER (object)->pending);
+  g_hash_table_unref (GST_DFLASH_ROUTER (object)->rounds);
+  g_mutex_clear (&GST_DFLASH_ROUTER (object)->rounds_lock);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -601,7 +878,6 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
 {
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
-  GstAggregatorClass *agg_class = GST_AGGREGATOR_CLASS (klass);
 
   gobject_class->set_property = gst_dflash_field_set_property;
   gobject_class->get_property = gst_dflash_router_get_property;
@@ -701,29 +977,19 @@ gst_dflash_router_class_init (GstDflashRouterClass *klass)
   gst_element_class_set_static_metadata (element_class, "DFlash router",
       "Filter/Tensor", "Chooses between the block's and the chain drafter's proposals",
       "gst-dflash developers");
-  gst_element_class_add_static_pad_template_with_gtype (element_class, &sink_template, GST_TYPE_AGGREGATOR_PAD);
-  gst_element_class_add_static_pad_template_with_gtype (element_class, &chain_template, GST_TYPE_AGGREGATOR_PAD);
-  gst_element_class_add_static_pad_template_with_gtype (element_class, &src_template, GST_TYPE_AGGREGATOR_PAD);
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &chain_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  element_class->request_new_pad = GST_DEBUG_FUNCPTR (gst_dflash_router_request_new_pad);
   element_class->release_pad = GST_DEBUG_FUNCPTR (gst_dflash_router_release_pad);
   element_class->set_context = GST_DEBUG_FUNCPTR (gst_dflash_router_set_context);
-  agg_class->create_new_pad = GST_DEBUG_FUNCPTR (gst_dflash_router_create_new_pad);
-  agg_class->aggregate = GST_DEBUG_FUNCPTR (gst_dflash_router_aggregate);
-  agg_class->sink_event = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_event);
-  agg_class->src_event = GST_DEBUG_FUNCPTR (gst_dflash_router_src_event);
-  agg_class->src_query = GST_DEBUG_FUNCPTR (gst_dflash_router_src_query);
-  agg_class->sink_query = GST_DEBUG_FUNCPTR (gst_dflash_router_sink_query);
-  agg_class->start = GST_DEBUG_FUNCPTR (gst_dflash_router_start);
-  agg_class->stop = GST_DEBUG_FUNCPTR (gst_dflash_router_stop);
-  agg_class->flush = GST_DEBUG_FUNCPTR (gst_dflash_router_flush);
-  agg_class->update_src_caps = GST_DEBUG_FUNCPTR (gst_dflash_router_update_src_caps);
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_dflash_router_change_state);
   gst_type_mark_as_plugin_api (GST_TYPE_DFLASH_POLICY, 0);
 }
 
 static void
 gst_dflash_router_init (GstDflashRouter *self)
 {
-  GstPadTemplate *templ = gst_element_class_get_pad_template (GST_ELEMENT_GET_CLASS (self), "sink");
-
   self->policy = DFL_ROUTE_MATCH;
   self->match_min = DEFAULT_MATCH_MIN;
   self->decide_first = TRUE;
@@ -731,7 +997,25 @@ gst_dflash_router_init (GstDflashRouter *self)
   for (guint i = 0; i < G_N_ELEMENTS (self->cost); i++)
     dfl_route_cost_init (&self->cost[i], DFL_ROUTE_COST_PROBE_EVERY);
   self->pending = g_hash_table_new_full (NULL, NULL, NULL, g_free);
-  self->block_pad = g_object_new (GST_TYPE_AGGREGATOR_PAD, "name", "sink", "direction",
-                                  GST_PAD_SINK, "template", templ, NULL);
-  gst_element_add_pad (GST_ELEMENT (self), GST_PAD (self->block_pad));
+  g_mutex_init (&self->rounds_lock);
+  self->rounds = g_hash_table_new_full (NULL, NULL, NULL, seq_rounds_free);
+
+  self->block_pad = gst_pad_new_from_static_template (&sink_template, "sink");
+  gst_pad_set_chain_function (self->block_pad, GST_DEBUG_FUNCPTR (gst_dflash_router_block_chain));
+  gst_pad_set_event_function (self->block_pad, GST_DEBUG_FUNCPTR (gst_dflash_router_block_event));
+  gst_pad_set_query_function (self->block_pad, GST_DEBUG_FUNCPTR (gst_dflash_router_block_query));
+  gst_pad_set_iterate_internal_links_function (self->block_pad,
+      GST_DEBUG_FUNCPTR (gst_dflash_router_iterate_internal_links));
+  /* the proposal's caps pass on whole, and the verifier's pools serve the
+   * block's branch */
+  GST_OBJECT_FLAG_SET (self->block_pad, GST_PAD_FLAG_PROXY_CAPS | GST_PAD_FLAG_PROXY_ALLOCATION);
+  gst_element_add_pad (GST_ELEMENT (self), self->block_pad);
+
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_set_event_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_dflash_router_src_event));
+  gst_pad_set_query_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_dflash_router_src_query));
+  gst_pad_set_iterate_internal_links_function (self->srcpad,
+      GST_DEBUG_FUNCPTR (gst_dflash_router_iterate_internal_links));
+  GST_OBJECT_FLAG_SET (self->srcpad, GST_PAD_FLAG_PROXY_CAPS);
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
 }

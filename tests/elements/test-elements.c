@@ -827,9 +827,8 @@ GST_START_TEST (test_caps_fields)
 GST_END_TEST;
 
 /* The router passes the proposal's caps on whole: the verifier checks the
- * vocabulary and takes the block size from them. Fails until the router
- * takes its src caps from the block pad (GstAggregator's default
- * update_src_caps pushes the bare template caps after the router's own). */
+ * vocabulary and takes the block size from them (the block pad's caps go
+ * on as they are, not the bare template's). */
 GST_START_TEST (test_caps_fields_routed)
 {
   Run *r = run_new_printf (ROUTED, 4, "match");

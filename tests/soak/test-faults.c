@@ -3,7 +3,7 @@
  *   test-faults SHAPE [--iterations N] [--fault-seed S]
  *
  * SHAPE is "in-flight" (four sequences, queues between the stages) or
- * "routed" (tee, both drafters, the router's aggregator). Each iteration
+ * "routed" (tee, both drafters, the router passing rounds on from both branches' threads). Each iteration
  * lets the loop run a random number of rounds and a random part of one
  * more, then does one of: to NULL and back to PLAYING, to READY and back,
  * to PAUSED (waiting for the preroll) and back, a flushing seek,

@@ -381,6 +381,16 @@ lock_rounds (GstDflashRouter *self, guint sequence, GstBuffer *buf)
   return seq_rounds (self, sequence);
 }
 
+/* rounds_lock released; a sequence with no round left between its
+ * proposals leaves the table (a server's sequences come and go). */
+static void
+unlock_rounds (GstDflashRouter *self, guint sequence, SeqRounds *sq)
+{
+  if (g_queue_is_empty (&sq->decided) && !sq->block && !sq->chain)
+    g_hash_table_remove (self->rounds, GUINT_TO_POINTER (sequence));
+  g_mutex_unlock (&self->rounds_lock);
+}
+
 /* Whether the stream's caps and segment are on the source pad (the block's
  * branch brings them), so that any thread may push a round after them. */
 static gboolean
@@ -481,7 +491,7 @@ gst_dflash_router_chain_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   if ((block = sq->block)) {
     GstDflashRoundMeta *bm = gst_buffer_get_dflash_round_meta (block);
     sq->block = NULL;
-    g_mutex_unlock (&self->rounds_lock);
+    unlock_rounds (self, cm->sequence, sq);
     if (bm->round != cm->round) {
       GstFlowReturn ret = not_same_round (self, bm, cm, bm->round, cm->round);
       gst_buffer_unref (block);
@@ -495,7 +505,7 @@ gst_dflash_router_chain_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     guint waiting = twice ? gst_buffer_get_dflash_round_meta (sq->chain)->round : 0;
     if (!twice)
       sq->chain = buf;
-    g_mutex_unlock (&self->rounds_lock);
+    unlock_rounds (self, cm->sequence, sq);
     if (twice) {
       gst_buffer_unref (buf);
       return not_same_round (self, NULL, cm, waiting, cm->round);
@@ -510,7 +520,7 @@ gst_dflash_router_chain_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   if (chain && !ready)
     d->held = buf;
   g_queue_push_tail (&sq->decided, d);
-  g_mutex_unlock (&self->rounds_lock);
+  unlock_rounds (self, cm->sequence, sq);
   GST_LOG_OBJECT (self, "sequence %u round %u: the %s's (decided first)", cm->sequence, cm->round,
                   chain ? "chain" : "block");
   gst_pad_push_event (self->block_pad,
@@ -551,7 +561,7 @@ gst_dflash_router_block_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
       held = g_steal_pointer (&d->held);
       g_free (d);
     }
-    g_mutex_unlock (&self->rounds_lock);
+    unlock_rounds (self, bm->sequence, sq);
     if (round != bm->round) {
       gst_buffer_unref (buf);
       return not_same_round (self, bm, bm, bm->round, round);
@@ -563,7 +573,7 @@ gst_dflash_router_block_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   }
   if ((chain = sq->chain)) {
     sq->chain = NULL;
-    g_mutex_unlock (&self->rounds_lock);
+    unlock_rounds (self, bm->sequence, sq);
     if (gst_buffer_get_dflash_round_meta (chain)->round != bm->round) {
       GstDflashRoundMeta *cm = gst_buffer_get_dflash_round_meta (chain);
       GstFlowReturn ret = not_same_round (self, bm, cm, bm->round, cm->round);
@@ -576,12 +586,12 @@ gst_dflash_router_block_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   /* the chain's proposal for this round has not come: it picks */
   if (sq->block) {
     guint waiting = gst_buffer_get_dflash_round_meta (sq->block)->round;
-    g_mutex_unlock (&self->rounds_lock);
+    unlock_rounds (self, bm->sequence, sq);
     gst_buffer_unref (buf);
     return not_same_round (self, bm, NULL, waiting, bm->round);
   }
   sq->block = buf;
-  g_mutex_unlock (&self->rounds_lock);
+  unlock_rounds (self, bm->sequence, sq);
   return GST_FLOW_OK;
 }
 

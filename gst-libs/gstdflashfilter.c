@@ -356,7 +356,10 @@ sink_backends (GstDflashFilter *filter)
   GstDflashFilterClass *klass = GST_DFLASH_FILTER_GET_CLASS (filter);
   GstDflashBackend b = backend_property (filter);
 
-  if (klass->sink_any_memory || b == GST_DFLASH_BACKEND_AUTO)
+  /* a back end this build lacks links as auto would, and is refused by
+   * name when the element starts ("backend=cuda is not available in this
+   * build"), not by a link that fails without saying why */
+  if (klass->sink_any_memory || b == GST_DFLASH_BACKEND_AUTO || !gst_dflash_backend_built (b))
     return GST_DFLASH_BACKENDS_ALL;
   if (b == GST_DFLASH_BACKEND_VULKAN && klass->vulkan_takes_system)
     return 1u << GST_DFLASH_BACKEND_VULKAN | 1u << GST_DFLASH_BACKEND_CPU;

@@ -323,19 +323,52 @@ check_in_flight (const gchar *source_props, const gchar *stages, const gchar *wh
 
 /* ------------------------------------------------------- forced back ends */
 
+/* Whether the build has the back end: its probe ran (as have_cuda and
+ * have_vulkan run it) and did not say it is missing from the build. */
+static gboolean
+built (gboolean cuda)
+{
+  Device *d = cuda ? &cuda_device : &vulkan_device;
+  gchar **reason = cuda ? &cuda_reason : &vulkan_reason;
+
+  if (*d == DEVICE_UNKNOWN)
+    *d = probe (cuda ? "cuda" : "vulkan", "tapsource max-new-tokens=2 ! ctxsettle backend=%s ! "
+                "dflashblock ! selector ! verifier ! fakesink",
+                cuda ? "DFL_EXPECT_CUDA" : "DFL_EXPECT_VULKAN", reason);
+  return *d == DEVICE_PRESENT || !strstr (*reason, "is not available in this build");
+}
+
+/* What a forced back end's refusal says: its reason where the build has
+ * it ("backend=cuda: CUDA is unavailable: …"), else that it is not in the
+ * build. */
+static const gchar *
+forced_prefix (gboolean cuda)
+{
+  return built (cuda) ? (cuda ? "backend=cuda: " : "backend=vulkan: ")
+                      : (cuda ? "backend=cuda is not available" : "backend=vulkan is not available");
+}
+
+static const gchar *
+forced_reason (gboolean cuda, const gchar *built_reason)
+{
+  return built (cuda) ? built_reason : "in this build";
+}
+
 /* Every computing element with backend=cuda: it runs where a CUDA device
  * is, and elsewhere fails when it starts, naming itself, the value and
- * CUDA's reason. Never a crash or a hang. */
+ * CUDA's reason (or that the build has no CUDA). Never a crash or a hang. */
 GST_START_TEST (test_cuda_forced)
 {
   const gchar *stages[] = { "ctxsettle", "dflashblock", "selector" };
+  const gchar *prefix = forced_prefix (TRUE);
+  const gchar *reason = forced_reason (TRUE, "is unavailable");
 
   /* names given: the probe made elements of the same types before */
 
   if (have_cuda ())
     return;
   expect_error ("tapsource name=tapsource0 backend=cuda max-new-tokens=2 ! verifier ! fakesink",
-                "@tapsource0", "backend=cuda: ", "is unavailable", NULL);
+                "@tapsource0", prefix, reason, NULL);
   for (guint i = 0; i < G_N_ELEMENTS (stages); i++) {
     g_autofree gchar *d = g_strdup_printf ("tapsource max-new-tokens=2 ! "
         "ctxsettle name=ctxsettle%s ! dflashblock name=dflashblock%s ! selector name=selector%s ! "
@@ -343,29 +376,32 @@ GST_START_TEST (test_cuda_forced)
         i == 0 ? "0 backend=cuda" : "0", i == 1 ? "0 backend=cuda" : "0",
         i == 2 ? "0 backend=cuda" : "0");
     g_autofree gchar *source = g_strdup_printf ("@%s0", stages[i]);
-    expect_error (d, source, "backend=cuda: ", "is unavailable", NULL);
+    expect_error (d, source, prefix, reason, NULL);
   }
 }
 GST_END_TEST;
 
 /* The elements put no target on Vulkan, and ngramdraft reads ids only: forcing
- * them says so. A verifier forced to cuda refuses sequences of the CPU
- * target. */
+ * them says so (where the build has the back end; else that it has not). A
+ * verifier forced to cuda refuses sequences of the CPU target. */
 GST_START_TEST (test_backend_refusals)
 {
+  const gchar *vk = forced_prefix (FALSE), *cu = forced_prefix (TRUE);
+
   expect_error ("tapsource name=tapsource0 backend=vulkan max-new-tokens=2 ! verifier ! fakesink",
-                "@tapsource0", "backend=vulkan: the target runs on cpu or cuda", NULL);
+                "@tapsource0", vk, forced_reason (FALSE, "the target runs on cpu or cuda"), NULL);
   expect_error ("tapsource max-new-tokens=2 ! verifier name=verifier0 backend=vulkan ! fakesink",
-                "@verifier0", "backend=vulkan: the target runs on cpu or cuda", NULL);
+                "@verifier0", vk, forced_reason (FALSE, "the target runs on cpu or cuda"), NULL);
   expect_error ("tapsource max-new-tokens=2 ! ngramdraft name=ngramdraft0 backend=vulkan ! "
                 "verifier ! fakesink",
-                "@ngramdraft0", "backend=vulkan: this stage runs on the CPU only", NULL);
+                "@ngramdraft0", vk, forced_reason (FALSE, "this stage runs on the CPU only"), NULL);
   expect_error ("tapsource max-new-tokens=2 ! ngramdraft name=ngramdraft0 backend=cuda ! "
                 "verifier ! fakesink",
-                "@ngramdraft0", "backend=cuda: this stage runs on the CPU only", NULL);
+                "@ngramdraft0", cu, forced_reason (TRUE, "this stage runs on the CPU only"), NULL);
   expect_error ("tapsource backend=cpu max-new-tokens=2 ! verifier name=verifier0 backend=cuda ! "
-                "fakesink", "@verifier0",
-                "backend=cuda, but tapsource ran sequence 0's target on the cpu", NULL);
+                "fakesink", "@verifier0", built (TRUE)
+                ? "backend=cuda, but tapsource ran sequence 0's target on the cpu"
+                : "backend=cuda is not available in this build", NULL);
 }
 GST_END_TEST;
 

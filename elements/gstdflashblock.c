@@ -391,8 +391,13 @@ wait_route (GstDflashBlock *self, const GstDflashRoundMeta *meta)
   else if (r && r->round != meta->round)
     GST_DEBUG_OBJECT (self, "sequence %u: a route for round %u while round %u is here",
                       meta->sequence, r->round, meta->round);
-  if (r && r->round == meta->round)
-    g_free (g_queue_pop_head (g_hash_table_lookup (self->routes, key)));
+  if (r && r->round == meta->round) {
+    GQueue *q = g_hash_table_lookup (self->routes, key);
+    g_free (g_queue_pop_head (q));
+    /* a sequence with no route waiting leaves the table */
+    if (g_queue_is_empty (q))
+      g_hash_table_remove (self->routes, key);
+  }
   g_mutex_unlock (&self->lock);
   if (late && !self->warned) {
     self->warned = TRUE;

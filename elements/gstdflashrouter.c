@@ -479,6 +479,7 @@ gst_dflash_router_chain_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
   GstDflashRouter *self = GST_DFLASH_ROUTER (parent);
   GstDflashRoundMeta *cm = gst_buffer_get_dflash_round_meta (buf);
   gboolean first = decides_first (self), ready = src_ready (self), chain;
+  guint sequence, round;
   GstBuffer *block;
   SeqRounds *sq;
   Decided *d;
@@ -512,19 +513,22 @@ gst_dflash_router_chain_chain (GstPad *pad, GstObject *parent, GstBuffer *buf)
     }
     return GST_FLOW_OK;
   }
+  sequence = cm->sequence;
+  round = cm->round;
   chain = choose_chain (self, cm, cm);
   d = g_new0 (Decided, 1);
-  d->round = cm->round;
+  d->round = round;
   d->chain = chain;
-  /* before the caps and segment the block's branch passes it on */
+  /* before the caps and segment the block's branch passes it on (and may
+   * have done so once the lock is let go: buf and its meta are not read
+   * after) */
   if (chain && !ready)
     d->held = buf;
   g_queue_push_tail (&sq->decided, d);
-  unlock_rounds (self, cm->sequence, sq);
-  GST_LOG_OBJECT (self, "sequence %u round %u: the %s's (decided first)", cm->sequence, cm->round,
+  unlock_rounds (self, sequence, sq);
+  GST_LOG_OBJECT (self, "sequence %u round %u: the %s's (decided first)", sequence, round,
                   chain ? "chain" : "block");
-  gst_pad_push_event (self->block_pad,
-                      gst_dflash_route_event_new (cm->sequence, cm->round, chain));
+  gst_pad_push_event (self->block_pad, gst_dflash_route_event_new (sequence, round, chain));
   if (!chain) {
     gst_buffer_unref (buf);
     return GST_FLOW_OK;
@@ -803,7 +807,6 @@ router_start (GstDflashRouter *self)
 
   GST_OBJECT_LOCK (self);
   self->block_rounds = self->chain_rounds = 0;
-  g_hash_table_remove_all (self->pending);
   path = g_strdup (self->figures_file);
   GST_OBJECT_UNLOCK (self);
   drop_rounds (self, FALSE);
@@ -816,7 +819,8 @@ router_start (GstDflashRouter *self)
                           error->message), (NULL));
 }
 
-/* PAUSED → READY: the figures into figures-file where set. */
+/* PAUSED → READY, the rounds dropped: the figures into figures-file where
+ * set. */
 static void
 router_stop (GstDflashRouter *self)
 {
@@ -824,7 +828,6 @@ router_stop (GstDflashRouter *self)
   g_autofree char *path = NULL;
   g_autoptr (GError) error = NULL;
 
-  drop_rounds (self, TRUE);
   GST_OBJECT_LOCK (self);
   path = g_strdup (self->figures_file);
   memcpy (cost, self->cost, sizeof cost);

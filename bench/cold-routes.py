@@ -17,6 +17,7 @@ this one run.
 
   python3 bench/cold-routes.py [BUILD_DIR] [--prompts N] [--rounds R] [--teach N]
                                [--target DIR|FILE.gguf] [--modes default,chain,...]
+                               [--backend cpu|cuda|vulkan]
 
 (--modes: default-fresh, default, chain and no-draft unless named; no-draft
 is always run, as the outputs' reference.)
@@ -38,6 +39,7 @@ ap.add_argument("--teach", type=int, default=12)
 ap.add_argument("--max-new", type=int, default=128)
 ap.add_argument("--target", help="a target other than the default pair's (its drafter beside it)")
 ap.add_argument("--modes", default="default,default-fresh,chain,no-draft")
+ap.add_argument("--backend", default="cpu", help="where every run's pipeline runs (dflash generate --backend)")
 a = ap.parse_args()
 dflash = os.path.join(a.build, "tools", "dflash")
 held = [l.rstrip("\n") for l in open(os.path.join(here, "heldout-prompts.txt")) if l.strip()]
@@ -63,7 +65,7 @@ target = ["--target", a.target] if a.target else []
 def generate(prompt, extra):
     t0 = time.monotonic()
     p = subprocess.run([dflash, "generate", *target, "--prompt", prompt, "--max-new",
-                        str(a.max_new), "--json", *extra], capture_output=True, text=True, env=env)
+                        str(a.max_new), "--json", "--backend", a.backend, *extra], capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         sys.exit(f"dflash generate {' '.join(extra)} on {prompt!r}: {p.stderr.strip()}")
@@ -97,7 +99,7 @@ for r in range(a.rounds):
                 sys.exit(f"\n{m} differs from no-draft on {prompt!r}")
 print(file=sys.stderr)
 print(f"{total} cold runs a mode ({a.prompts} held-out prompts x {a.rounds}, {a.max_new} new "
-      f"tokens), outputs identical; tokens/s with load and prefill")
+      f"tokens, --backend {a.backend}), outputs identical; tokens/s with load and prefill")
 for m in modes:
     rate = tokens[m] / wall[m]
     vs_chain = (f"   x chain {rate / (tokens['chain'] / wall['chain']):.2f}" if "chain" in modes

@@ -129,19 +129,27 @@ dfl_cli_route_figures (const char *option, const char *target, const char *draft
 }
 
 char *
-dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width,
-                  const char *route_figures)
+dfl_cli_describe (DflRoute route, const char *source_props, const char *select, int head_width,
+                  const char *route_figures, GstDflashBackend backend)
 {
   g_autofree char *figures = NULL;
+  /* the drafter's stages on the device; the target's (tapsource, verifier)
+   * on it where it is the card (a Vulkan drafter serves a CPU target) */
+  const char *drafting = backend == GST_DFLASH_BACKEND_CUDA ? " backend=cuda"
+                         : backend == GST_DFLASH_BACKEND_VULKAN ? " backend=vulkan" : "";
+  const char *target = backend == GST_DFLASH_BACKEND_CUDA ? " backend=cuda" : "";
+  g_autofree char *source = g_strdup_printf ("%s%s", source_props, target);
 
   /* the settings of pipelines/routed.pipeline, the default run: the
    * selector cuts the block's draft where the drafter is unsure, the
    * chain proposes two tokens per token of the suffix it matched */
-  g_autofree char *block = g_strdup_printf ("ctxsettle ! dflashblock head-width=%d ! selector mode=%s "
-                                            "min-confidence=0.05", head_width, select);
+  g_autofree char *block = g_strdup_printf ("ctxsettle%s ! dflashblock%s head-width=%d ! selector%s "
+                                            "mode=%s min-confidence=0.05", drafting, drafting,
+                                            head_width, drafting, select);
   const char *chain = "ngramdraft max-n=8 draft-per-match=2";
-  const char *sinks = "verifier name=v ! fakesink name=text signal-handoffs=true sync=false async=false "
-      "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false";
+  g_autofree char *sinks = g_strdup_printf ("verifier%s name=v ! fakesink name=text "
+      "signal-handoffs=true sync=false async=false v.tokens ! fakesink name=ids "
+      "signal-handoffs=true sync=false async=false", target);
 
   switch (route) {
     case DFL_ROUTE_NONE:
@@ -184,6 +192,31 @@ dfl_cli_check_draft_options (const char *cmd, const char *route_name, const char
     return dfl_cli_fail (DFL_EXIT_USAGE, "%s: --no-draft and --route %s disagree", cmd,
                          route_name);
   return DFL_EXIT_OK;
+}
+
+int
+dfl_cli_backend (const char *cmd, const char *name, GstDflashBackend *out)
+{
+  g_autoptr (GEnumClass) klass = g_type_class_ref (GST_TYPE_DFLASH_BACKEND);
+  GEnumValue *v = g_enum_get_value_by_nick (klass, name ? name : "cpu");
+  g_autoptr (GError) error = NULL;
+
+  /* auto is the elements' own default (each as its caps negotiate); a
+   * command says where it runs */
+  if (!v || v->value == GST_DFLASH_BACKEND_AUTO)
+    return dfl_cli_fail (DFL_EXIT_USAGE, "%s: --backend '%s' is not cpu, cuda or vulkan", cmd,
+                         name);
+  /* whether the machine has the device is found when the pipeline starts */
+  if (!gst_dflash_backend_check ((GstDflashBackend) v->value, &error))
+    return dfl_cli_fail (DFL_EXIT_ERROR, "%s: --backend %s: %s", cmd, name, error->message);
+  *out = (GstDflashBackend) v->value;
+  return DFL_EXIT_OK;
+}
+
+DflRoutePlace
+dfl_cli_route_place (GstDflashBackend backend)
+{
+  return backend == GST_DFLASH_BACKEND_CUDA ? DFL_ROUTE_PLACE_CUDA : DFL_ROUTE_PLACE_CPU;
 }
 
 int

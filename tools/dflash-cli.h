@@ -5,8 +5,10 @@
 #include <gst/gst.h>
 
 #include "drafter.h"
+#include "gstdflashcaps.h"
 #include "gstdflashmodel.h"
 #include "round.h"
+#include "route-cost.h"
 #include "target.h"
 
 G_BEGIN_DECLS
@@ -44,11 +46,23 @@ DflDrafterWeights *dfl_cli_open_drafter (const char *path, const DflTarget *targ
 char *dfl_cli_quoted (const char *v);
 /* The launch description of the loop `route` asks for after `source` (a
  * tapsource's description), with the selector's `select` mode and
- * `head_width`: what `dflash generate` and `dflash serve` run. It ends in
- * the verifier `v`, its text in the fakesink `text` and its ids in the
- * fakesink `ids` (both signalling handoffs). */
+ * `head_width`, its stages on `backend`: what `dflash generate` and
+ * `dflash serve` run. It ends in the verifier `v`, its text in the fakesink
+ * `text` and its ids in the fakesink `ids` (both signalling handoffs). */
 char *dfl_cli_describe (DflRoute route, const char *source, const char *select, int head_width,
-                        const char *route_figures);
+                        const char *route_figures, GstDflashBackend backend);
+
+/* --backend (NULL: cpu) into `out`: cpu, cuda (the target and the drafter
+ * on the card) or vulkan (the drafter on a Vulkan device, the target on
+ * the CPU). DFL_EXIT_OK, else the usage error printed as "dflash: cmd: …"
+ * and its status. */
+int dfl_cli_backend (const char *cmd, const char *name, GstDflashBackend *out);
+#define DFL_CLI_BACKEND_HELP \
+  "Where the pipeline runs: cpu (the default), cuda (the target and the drafter on the card) " \
+  "or vulkan (the drafter on a Vulkan device, the target on the CPU)"
+/* The route figures' place of a run on `backend`: a target on the card
+ * has figures of its own. */
+DflRoutePlace dfl_cli_route_place (GstDflashBackend backend);
 /* The cost router's figures file (the router's figures-file) for a pair:
  * `option` where given (--route-figures; "none": NULL, no file), else one
  * file a (target, drafter, kernel threads) under the user's cache folder,

@@ -27,7 +27,7 @@
 
 static void
 print_json (const DflRoundStats *st, const DflCliOutput *o, const char *target_dir, DflRoute route,
-            gboolean chain_alone)
+            gboolean chain_alone, const char *backend)
 {
   cJSON *obj = cJSON_CreateObject ();
   cJSON *list = cJSON_AddArrayToObject (obj, "new_tokens");
@@ -58,6 +58,7 @@ print_json (const DflRoundStats *st, const DflCliOutput *o, const char *target_d
   if (route == DFL_ROUTE_COST)
     cJSON_AddStringToObject (obj, "route_pipeline", chain_alone ? "chain" : "routed");
   cJSON_AddStringToObject (obj, "target", target_dir);
+  cJSON_AddStringToObject (obj, "backend", backend);
   s = cJSON_PrintUnformatted (obj);
   printf ("%s\n", s);
   cJSON_Delete (obj);
@@ -152,8 +153,10 @@ dfl_cmd_generate (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *prompt = NULL, *tokens = NULL, *drafter_path = NULL,
       *route_name = NULL, *route_figures = NULL, *select = NULL, *system = NULL,
-      *drafter_weights_name = NULL;
+      *drafter_weights_name = NULL, *backend_name = NULL;
   GstDflashDrafterWeights drafter_weights;
+  GstDflashBackend backend;
+  DflRoutePlace place;
   int max_new = DEFAULT_MAX_NEW, head_width = 0;
   double temperature = 0.0, top_p = 1.0;
   gint64 seed = 0;
@@ -162,6 +165,7 @@ dfl_cmd_generate (int argc, char **argv)
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder or .gguf file (default: the embedded default model)", "DIR|FILE" },
     { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder, X.dflash.safetensors beside X.gguf)", "FILE|DIR" },
     { "drafter-weights", 0, 0, G_OPTION_ARG_STRING, &drafter_weights_name, DFL_CLI_DRAFTER_WEIGHTS_HELP, "q8_0|stored" },
+    { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_name, DFL_CLI_BACKEND_HELP, "cpu|cuda|vulkan" },
     { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt text (default: \"" DEFAULT_PROMPT "\")", "TEXT" },
     { "tokens", 0, 0, G_OPTION_ARG_STRING, &tokens, "Prompt as token ids instead of text", "1,2,3" },
     { "max-new", 0, 0, G_OPTION_ARG_INT, &max_new, "Tokens to generate at most (default " G_STRINGIFY (DEFAULT_MAX_NEW) ")", "N" },
@@ -228,6 +232,9 @@ dfl_cmd_generate (int argc, char **argv)
   if ((status = dfl_cli_drafter_weights ("generate", drafter_weights_name, &drafter_weights))
       != DFL_EXIT_OK)
     return status;
+  if ((status = dfl_cli_backend ("generate", backend_name, &backend)) != DFL_EXIT_OK)
+    return status;
+  place = dfl_cli_route_place (backend);
   if (!dfl_cli_init_elements (&error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
 
@@ -329,9 +336,9 @@ dfl_cmd_generate (int argc, char **argv)
   for (int i = 0; i < DFL_ROUTE_PLACES; i++)
     dfl_route_cost_init (&kept[i], DFL_ROUTE_COST_PROBE_EVERY);
   chain_alone = route == DFL_ROUTE_COST && figures && dfl_route_figures_read (figures, kept, NULL)
-                && dfl_route_cost_block_trails (&kept[DFL_ROUTE_PLACE_CPU]);
+                && dfl_route_cost_block_trails (&kept[place]);
   desc = dfl_cli_describe (chain_alone ? DFL_ROUTE_CHAIN : route, source,
-                           select ? select : "rescore", head_width, figures);
+                           select ? select : "rescore", head_width, figures, backend);
   if (!(pipeline = gst_parse_launch (desc, &error)))
     return dfl_cli_fail (DFL_EXIT_ERROR, "the pipeline '%s': %s", desc, error->message);
   context = gst_dflash_model_context_new (model);
@@ -361,14 +368,14 @@ dfl_cmd_generate (int argc, char **argv)
     stats.prompt_tokens = ids->len;
     stats.prefill_s = prefill_ns / 1e9;
     if (json)
-      print_json (&stats, &out, target_dir, route, chain_alone);
+      print_json (&stats, &out, target_dir, route, chain_alone, backend_name ? backend_name : "cpu");
     else
       print_figures (&stats, &out, route, chain_alone);
     if (chain_alone) {
       /* every round of the run was one the block was not tried on */
       g_autoptr (GError) e2 = NULL;
-      kept[DFL_ROUTE_PLACE_CPU].since_other =
-          (int) MIN ((gint64) kept[DFL_ROUTE_PLACE_CPU].since_other + stats.rounds, G_MAXINT / 2);
+      kept[place].since_other =
+          (int) MIN ((gint64) kept[place].since_other + stats.rounds, G_MAXINT / 2);
       if (!dfl_route_figures_write (figures, kept, &e2))
         fprintf (stderr, "dflash: warning: --route-figures %s: %s\n", figures, e2->message);
     }

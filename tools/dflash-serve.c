@@ -618,8 +618,9 @@ dfl_cmd_serve (int argc, char **argv)
 {
   g_autofree char *target_dir = NULL, *drafter_path = NULL, *route_name = NULL,
       *route_figures = NULL, *select = NULL,
-      *host = NULL, *model_name = NULL, *drafter_weights_name = NULL;
+      *host = NULL, *model_name = NULL, *drafter_weights_name = NULL, *backend_name = NULL;
   GstDflashDrafterWeights drafter_weights;
+  GstDflashBackend backend;
   int port = DEFAULT_PORT, max_sequences = DEFAULT_MAX_SEQUENCES, max_queue = DEFAULT_MAX_QUEUE,
       max_tokens = DEFAULT_MAX_TOKENS, head_width = 0;
   gboolean no_draft = FALSE;
@@ -627,6 +628,7 @@ dfl_cmd_serve (int argc, char **argv)
     { "target", 0, 0, G_OPTION_ARG_FILENAME, &target_dir, "Qwen3 checkpoint folder (default: the embedded default model)", "DIR" },
     { "drafter", 0, 0, G_OPTION_ARG_FILENAME, &drafter_path, "DFlash sidecar file or released DFlash folder (default: dflash.safetensors in the target folder)", "FILE|DIR" },
     { "drafter-weights", 0, 0, G_OPTION_ARG_STRING, &drafter_weights_name, DFL_CLI_DRAFTER_WEIGHTS_HELP, "q8_0|stored" },
+    { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_name, DFL_CLI_BACKEND_HELP, "cpu|cuda|vulkan" },
     { "host", 0, 0, G_OPTION_ARG_STRING, &host, "Address to listen on (default 127.0.0.1)", "ADDR" },
     { "port", 0, 0, G_OPTION_ARG_INT, &port, "Port to listen on (default " G_STRINGIFY (DEFAULT_PORT) "; 0: a free one, printed)", "N" },
     { "max-sequences", 0, 0, G_OPTION_ARG_INT, &max_sequences, "Requests running at once (tapsource's in-flight; default " G_STRINGIFY (DEFAULT_MAX_SEQUENCES) ")", "N" },
@@ -675,6 +677,8 @@ dfl_cmd_serve (int argc, char **argv)
   if ((status = dfl_cli_drafter_weights ("serve", drafter_weights_name, &drafter_weights))
       != DFL_EXIT_OK)
     return status;
+  if ((status = dfl_cli_backend ("serve", backend_name, &backend)) != DFL_EXIT_OK)
+    return status;
   if (!dfl_cli_init_elements (&error))
     return dfl_cli_fail_error (g_steal_pointer (&error));
 
@@ -718,7 +722,8 @@ dfl_cmd_serve (int argc, char **argv)
                             drafter_weights == GST_DFLASH_DRAFTER_WEIGHTS_Q8_0 ? "q8_0" : "stored");
   figures = dfl_cli_route_figures (route_figures, target_dir,
                                   gst_dflash_model_drafter_path (srv.model));
-  desc = dfl_cli_describe (route, source, select ? select : "rescore", head_width, figures);
+  desc = dfl_cli_describe (route, source, select ? select : "rescore", head_width, figures,
+                           backend);
   if (!(srv.pipeline = gst_parse_launch (desc, &error))) {
     fprintf (stderr, "dflash: the pipeline '%s': %s\n", desc, error->message);
     srv.status = DFL_EXIT_ERROR;

@@ -302,6 +302,32 @@ def main():
                           "--seed", "4", "--top-p", "0.9", "--no-draft")
     check("sampled: the no-draft tokens for a seed", rc == 0 and rc2 == 0
           and json.loads(out)["new_tokens"] == json.loads(out2)["new_tokens"], err + err2)
+    # --backend: where the pipeline runs; each back end this build and machine
+    # have gives the CPU's tokens, and one they lack is refused in one line
+    # naming it
+    expect_error("bad --backend", ["generate", "--target", GOOD, "--backend", "sideways"],
+                 "--backend 'sideways' is not cpu, cuda or vulkan", status=2)
+    expect_error("--backend auto is the elements' own, not the command's",
+                 ["generate", "--target", GOOD, "--backend", "auto"], "--backend 'auto'", status=2)
+    expect_error("serve: bad --backend", ["serve", "--target", GOOD, "--port", "0", "--backend", "gpu"],
+                 "serve: --backend 'gpu' is not cpu, cuda or vulkan", status=2)
+    for backend in ("cpu", "vulkan", "cuda"):
+        args = ["generate", "--target", GOOD, "--prompt", "the the cat the cat", "--max-new", "40",
+                "--json", "--route-figures", "none", "--route", "block", "--backend", backend]
+        rc, out, err = run(*args)
+        if rc == 0 or backend == "cpu":
+            try:
+                o = json.loads(out)
+            except ValueError:
+                o = {}
+            check(f"--backend {backend}: the block's rounds, the no-draft tokens",
+                  rc == 0 and o.get("backend") == backend and o.get("block_rounds", 0) > 0
+                  and o.get("new_tokens") == plain, f"rc={rc} {err} {o}")
+        else:
+            lines = err.strip().splitlines()
+            check(f"--backend {backend} where this build or machine lacks it: one line naming it",
+                  rc == 1 and len(lines) == 1 and lines[0].startswith("dflash: ")
+                  and backend in lines[0].lower() and "Sanitizer" not in err, f"rc={rc} {err!r}")
     expect_error("sidecar for another target",
                  ["generate", "--target", os.path.join(FIXTURES, "qwen3", "f32-untied"),
                   "--drafter", os.path.join(GOOD, "dflash.safetensors")], "dflash.safetensors")

@@ -206,15 +206,26 @@ mma (float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
  * {8t+4..8t+7} as their fragment's k = {2t, 2t+1, 2t+8, 2t+9}. x's
  * fragment takes the same columns of rows g and g + 8, rounded as they
  * are read, so every weight is read once, in whole 32-byte sectors, and
- * never leaves registers. The weights of U steps are loaded before any is
- * used. Which columns a warp sums and in what order depend on `in` and KS
- * alone, so a row's outputs do not depend on the rows that come with it. */
+ * never leaves registers. Which columns a warp sums and in what order
+ * depend on `in` and KS alone, so a row's outputs do not depend on the rows
+ * that come with it.
+ *
+ * A lane has two 16-byte loads of weights in flight at a time (U steps of
+ * NT outputs): the kernel then needs 48–88 registers a thread, and the
+ * many warps that leave room for on an SM keep memory busier than long
+ * runs of loads a warp do. With 16 loads a lane (126–187 registers, a
+ * quarter of an SM's warps) the Qwen3-8B shape's decode step took 7.13 ms
+ * and a verification of 16 rows 8.69 ms on an H100; with 4 loads 6.71 and
+ * 7.35; with 2, 6.70 and 7.30 (bench-cuda-target). The order of the sums
+ * is the same whatever U is. The bound's minimum of one block an SM is
+ * the build those figures are of: without it ptxas allots 40–72 registers
+ * and schedules the loads otherwise (not measured). */
 template <typename W, int MT, int NT, int KS>
-__global__ static void __launch_bounds__ (KS * 32)
+__global__ static void __launch_bounds__ (KS * 32, 1)
 few_rows_matmul_kernel (Group gr, int n_out, int in, const float *x, int ldx, int rows,
                         bool accumulate)
 {
-  constexpr int U = 16 / NT;
+  constexpr int U = 2 / NT;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int out0 = blockIdx.x * NT * 8;

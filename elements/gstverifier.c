@@ -29,8 +29,8 @@
  * The verification is the round's verify step (core/round.h), on the target
  * where tapsource ran the sequence. The sink pad queues the rounds; a task
  * on the src pad takes every round waiting whenever the target is free
- * (one a sequence; it never waits for more) and verifies them in one target
- * pass (dfl_round_verify_batch), each sequence's verdict bitwise its own
+ * (one a sequence) and verifies them in one target pass
+ * (dfl_round_verify_batch), each sequence's verdict bitwise its own
  * pass's on the CPU. Every target engine (the CPU's, and the device
  * engine of CUDA and Vulkan) takes such a pass; should one refuse a batch,
  * the rounds are verified one by one from then on, and the log says so.
@@ -38,8 +38,13 @@
  * nothing queued and the target idle, is verified in the streaming thread
  * that brought it: one sequence decoding alone pays no hand-off to the
  * task, and a second sequence's round still goes to the task, where rounds
- * batch. The `batches` and `max-batch` properties count the passes and
- * their largest.
+ * batch. The sequences a pass verified come back one by one, as tapsource
+ * (and the drafter, where there is one) starts their next rounds; a pass
+ * that would start with fewer of them queued waits for the rest up to
+ * #GstVerifier:batch-wait of the last pass's time, so that the sequences
+ * keep to one pass instead of splitting into two that read the target's
+ * weights twice. The `batches` and `max-batch` properties count the
+ * passes and their largest.
  *
  * Each round posts an element message `dflash-round` (sequence, round,
  * position, drafted, accepted, source, draft-time, verify-time — the
@@ -78,6 +83,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_verifier_debug);
 /* Plain decoding takes tapsource's rounds directly, in the memory the
  * target ran in (their taps are not read): system memory, or CUDA memory
  * where this build has CUDA. */
+#define DEFAULT_BATCH_WAIT 0.25
 #define VERIFIER_TAPS_BACKENDS (1u << GST_DFLASH_BACKEND_CPU | 1u << GST_DFLASH_BACKEND_CUDA)
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS ("text/x-raw, format = (string) utf8"));
@@ -91,6 +97,7 @@ enum {
   PROP_BUSY_TIME,
   PROP_BATCHES,
   PROP_MAX_BATCH,
+  PROP_BATCH_WAIT,
 };
 
 struct _GstVerifier {
@@ -126,6 +133,11 @@ struct _GstVerifier {
   gboolean has_last;
   /* the target's engine refused batches: one sequence a forward from then on */
   gboolean one_by_one;
+  /* the rounds of the last pass whose sequences go on, and its time: the
+   * next pass waits up to batch_wait × that for them (under `lock`) */
+  int expected;
+  gint64 last_pass_us;
+  double batch_wait;          /* the property (object lock) */
   /* figures */
   DflRoundStats stats;
   guint64 batches;            /* target passes (the batches property, object lock) */
@@ -183,6 +195,21 @@ gst_verifier_class_init (GstVerifierClass *klass)
       g_param_spec_uint ("max-batch", "Largest batch",
           "The most rounds (of as many sequences) one target pass has verified so far",
           0, G_MAXUINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  /**
+   * GstVerifier:batch-wait
+   *
+   * With several sequences in flight, how long a pass may wait for the
+   * rounds of the sequences the last pass verified, as a share of that
+   * pass's time: it starts as soon as they are all queued, or when the
+   * time is up, with what is there. 0: every pass takes what is queued
+   * and never waits. A sequence decoding alone never waits.
+   */
+  gst_dflash_install_field_property (gobject_class, PROP_BATCH_WAIT,
+      g_param_spec_double ("batch-wait", "Batch wait",
+          "How long a pass may wait for the last pass's sequences to come back, as a share of "
+          "that pass's time (0: never waits)", 0.0, 4.0, DEFAULT_BATCH_WAIT,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING),
+      G_STRUCT_OFFSET (GstVerifier, batch_wait));
 
   gst_element_class_set_static_metadata (element_class, "DFlash verifier",
       "Filter/Tensor", "Verifies proposed tokens with the target and emits the accepted text",
@@ -231,6 +258,7 @@ gst_verifier_init (GstVerifier *self)
   g_cond_init (&self->cond);
   g_queue_init (&self->queue);
   self->flushing = TRUE;
+  self->batch_wait = DEFAULT_BATCH_WAIT;
 }
 
 static void
@@ -839,7 +867,7 @@ run_pass (GstVerifier *self, Round *rounds, int n)
   g_autoptr (GError) error = NULL;
   GstFlowReturn ret = GST_FLOW_OK;
   gint64 t0 = g_get_monotonic_time ();
-  int i, n_verify = 0, per_pass = 0;
+  int i, n_verify = 0, per_pass = 0, expected = 0;
   double verify_s = 0.0;
 
   if (!self->first_us)
@@ -864,6 +892,12 @@ run_pass (GstVerifier *self, Round *rounds, int n)
     if (ret == GST_FLOW_OK)
       ret = r;
   }
+  for (i = 0; i < n; i++)
+    expected += rounds[i].verified && !rounds[i].done;
+  g_mutex_lock (&self->lock);
+  self->expected = expected;
+  self->last_pass_us = g_get_monotonic_time () - t0;
+  g_mutex_unlock (&self->lock);
   GST_OBJECT_LOCK (self);
   self->busy_ns += (g_get_monotonic_time () - t0) * 1000;
   if (n_verify) {
@@ -911,20 +945,55 @@ pass_done (GstVerifier *self, GstFlowReturn ret)
   g_mutex_unlock (&self->lock);
 }
 
+/* Rounds queued ahead of the first event (under `lock`). */
+static int
+rounds_queued (GstVerifier *self)
+{
+  int n = 0;
+
+  for (GList *l = self->queue.head; l && GST_IS_BUFFER (l->data); l = l->next)
+    n++;
+  return n;
+}
+
+/* With rounds queued, the pass about to start waits (under `lock`) for the
+ * rest of the last pass's sequences, up to `share` of that pass's time:
+ * their next rounds come back one by one as tapsource and the drafter start
+ * them, and a pass that took only the first would leave the others to a
+ * second pass over the same weights. */
+static void
+gather_rounds (GstVerifier *self, double share)
+{
+  gint64 deadline;
+
+  if (share <= 0.0 || self->expected < 2 || rounds_queued (self) == 0)
+    return;
+  deadline = g_get_monotonic_time () + (gint64) (share * self->last_pass_us);
+  while (!self->flushing && rounds_queued (self) < self->expected
+         && g_queue_get_length (&self->queue) == (guint) rounds_queued (self)
+         && g_cond_wait_until (&self->cond, &self->lock, deadline))
+    ;
+}
+
 /* The task on the src pad: waits for what upstream queued; an event goes
- * on in its place; the rounds queued before it, as many as are ready (it
- * never waits for more), are verified in one pass. */
+ * on in its place; the rounds queued before it (with the wait of
+ * gather_rounds) are verified in one pass. */
 static void
 gst_verifier_loop (GstVerifier *self)
 {
   g_autofree Round *rounds = NULL;
   GstMiniObject *head;
   GstFlowReturn ret;
+  double share;
   int n = 0;
 
+  GST_OBJECT_LOCK (self);
+  share = self->batch_wait;
+  GST_OBJECT_UNLOCK (self);
   g_mutex_lock (&self->lock);
   while (!self->flushing && (self->busy || g_queue_is_empty (&self->queue)))
     g_cond_wait (&self->cond, &self->lock);
+  gather_rounds (self, share);
   if (self->flushing)
     goto flushing;
   self->busy = TRUE;
@@ -997,6 +1066,7 @@ gst_verifier_src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mode,
   self->flushing = !active;
   self->flow = GST_FLOW_OK;
   self->has_last = FALSE;
+  self->expected = 0;
   if (!active) {
     clear_queue (self);
     g_cond_signal (&self->cond);
@@ -1038,6 +1108,7 @@ gst_verifier_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       self->flushing = FALSE;
       self->flow = GST_FLOW_OK;
       self->has_last = FALSE;
+      self->expected = 0;
       g_mutex_unlock (&self->lock);
       reset (self);
       ret = gst_pad_event_default (pad, parent, event);

@@ -78,15 +78,17 @@ submit (GstElement *src, const int *prompt, int n, int max_new, double temperatu
   return id;
 }
 
-/* `n` requests through `stages` with `in_flight` of them running at once;
- * where `stages` names a dflashblock "b", a ctxsettle "c" or a selector
- * "s", its passes must have taken several sequences together. */
+/* `n` requests through `stages` and a verifier with `verifier_props`, with
+ * `in_flight` of them running at once; where `stages` names a dflashblock
+ * "b", a ctxsettle "c" or a selector "s", its passes must have taken
+ * several sequences together. */
 static void
-check_batched (const char *stages, int in_flight, int n)
+check_batched (const char *stages, const char *verifier_props, int in_flight, int n)
 {
   g_autofree char *desc = g_strdup_printf ("tapsource name=src serve=true in-flight=%d "
-      "max-new-tokens=16 ! %s ! verifier name=v ! fakesink sync=false async=false "
-      "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false", in_flight, stages);
+      "max-new-tokens=16 ! %s ! verifier name=v %s ! fakesink sync=false async=false "
+      "v.tokens ! fakesink name=ids signal-handoffs=true sync=false async=false", in_flight, stages,
+      verifier_props);
   g_autoptr (GError) error = NULL;
   GstElement *p = gst_parse_launch (desc, &error), *src, *v, *sink;
   DflTestIds g;
@@ -192,25 +194,25 @@ check_batched (const char *stages, int in_flight, int n)
 static void
 test_plain_4 (void)
 {
-  check_batched ("queue", 4, 6);
+  check_batched ("queue", "", 4, 6);
 }
 
 static void
 test_plain_8 (void)
 {
-  check_batched ("queue", 8, 12);
+  check_batched ("queue", "", 8, 12);
 }
 
 static void
 test_block_4 (void)
 {
-  check_batched ("queue ! ctxsettle ! queue ! dflashblock ! selector ! queue", 4, 6);
+  check_batched ("queue ! ctxsettle ! queue ! dflashblock ! selector ! queue", "", 4, 6);
 }
 
 static void
 test_block_8 (void)
 {
-  check_batched ("queue ! ctxsettle ! queue ! dflashblock ! selector ! queue", 8, 12);
+  check_batched ("queue ! ctxsettle ! queue ! dflashblock ! selector ! queue", "", 8, 12);
 }
 
 /* the drafter's settles and blocks of several sequences in one pass too */
@@ -218,7 +220,22 @@ static void
 test_blocks_batched_8 (void)
 {
   check_batched ("queue ! ctxsettle name=c batch-limit=8 ! queue ! dflashblock name=b "
-                 "batch-limit=8 ! queue ! selector name=s batch-limit=8 ! queue", 8, 12);
+                 "batch-limit=8 ! queue ! selector name=s batch-limit=8 ! queue", "", 8, 12);
+}
+
+/* a pass that never waits for the last pass's sequences, and one that
+ * waits up to four passes' time for them: the same tokens */
+static void
+test_plain_8_no_wait (void)
+{
+  check_batched ("queue", "batch-wait=0", 8, 12);
+}
+
+static void
+test_block_8_long_wait (void)
+{
+  check_batched ("queue ! ctxsettle ! queue ! dflashblock ! selector ! queue", "batch-wait=4", 8,
+                 12);
 }
 
 int
@@ -234,5 +251,7 @@ main (int argc, char **argv)
   g_test_add_func ("/verifier-batch/block-4", test_block_4);
   g_test_add_func ("/verifier-batch/block-8", test_block_8);
   g_test_add_func ("/verifier-batch/blocks-batched-8", test_blocks_batched_8);
+  g_test_add_func ("/verifier-batch/plain-8-no-wait", test_plain_8_no_wait);
+  g_test_add_func ("/verifier-batch/block-8-long-wait", test_block_8_long_wait);
   return g_test_run ();
 }

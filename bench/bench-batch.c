@@ -1,6 +1,6 @@
 /* gst-dflash — many sequences in one target pass: aggregate speed.
  *
- *   bench-batch [--model DIR] [--prompts N] [--max-new N] [--in-flight K]
+ *   bench-batch [--model DIR] [--prompts N] [--max-new N] [--in-flight K] [--pairs P]
  *
  * Runs the same N prompts (default 8) through plain decoding
  *   tapsource in-flight=K ! queue ! verifier ! fakesink
@@ -8,16 +8,20 @@
  *   tapsource in-flight=K ! queue ! ctxsettle ! queue ! dflashblock ! selector ! queue ! verifier
  * and through the same with dflashblock batch-limit=K (the blocks of the
  * sequences waiting drafted in one pass),
- * once with one sequence in flight and once with K (default N), and prints
+ * once with one sequence in flight and once with K (default N), the two
+ * taking turns P times (default 3: a shared machine's speed moves between
+ * runs by more than the gain measured), and prints
  * each run's wall time (start to EOS: the prompts' passes included),
  * aggregate tokens/s over it, the verifier's decode tokens/s (its summary:
  * the tokens after each prompt's first over the rounds' wall time), the
  * verifier's target passes and the largest and mean rounds a pass, then the
- * ratios of K in flight to one — measured in this run, on the target tapsource loads (the default
- * pair unless --model). A benchmark: it asserts nothing about time.
+ * ratios of K in flight to one — each pair's, and their median — measured
+ * in this run, on the target tapsource loads (the default pair unless
+ * --model). A benchmark: it asserts nothing about time.
  */
 #include <gst/gst.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench-pipelines.h"
@@ -66,13 +70,28 @@ print_run (const char *what, int in_flight, const Run *r)
           r->batches ? (double) r->rounds / r->batches : 0.0);
 }
 
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+/* the median of v, sorted */
+static double
+median (const double *v, int n)
+{
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 int
 main (int argc, char **argv)
 {
   g_auto (DflBenchPipelineArgs) args = { 0 };
-  int in_flight = 0;
+  int in_flight = 0, pairs = 3;
   const GOptionEntry entries[] = {
     { "in-flight", 0, 0, G_OPTION_ARG_INT, &in_flight, "Sequences in flight against one (default: the prompts)", "K" },
+    { "pairs", 0, 0, G_OPTION_ARG_INT, &pairs, "Runs of one and of K in flight, taking turns (default 3)", "P" },
     { NULL }
   };
   g_autofree char *file = NULL;
@@ -90,6 +109,10 @@ main (int argc, char **argv)
     fprintf (stderr, "bench-batch: --in-flight must be ≥ 0\n");
     return 2;
   }
+  if (pairs < 1 || pairs > 64) {
+    fprintf (stderr, "bench-batch: --pairs must be 1 to 64, not %d\n", pairs);
+    return 2;
+  }
   if (!in_flight)
     in_flight = args.n_prompts;
   /* the drafted pipeline with the blocks of the sequences waiting drafted
@@ -104,15 +127,22 @@ main (int argc, char **argv)
   printf ("pipeline in-flight    wall s   tokens   tokens/s   decode tok/s    passes   max batch"
           "   mean batch\n");
   for (guint k = 0; k < G_N_ELEMENTS (kinds); k++) {
-    Run one, many;
-    if (!run (args.model, file, 1, args.max_new, kinds[k].stages, &one)
-        || !run (args.model, file, in_flight, args.max_new, kinds[k].stages, &many))
-      return 1;
-    print_run (kinds[k].name, 1, &one);
-    print_run (kinds[k].name, in_flight, &many);
-    printf ("%s: %d in flight × 1: %.2f× the aggregate tokens/s (%.2f× the decode tokens/s)\n",
-            kinds[k].name, in_flight, many.tokens_per_s / one.tokens_per_s,
-            many.decode_per_s / one.decode_per_s);
+    g_autofree double *agg = g_new (double, pairs), *dec = g_new (double, pairs);
+    for (int p = 0; p < pairs; p++) {
+      Run one, many;
+      if (!run (args.model, file, 1, args.max_new, kinds[k].stages, &one)
+          || !run (args.model, file, in_flight, args.max_new, kinds[k].stages, &many))
+        return 1;
+      print_run (kinds[k].name, 1, &one);
+      print_run (kinds[k].name, in_flight, &many);
+      agg[p] = many.tokens_per_s / one.tokens_per_s;
+      dec[p] = many.decode_per_s / one.decode_per_s;
+    }
+    qsort (agg, pairs, sizeof *agg, cmp_double);
+    qsort (dec, pairs, sizeof *dec, cmp_double);
+    printf ("%s: %d in flight × 1: %.2f× the aggregate tokens/s (%.2f× the decode tokens/s), "
+            "the median of %d pairs (aggregate %.2f–%.2f×)\n", kinds[k].name, in_flight,
+            median (agg, pairs), median (dec, pairs), pairs, agg[0], agg[pairs - 1]);
   }
   dfl_bench_prompts_file_remove (g_steal_pointer (&file));
   return 0;

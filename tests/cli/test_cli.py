@@ -21,10 +21,10 @@ CACHE = tempfile.mkdtemp(prefix="dflash-cache-")
 os.environ["XDG_CACHE_HOME"] = CACHE
 
 
-def run(*args):
+def run(*args, leaks=True):
     env = dict(os.environ)
     # a sanitizer's own exit status must not pass for ours
-    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":exitcode=99"
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":exitcode=99" + ("" if leaks else ":detect_leaks=0")
     env["UBSAN_OPTIONS"] = env.get("UBSAN_OPTIONS", "") + ":halt_on_error=1:exitcode=98"
     p = subprocess.run([DFLASH, *args], capture_output=True, text=True, env=env, timeout=120)
     return p.returncode, p.stdout, p.stderr
@@ -314,7 +314,10 @@ def main():
     for backend in ("cpu", "vulkan", "cuda"):
         args = ["generate", "--target", GOOD, "--prompt", "the the cat the cat", "--max-new", "40",
                 "--json", "--route-figures", "none", "--route", "block", "--backend", backend]
-        rc, out, err = run(*args)
+        # Mesa's lavapipe keeps a buffer that its unloading at vkDestroyInstance
+        # leaves unreachable (with the driver held loaded the leak checker
+        # reports nothing); the elements' Vulkan tests check ours for leaks
+        rc, out, err = run(*args, leaks=backend != "vulkan")
         if rc == 0 or backend == "cpu":
             try:
                 o = json.loads(out)

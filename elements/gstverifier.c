@@ -80,10 +80,12 @@
 GST_DEBUG_CATEGORY_STATIC (gst_verifier_debug);
 #define GST_CAT_DEFAULT gst_verifier_debug
 
+/* the share of the last pass's time a pass may wait for its sequences */
+#define DEFAULT_BATCH_WAIT 0.25
+
 /* Plain decoding takes tapsource's rounds directly, in the memory the
  * target ran in (their taps are not read): system memory, or CUDA memory
  * where this build has CUDA. */
-#define DEFAULT_BATCH_WAIT 0.25
 #define VERIFIER_TAPS_BACKENDS (1u << GST_DFLASH_BACKEND_CPU | 1u << GST_DFLASH_BACKEND_CUDA)
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS ("text/x-raw, format = (string) utf8"));

@@ -21,9 +21,9 @@
  */
 #include <gst/gst.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "bench-common.h"
 #include "bench-pipelines.h"
 
 typedef struct {
@@ -70,20 +70,6 @@ print_run (const char *what, int in_flight, const Run *r)
           r->batches ? (double) r->rounds / r->batches : 0.0);
 }
 
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
-
-/* the median of v, sorted */
-static double
-median (const double *v, int n)
-{
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int
 main (int argc, char **argv)
 {
@@ -128,6 +114,7 @@ main (int argc, char **argv)
           "   mean batch\n");
   for (guint k = 0; k < G_N_ELEMENTS (kinds); k++) {
     g_autofree double *agg = g_new (double, pairs), *dec = g_new (double, pairs);
+    double agg_median, dec_median;
     for (int p = 0; p < pairs; p++) {
       Run one, many;
       if (!run (args.model, file, 1, args.max_new, kinds[k].stages, &one)
@@ -138,11 +125,12 @@ main (int argc, char **argv)
       agg[p] = many.tokens_per_s / one.tokens_per_s;
       dec[p] = many.decode_per_s / one.decode_per_s;
     }
-    qsort (agg, pairs, sizeof *agg, cmp_double);
-    qsort (dec, pairs, sizeof *dec, cmp_double);
+    /* dfl_bench_median sorts: the range is then the ends */
+    agg_median = dfl_bench_median (agg, pairs);
+    dec_median = dfl_bench_median (dec, pairs);
     printf ("%s: %d in flight × 1: %.2f× the aggregate tokens/s (%.2f× the decode tokens/s), "
             "the median of %d pairs (aggregate %.2f–%.2f×)\n", kinds[k].name, in_flight,
-            median (agg, pairs), median (dec, pairs), pairs, agg[0], agg[pairs - 1]);
+            agg_median, dec_median, pairs, agg[0], agg[pairs - 1]);
   }
   dfl_bench_prompts_file_remove (g_steal_pointer (&file));
   return 0;

@@ -60,12 +60,14 @@ for m in wanted:
         sys.exit(f"--modes: {m!r} is not one of {', '.join(known)}")
 modes = {m: known[m] for m in known if m in wanted or m == "no-draft"}
 target = ["--target", a.target] if a.target else []
+# named only off the CPU, so builds from before --backend can be compared
+backend = ["--backend", a.backend] if a.backend != "cpu" else []
 
 
 def generate(prompt, extra):
     t0 = time.monotonic()
     p = subprocess.run([dflash, "generate", *target, "--prompt", prompt, "--max-new",
-                        str(a.max_new), "--json", "--backend", a.backend, *extra], capture_output=True, text=True, env=env)
+                        str(a.max_new), "--json", *backend, *extra], capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         sys.exit(f"dflash generate {' '.join(extra)} on {prompt!r}: {p.stderr.strip()}")

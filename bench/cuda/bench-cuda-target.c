@@ -19,6 +19,9 @@
  * each byte once but moves it twice, so that floor is about twice as far off
  * as a step that only reads. A benchmark, not a test: it asserts nothing
  * about time.
+ * The same steps are then timed on a second sequence of the same context
+ * with the products' overlapped launches off (dfl_cuda_device_set_overlap;
+ * its graphs captured so), and the two set side by side.
  * With --batch N (default 0: none) it then gives N sequences the same
  * context and times a step of all of them, --batch-rows R rows each
  * (default 1: decoding; 16: a verify step of each), in one
@@ -125,6 +128,7 @@ main (int argc, char **argv)
   g_autofree int *prompt = NULL;
   DflQwen3Config c = { 0 };
   double bw, copy_bw, floor_s, kv_floor_s, t_prefill, t_decode, t_verify;
+  double t_decode_serial, t_verify_serial;
   guint64 weight_bytes, kv_bytes;
 
   g_option_context_add_main_entries (octx, entries, NULL);
@@ -189,6 +193,24 @@ main (int argc, char **argv)
   if (!time_steps (t, seq, context, 1, steps, rng, &t_decode, &error)
       || !time_steps (t, seq, context, verify, steps, rng, &t_verify, &error))
     goto fail;
+  {
+    /* a sequence's graphs are its own: a second one captures its steps
+     * with the launches waiting for the one before */
+    g_autoptr (DflTargetSeq) serial = dfl_target_seq_new (t);
+    DflForwardOut out = { 0 };
+    int32_t last;
+    gboolean ok;
+    out.logits_from = context - 1;
+    out.argmax = &last;
+    ok = serial && dfl_target_seq_reserve (serial, context + verify, &error)
+         && dfl_target_forward (t, serial, prompt, context, &out, &error);
+    dfl_cuda_device_set_overlap (dev, FALSE);
+    ok = ok && time_steps (t, serial, context, 1, steps, rng, &t_decode_serial, &error)
+         && time_steps (t, serial, context, verify, steps, rng, &t_verify_serial, &error);
+    dfl_cuda_device_set_overlap (dev, TRUE);
+    if (!ok)
+      goto fail;
+  }
 
   weight_bytes = dfl_target_weight_bytes (t);
   /* K and V of every layer over the context, in the cache's type */
@@ -222,6 +244,10 @@ main (int argc, char **argv)
   printf ("%-22s %6d %12.3f %12.1f %10s %12s\n", "prefill (one run)", context,
           t_prefill * 1e3, context / t_prefill, "-", "-");
   printf ("\nverify step / decode step  %.2f×\n", t_verify / t_decode);
+  printf ("products launched to wait for the launch before them (the overlap off): decode "
+          "%.3f ms,\n  verify %.3f ms; with it (above) %.3f× and %.3f× as long\n",
+          t_decode_serial * 1e3, t_verify_serial * 1e3, t_decode / t_decode_serial,
+          t_verify / t_verify_serial);
   printf ("goal: decode ≤ 1.2× read floor; this run %.2f× (%s)\n", t_decode / floor_s,
           t_decode / floor_s <= 1.2 ? "met" : "not met");
   printf ("goal: verify ≤ %.1f× read floor at context %d; this run %.2f× (%s)\n",

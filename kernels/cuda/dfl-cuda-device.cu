@@ -115,6 +115,7 @@ dfl_cuda_device_open (int ordinal, GError **error)
   g_rec_mutex_init (&dev->turn);
   dev->ordinal = ordinal;
   dev->multiprocessors = prop.multiProcessorCount;
+  dev->overlap = TRUE;
   dev->description = g_strdup_printf ("%s (sm_%d%d, %.0f GiB)", prop.name, prop.major, prop.minor,
                                       prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
   if (!cuda_ok (cudaStreamCreateWithFlags (&dev->stream, cudaStreamNonBlocking),
@@ -209,6 +210,12 @@ int
 dfl_cuda_device_ordinal (DflCudaDevice *dev)
 {
   return dev->ordinal;
+}
+
+void
+dfl_cuda_device_set_overlap (DflCudaDevice *dev, gboolean overlap)
+{
+  dev->overlap = overlap;
 }
 
 void *

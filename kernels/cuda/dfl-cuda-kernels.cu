@@ -6,6 +6,7 @@
  * sums in double where the CPU sums in double, the same float operations
  * in the same order where a choice (the selector) depends on them.
  */
+#include "dfl-cuda-overlap.cuh"
 #include "dfl-cuda-private.h"
 #include "dfl-error.h"
 
@@ -122,7 +123,11 @@ rmsnorm_kernel (float *dst, const float *src, int dim, const float *w, float eps
 {
   const float *x = src + (size_t) blockIdx.x * dim;
   float *y = dst + (size_t) blockIdx.x * dim;
-  float scale = block_rms_scale (x, dim, eps);
+  float scale;
+
+  /* the product after a norm takes its x from here */
+  overlap_allow_next ();
+  scale = block_rms_scale (x, dim, eps);
 
 #pragma unroll 4
   for (int i = threadIdx.x; i < dim; i += blockDim.x)
@@ -237,6 +242,7 @@ dfl_cuda_norm_rope (DflCudaDevice *dev, float *d_x, int rows, int heads, int hea
 __global__ static void
 silu_mul_kernel (float *gate, const float *up, size_t n)
 {
+  overlap_allow_next ();
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
        i += (size_t) gridDim.x * blockDim.x) {
     float g = gate[i];
@@ -914,6 +920,8 @@ attention_combine_kernel (const float *partial, int chunks, int head_dim, float 
   float top = -INFINITY, total = 0.0f;
   /* dimensions t and t + COMBINE_THREADS (head_dim ≤ 256) */
   float a[2] = { 0.0f, 0.0f };
+
+  overlap_allow_next ();
 
   /* the largest m of a seen chunk: max is the same in any order */
   for (int c = t; c < chunks; c += COMBINE_THREADS)

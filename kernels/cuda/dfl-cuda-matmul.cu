@@ -18,6 +18,7 @@
  * 16-bit paths round x to the weights' type (the CPU's 16-bit kernels keep x in
  * F32; the parity tests' tolerances hold the difference).
  */
+#include "dfl-cuda-overlap.cuh"
 #include "dfl-cuda-private.h"
 #include "dfl-error.h"
 
@@ -107,6 +108,9 @@ one_row_matmul_kernel (Group g, int in, const float *x, bool accumulate)
   float *y = gp.y + gp.local;
   float acc = 0.0f;
 
+  overlap_allow_next ();
+  overlap_wait_previous ();
+
   if (VEC) {
     for (int k = threadIdx.x * 8; k < in; k += ROW_THREADS * 8) {
       uint4 packed = __ldg ((const uint4 *) (row + k));
@@ -146,11 +150,11 @@ launch_one_row (DflCudaDevice *dev, const Group &g, int in, const float *d_x, bo
   for (int i = 0; i < g.n; i++)
     vec = vec && ((uintptr_t) g.w[i]) % 16 == 0;
   if (vec)
-    one_row_matmul_kernel<W, true><<<g.end[g.n - 1], ROW_THREADS, 0, dev->stream>>> (
-      g, in, d_x, accumulate);
+    dfl_cuda_launch_overlapped (dev, one_row_matmul_kernel<W, true>, g.end[g.n - 1], ROW_THREADS,
+                                g, in, d_x, accumulate);
   else
-    one_row_matmul_kernel<W, false><<<g.end[g.n - 1], ROW_THREADS, 0, dev->stream>>> (
-      g, in, d_x, accumulate);
+    dfl_cuda_launch_overlapped (dev, one_row_matmul_kernel<W, false>, g.end[g.n - 1],
+                                ROW_THREADS, g, in, d_x, accumulate);
 }
 
 /* --- a few rows on the tensor cores --- */
@@ -244,6 +248,10 @@ few_rows_matmul_kernel (Group gr, int n_out, int in, const float *x, int ldx, in
     w_ok[n] = o < n_out;
     wp[n] = (const uint4 *) ((const W *) gp.w + (size_t) gp.local * in + 8 * t);
   }
+  /* the weights are the step's constants; x and y may be the launch
+   * before's */
+  overlap_allow_next ();
+  overlap_wait_previous ();
 #pragma unroll
   for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -338,11 +346,11 @@ launch_few_rows_mt (DflCudaDevice *dev, const Group &g, int in, const float *d_x
   int n_out = g.end[g.n - 1];
 
   if (n_out >= 2048)
-    few_rows_matmul_kernel<W, MT, 2, 8><<<(n_out + 15) / 16, 256, 0, dev->stream>>> (
-      g, n_out, in, d_x, ldx, rows, accumulate);
+    dfl_cuda_launch_overlapped (dev, few_rows_matmul_kernel<W, MT, 2, 8>, (n_out + 15) / 16, 256,
+                                g, n_out, in, d_x, ldx, rows, accumulate);
   else
-    few_rows_matmul_kernel<W, MT, 1, 8><<<(n_out + 7) / 8, 256, 0, dev->stream>>> (
-      g, n_out, in, d_x, ldx, rows, accumulate);
+    dfl_cuda_launch_overlapped (dev, few_rows_matmul_kernel<W, MT, 1, 8>, (n_out + 7) / 8, 256,
+                                g, n_out, in, d_x, ldx, rows, accumulate);
 }
 
 template <typename W>

@@ -46,6 +46,9 @@ struct _DflCudaDevice {
   cublasHandle_t cublas;
   void *d_cublas_workspace;
   int multiprocessors;
+  /* products launched to start while the launch before them finishes
+   * (dfl-cuda-overlap.cuh) */
+  gboolean overlap;
   /* attention's per-chunk partial results (the launches on the one stream
    * take turns with it, graphs included) */
   float *d_att_partial;

@@ -38,6 +38,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DflCudaDevice, dfl_cuda_device_unref)
 /* "NVIDIA H200 (sm_90, 139 GiB)" */
 const char *dfl_cuda_device_describe (DflCudaDevice *dev);
 int dfl_cuda_device_ordinal (DflCudaDevice *dev);
+/* Whether a kernel may start while the kernel before it on the stream
+ * finishes (dfl-cuda-overlap.cuh; TRUE when the device opens). Graphs keep
+ * what was set when they were captured. The results are the same bits
+ * either way: for comparisons of speed and of those bits. Set it while no
+ * other thread launches on the device. */
+void dfl_cuda_device_set_overlap (DflCudaDevice *dev, gboolean overlap);
 /* cudaStream_t and cublasHandle_t, as void * so C callers need no CUDA headers. */
 void *dfl_cuda_device_stream (DflCudaDevice *dev);
 void *dfl_cuda_device_cublas (DflCudaDevice *dev);

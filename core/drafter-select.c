@@ -148,9 +148,10 @@ flatten (const cJSON *item, GArray *out)
   const cJSON *e;
 
   if (cJSON_IsNumber (item)) {
+    /* past float's range a value becomes infinite: refused as well */
     float v = (float) item->valuedouble;
     g_array_append_val (out, v);
-    return isfinite (item->valuedouble);
+    return isfinite (v);
   }
   if (!cJSON_IsArray (item))
     return FALSE;
@@ -202,12 +203,38 @@ out:
   return ok;
 }
 
+/* The count of rows `key` the router was fitted on, where the record has
+ * one: a whole number from 0 to 2^53 (what a double holds exactly), else
+ * an error naming it and its value. */
+static gboolean
+row_count (const cJSON *root, const char *key, gint64 *count, const char *origin,
+           GError **error)
+{
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive (root, key);
+
+  if (!n)
+    return TRUE;
+  if (!cJSON_IsNumber (n)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: dflash_route.%s is %s, not a number",
+                 origin, key, dfl_json_kind (n));
+    return FALSE;
+  }
+  if (!(n->valuedouble >= 0.0 && n->valuedouble <= 9007199254740992.0)
+      || n->valuedouble != floor (n->valuedouble)) {
+    g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT,
+                 "%s: dflash_route.%s is %g, not a count of rows (a whole number from 0 to "
+                 "2^53)", origin, key, n->valuedouble);
+    return FALSE;
+  }
+  *count = (gint64) n->valuedouble;
+  return TRUE;
+}
+
 DflRoute *
 dfl_route_parse (const char *json, int hidden, const char *origin, GError **error)
 {
   cJSON *root = dfl_json_parse (json, strlen (json) + 1, NULL, FALSE);
   DflRoute *r = g_new0 (DflRoute, 1);
-  const cJSON *n;
 
   if (!cJSON_IsObject (root)) {
     g_set_error (error, DFL_ERROR, DFL_ERROR_FORMAT, "%s: dflash_route is not a JSON object", origin);
@@ -216,10 +243,9 @@ dfl_route_parse (const char *json, int hidden, const char *origin, GError **erro
   if (!subspace_parse (root, "block", hidden, &r->block, origin, error)
       || !subspace_parse (root, "chain", hidden, &r->chain, origin, error))
     goto fail;
-  if (cJSON_IsNumber (n = cJSON_GetObjectItemCaseSensitive (root, "block_rows")))
-    r->block_rows = (gint64) n->valuedouble;
-  if (cJSON_IsNumber (n = cJSON_GetObjectItemCaseSensitive (root, "chain_rows")))
-    r->chain_rows = (gint64) n->valuedouble;
+  if (!row_count (root, "block_rows", &r->block_rows, origin, error)
+      || !row_count (root, "chain_rows", &r->chain_rows, origin, error))
+    goto fail;
   cJSON_Delete (root);
   return r;
 fail:

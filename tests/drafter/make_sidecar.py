@@ -265,6 +265,10 @@ def make_bad(out, main_tensors, main_hash):
     rt = route(np.random.default_rng(5), MAIN["hidden"])
     rt["chain"]["basis"] = rt["chain"]["basis"][:-1]
     write_sidecar(f"{d}/route.safetensors", main_tensors, MAIN, main_hash, rt)
+    # a count of rows no integer holds (a value a fuzzer found)
+    rt = route(np.random.default_rng(5), MAIN["hidden"])
+    rt["block_rows"] = 1.08889e87
+    write_sidecar(f"{d}/route-rows.safetensors", main_tensors, MAIN, main_hash, rt)
     json.dump(expect, open(f"{d}/expect.json", "w"), indent=1)
 
 

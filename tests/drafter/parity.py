@@ -132,6 +132,9 @@ def bad_inputs(tool, work):
     r = run_tool(tool, "load", f"{work}/bad/route.safetensors")
     check(r.returncode == 0 and "dflash_route.chain has a mean of 64 and a basis of 191 values" in r.stderr,
           f"bad/route: loads without its router, warning \"{r.stderr.strip()}\"")
+    r = run_tool(tool, "load", f"{work}/bad/route-rows.safetensors")
+    check(r.returncode == 0 and "dflash_route.block_rows is 1.08889e+87, not a count of rows" in r.stderr,
+          f"bad/route-rows: loads without its router, warning \"{r.stderr.strip()}\"")
     # sizes that disagree with the target
     r = run_tool(tool, "check", f"{work}/main/dflash.safetensors", f"{work}/v1/target")
     check(r.returncode == 1 and "drafts for a target of 8 layers, hidden 64, vocab 320" in r.stderr
